@@ -1,0 +1,90 @@
+"""What every report works on: an opened profile, its DuckDB views, and the step selection.
+
+Reports are pure functions ``ProfileData -> result``. They query the views created by
+:func:`dlscope.store.reader.attach` plus ``sel_steps``: the steps the user selected (warm-up
+excluded unless asked, ``--iter-start``/``--iter-stop`` applied), which every per-step statistic
+uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..store import db
+from ..store.meta import Meta
+from ..store.reader import StoredProfile, attach, open_profile
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which iterations statistics cover (inclusive step numbers)."""
+
+    iter_start: int | None = None
+    iter_stop: int | None = None
+    include_warmup: bool = False
+
+    def describe(self) -> str:
+        parts = []
+        if self.iter_start is not None or self.iter_stop is not None:
+            a = "" if self.iter_start is None else str(self.iter_start)
+            b = "" if self.iter_stop is None else str(self.iter_stop)
+            parts.append(f"steps {a}:{b}")
+        if self.include_warmup:
+            parts.append("warm-up included")
+        return ", ".join(parts)
+
+
+class ProfileData:
+    """An opened profile ready for queries."""
+
+    def __init__(self, stored: StoredProfile, selection: Selection | None = None,
+                 con: duckdb.DuckDBPyConnection | None = None) -> None:
+        self.stored = stored
+        self.meta: Meta = stored.meta
+        self.selection = selection or Selection()
+        self.con = attach(stored, con)
+        self._select_steps()
+
+    @classmethod
+    def open(cls, path: str | Path, selection: Selection | None = None) -> ProfileData:
+        return cls(open_profile(path), selection)
+
+    @property
+    def path(self) -> Path:
+        return self.stored.path
+
+    def _select_steps(self) -> None:
+        sel = self.selection
+        cond = ["TRUE"]
+        if not sel.include_warmup and sel.iter_start is None:
+            cond.append("NOT warmup")
+        if sel.iter_start is not None:
+            cond.append(f"step >= {int(sel.iter_start)}")
+        if sel.iter_stop is not None:
+            cond.append(f"step <= {int(sel.iter_stop)}")
+        self.con.execute(f"CREATE OR REPLACE VIEW sel_steps AS SELECT * FROM steps WHERE {' AND '.join(cond)}")
+
+    # ---- query helpers -----------------------------------------------------------------------
+    def table(self, sql: str, params: list[Any] | None = None) -> pa.Table:
+        return db.query_arrow(self.con, sql, params)
+
+    def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        return self.table(sql, params).to_pylist()
+
+    def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
+        rows = self.con.execute(sql, params or []).fetchall()
+        return rows[0][0] if rows else None
+
+    def count(self, table: str) -> int:
+        return int(self.meta.table_rows.get(table, 0) or self.scalar(f"SELECT count(*) FROM raw_{table}"))
+
+    def has(self, table: str) -> bool:
+        return self.count(table) > 0
+
+    def close(self) -> None:
+        self.con.close()

@@ -1,0 +1,68 @@
+"""Phase breakdown: where each step's time goes, by application phase."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .context import ProfileData
+
+# Phases whose domain is listed here cover a whole process, not part of a step.
+_WHOLE_RUN_DOMAINS = ("process",)
+
+
+@dataclass
+class PhaseRow:
+    """One phase name. With steps: instances that start in a selected step, ``mean_ms`` per step
+    and ``pct_of_step`` of the selected steps' total time. Without steps: all instances,
+    ``mean_ms`` per instance and ``pct_of_step`` of the profile's wall time."""
+
+    name: str
+    count: int
+    total_ms: float
+    mean_ms: float
+    pct_of_step: float | None
+    depth: int
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
+    n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
+    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
+    base = f"SELECT * FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})"
+    if n_steps:
+        step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM sel_steps") or 0)
+        rows = data.rows(f"""
+            SELECT p.name, count(*) AS n, sum(p.end_ns - p.start_ns)::DOUBLE AS total, min(p.depth) AS depth,
+                   any_value(p.source) AS source, avg(p.start_ns - s.start_ns) AS off_ns
+            FROM ({base}) p JOIN sel_steps s ON p.rank = s.rank AND p.step = s.step
+            GROUP BY p.name ORDER BY off_ns, p.name""")
+        return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / n_steps,
+                         100.0 * r["total"] / step_total if step_total else None, int(r["depth"] or 0),
+                         r["source"]) for r in rows]
+    wall = wall_ns(data)
+    rows = data.rows(f"""
+        SELECT name, count(*) AS n, sum(end_ns - start_ns)::DOUBLE AS total, min(depth) AS depth,
+               any_value(source) AS source, min(start_ns) AS first
+        FROM ({base}) GROUP BY name ORDER BY first, name""")
+    return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / r["n"],
+                     100.0 * r["total"] / wall if wall else None, int(r["depth"] or 0), r["source"])
+            for r in rows]
+
+
+def wall_ns(data: ProfileData) -> int:
+    """The profile's wall time: meta's start/end when recorded, else the span of its events."""
+    m = data.meta
+    if m.start_ns and m.end_ns and m.end_ns > m.start_ns:
+        return int(m.end_ns - m.start_ns)
+    span = data.rows("""
+        SELECT min(s) AS s, max(e) AS e FROM (
+          SELECT min(start_ns) s, max(end_ns) e FROM phases UNION ALL
+          SELECT min(start_ns), max(end_ns) FROM ops UNION ALL
+          SELECT min(start_ns), max(end_ns) FROM api UNION ALL
+          SELECT min(start_ns), max(end_ns) FROM kernels UNION ALL
+          SELECT min(start_ns), max(end_ns) FROM memcpy)""")[0]
+    return int(span["e"] - span["s"]) if span["s"] is not None else 0

@@ -1,0 +1,62 @@
+"""Step statistics: how long an iteration takes and how steady it is."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .context import ProfileData
+
+
+@dataclass
+class StepStats:
+    """Statistics over the selected steps. Percentiles interpolate linearly between samples
+    (numpy's default); ``std_ms`` is the sample standard deviation (n - 1)."""
+
+    count: int
+    mean_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    std_ms: float | None
+    min_ms: float | None
+    max_ms: float | None
+    total_ms: float
+    steps_per_s: float | None
+    samples_per_s: float | None
+    total_steps: int  # recorded, before selection
+    warmup_excluded: list[int]  # warm-up step numbers left out
+    first_step: int | None
+    last_step: int | None
+    ranks: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_stats(data: ProfileData) -> StepStats:
+    row = data.rows("""
+        SELECT count(*) AS n, avg(d) AS mean, quantile_cont(d, 0.5) AS p50, quantile_cont(d, 0.95) AS p95,
+               quantile_cont(d, 0.99) AS p99, stddev_samp(d) AS std, min(d) AS mn, max(d) AS mx,
+               coalesce(sum(d), 0) AS total, min(step) AS first, max(step) AS last,
+               count(DISTINCT rank) AS ranks
+        FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM sel_steps)""")[0]
+    total_steps = int(data.scalar("SELECT count(*) FROM steps") or 0)
+    warm = [r["step"] for r in data.rows("SELECT DISTINCT step FROM steps WHERE warmup ORDER BY step")]
+    excluded = [s for s in warm if s not in set(
+        r["step"] for r in data.rows("SELECT DISTINCT step FROM sel_steps"))]
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else v / 1e6
+
+    n = int(row["n"])
+    mean = row["mean"]
+    steps_per_s = 1e9 / mean if mean else None
+    bs = data.meta.batch_size
+    return StepStats(
+        count=n, mean_ms=ms(mean), p50_ms=ms(row["p50"]), p95_ms=ms(row["p95"]), p99_ms=ms(row["p99"]),
+        std_ms=ms(row["std"]), min_ms=ms(row["mn"]), max_ms=ms(row["mx"]), total_ms=row["total"] / 1e6,
+        steps_per_s=steps_per_s, samples_per_s=steps_per_s * bs if (steps_per_s and bs) else None,
+        total_steps=total_steps, warmup_excluded=excluded, first_step=row["first"], last_step=row["last"],
+        ranks=int(row["ranks"] or 0),
+    )

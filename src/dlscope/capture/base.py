@@ -1,0 +1,106 @@
+"""The interface every collector implements, and the settings they read.
+
+A collector records one source (the PyTorch profiler, NVML, CUPTI ...) inside a recording
+:class:`~dlscope.capture.session.Session`. It is started and stopped by the session, told of
+every step boundary, writes what it captured into the session's spool directory, and at finalize
+turns that spool into named tables (:meth:`Collector.decode`). A collector that cannot run here
+raises :class:`~dlscope.errors.CollectorUnavailable` from ``start`` with the reason; the profile
+then says that layer is missing and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pyarrow as pa
+
+from .schedule import Action
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+@dataclass
+class Settings:
+    """Everything a user can ask of a recording (API keywords and `dlscope profile` flags)."""
+
+    batch_size: int | None = None
+    steps: tuple[int | None, int | None] | None = None  # inclusive window
+    warmup: int | None = None  # None: 1 step without a window, 0 with one
+    mode: str = "default"  # 'default' (low overhead) or 'full' (shapes, stacks, memory)
+    torch: str = "auto"  # auto | on | off
+    nvml: str = "auto"
+    cupti: str = "auto"
+    nvtx: bool = False
+    key_node: str | None = None
+    flush_interval_s: float = 1.0
+    sample_interval_ms: int = 50
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["steps"] = list(self.steps) if self.steps else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Settings:
+        d = dict(d)
+        if d.get("steps") is not None:
+            d["steps"] = tuple(d["steps"])
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+class Collector:
+    """Base class. Subclasses set ``name`` and ``layers`` and override what they need."""
+
+    name: ClassVar[str] = ""
+    layers: ClassVar[tuple[str, ...]] = ()
+    setting: ClassVar[str] = ""  # the Settings field that turns it on/off ('auto'|'on'|'off')
+    scope: ClassVar[str] = "process"  # 'process': runs in each profiled process; 'host': once per run
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def wanted(self) -> bool:
+        return not self.setting or getattr(self.settings, self.setting, "auto") != "off"
+
+    def start(self, session: Session) -> None:
+        """Begin recording, or raise CollectorUnavailable(reason)."""
+
+    def on_step(self, step: int, action: Action) -> None:
+        """Called at each step boundary with the index of the step that begins."""
+
+    def flush(self) -> None:
+        """Write what is buffered to the spool (called about once a second)."""
+
+    def stop(self) -> None:
+        """Stop recording and write everything still buffered."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings worth keeping in meta.json."""
+        return {}
+
+    def dropped(self) -> int:
+        """Records lost (buffer overflow and the like)."""
+        return 0
+
+    @classmethod
+    def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
+        """Turn this collector's spool files for ``pid`` into named tables (text name columns)."""
+        return {}
+
+
+@dataclass
+class DecodeContext:
+    """What finalize knows about one recording process."""
+
+    pid: int
+    rank: int
+    offset_ns: int  # monotonic -> epoch
+    session: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    frameworks: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,230 @@
+"""Finalize: turn a spool (one or several recording processes) into a profile.
+
+Runs at the end of ``with dlscope.profile(...)``, in the ``dlscope profile`` parent after the
+program exits, and from ``dlscope summary`` on a spool left by a killed run. Each process's
+application events are paired into phases (vectorized: enters and exits of one (thread, name)
+pair up by nesting level), step boundaries become steps, each collector decodes its own files,
+and the builder writes the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import __version__
+from ..errors import InputError
+from ..store import spool
+from ..store.build import ProfileBuilder
+from ..store.meta import CollectorStatus, Meta
+from ..store.writer import remove_spool
+from . import COLLECTORS
+from .base import DecodeContext
+from .schedule import Action, StepSchedule
+
+PROCESS_DOMAIN = "process"  # domain of the phase covering a whole profiled command
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pair_phase_events(nid: np.ndarray, tid: np.ndarray, val: np.ndarray, open_end: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pair signed enter(+t)/exit(-t) events into ranges.
+
+    Events of one (tid, nid) pair are in recording order. Within a pair, an enter at nesting
+    level L is closed by the next exit at level L; sorting by (pair, level, order) puts each enter
+    right before its exit. Exits with no enter are dropped; enters never closed end at
+    ``open_end`` and are reported as unclosed. Returns (nid, tid, start, end, unclosed).
+    """
+    n = len(val)
+    if n == 0:
+        e = np.empty(0, np.int64)
+        return e, e, e, e, np.empty(0, bool)
+    order = np.lexsort((np.arange(n), nid, tid))  # by tid, nid, then recording order
+    nid, tid, val = nid[order], tid[order], val[order]
+    enter = val > 0
+    step = np.where(enter, 1, -1)
+    new_group = np.ones(n, bool)
+    new_group[1:] = (nid[1:] != nid[:-1]) | (tid[1:] != tid[:-1])
+    group = np.cumsum(new_group) - 1
+    cum = np.cumsum(step)
+    base = (cum - step)[new_group][group]  # running level before each group's first event
+    level = cum - base
+    level = np.where(enter, level, level + 1)  # an exit's level is the level it closes
+    o2 = np.lexsort((np.arange(n), level, group))
+    g2, l2, e2 = group[o2], level[o2], enter[o2]
+    same = np.zeros(n, bool)
+    same[:-1] = (g2[:-1] == g2[1:]) & (l2[:-1] == l2[1:])
+    is_pair = np.zeros(n, bool)
+    is_pair[:-1] = e2[:-1] & ~e2[1:] & same[:-1]
+    starts_idx = o2[np.nonzero(is_pair)[0]]
+    ends_idx = o2[np.nonzero(is_pair)[0] + 1]
+    paired = np.zeros(n, bool)
+    paired[starts_idx] = True
+    paired[ends_idx] = True
+    open_idx = np.nonzero(enter & ~paired)[0]
+    s_idx = np.concatenate([starts_idx, open_idx])
+    end_t = np.concatenate([-val[ends_idx], np.full(len(open_idx), open_end, np.int64)])
+    unclosed = np.concatenate([np.zeros(len(starts_idx), bool), np.ones(len(open_idx), bool)])
+    return nid[s_idx], tid[s_idx], val[s_idx], end_t, unclosed
+
+
+def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | None) -> dict[str, pa.Table]:
+    """Phases, marks and steps of one process."""
+    events_path = spool_dir / f"{ctx.pid}.events.spool"
+    strings = spool.read_strings(spool_dir / f"{ctx.pid}.strings.jsonl") if (
+        spool_dir / f"{ctx.pid}.strings.jsonl").exists() else {}
+    if not events_path.exists():
+        return {}
+    try:
+        blocks, torn = spool.read_event_blocks(events_path)
+    except ValueError as e:
+        raise InputError(f"{events_path}: {e}") from None
+    if torn:
+        ctx.notes.append(f"process {ctx.pid}: the spool ended inside a write (killed while flushing)")
+    off = ctx.offset_ns
+    last_mono = max((int(np.abs(b.values).max()) for b in blocks if len(b.values)), default=0)
+    if end_info and end_info.get("end_ns"):
+        open_end_epoch = int(end_info["end_ns"])
+    else:
+        open_end_epoch = last_mono + off if last_mono else int(ctx.session.get("start_ns", 0))
+
+    def names_of(ids: np.ndarray) -> pa.Array:
+        lookup = {i: strings.get(i, f"<name {i}>") for i in np.unique(ids).tolist()}
+        return pa.array([lookup[i] for i in ids.tolist()], pa.string()) if len(ids) else pa.array([], pa.string())
+
+    out: dict[str, pa.Table] = {}
+    ph = [b for b in blocks if b.kind == spool.PHASE]
+    if ph:
+        nid = np.concatenate([np.full(len(b.values), b.a, np.int64) for b in ph])
+        tid = np.concatenate([np.full(len(b.values), b.b, np.int64) for b in ph])
+        val = np.concatenate([b.values for b in ph]).astype(np.int64)
+        p_nid, p_tid, p_start, p_end, unclosed = pair_phase_events(nid, tid, val, open_end_epoch - off)
+        if unclosed.any():
+            ctx.notes.append(f"process {ctx.pid}: {int(unclosed.sum())} phase(s) were still open at the end")
+        n = len(p_nid)
+        out["phases"] = pa.table({
+            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "pid": pa.array(np.full(n, ctx.pid, np.int64)),
+            "tid": p_tid, "start_ns": p_start + off, "end_ns": np.maximum(p_end + off, p_start + off),
+            "name": names_of(p_nid), "kind": pa.array(["range"] * n),
+            "source": pa.array(["dlscope"] * n),
+            "domain": pa.array([PROCESS_DOMAIN if ctx.session.get("owner") == "cli-parent" else None] * n,
+                               pa.string()),
+        })
+    mk = [b for b in blocks if b.kind == spool.MARK]
+    if mk:
+        nid = np.concatenate([np.full(len(b.values), b.a, np.int64) for b in mk])
+        tid = np.concatenate([np.full(len(b.values), b.b, np.int64) for b in mk])
+        ts = np.concatenate([b.values for b in mk]).astype(np.int64) + off
+        n = len(ts)
+        marks = pa.table({
+            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "pid": pa.array(np.full(n, ctx.pid, np.int64)),
+            "tid": tid, "start_ns": ts, "end_ns": ts, "name": names_of(nid),
+            "kind": pa.array(["mark"] * n), "source": pa.array(["dlscope"] * n),
+        })
+        out["phases"] = pa.concat_tables([out["phases"], marks], promote_options="default") if "phases" in out else marks
+    st = [b for b in blocks if b.kind == spool.STEP]
+    if st:
+        bounds = np.sort(np.concatenate([b.values for b in st]).astype(np.int64)) + off
+        step_tid = st[0].b
+        sched_d = ctx.session.get("schedule") or {}
+        sched = StepSchedule(int(sched_d.get("start", 0)), sched_d.get("stop"), int(sched_d.get("warmup", 0)))
+        starts = np.concatenate([[int(ctx.session["start_ns"])], bounds[:-1]])
+        idx = np.arange(len(bounds))
+        actions = [sched.action(int(i)) for i in idx]
+        keep = np.array([a is not Action.SKIP for a in actions], bool)
+        n = int(keep.sum())
+        out["steps"] = pa.table({
+            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "step": pa.array(idx[keep].astype(np.int32)),
+            "start_ns": starts[keep], "end_ns": bounds[keep],
+            "pid": pa.array(np.full(n, ctx.pid, np.int64)), "tid": pa.array(np.full(n, step_tid, np.int64)),
+            "source": pa.array(["dlscope"] * n),
+            "warmup": pa.array([a is Action.WARMUP for a, k in zip(actions, keep) if k], pa.bool_()),
+        })
+    return out
+
+
+def _merge_status(meta: Meta, name: str, st: CollectorStatus) -> None:
+    prev = meta.collectors.get(name)
+    rank = {"ok": 3, "failed": 2, "unavailable": 1, "off": 0}
+    if prev is None or rank.get(st.status, 0) > rank.get(prev.status, 0):
+        meta.collectors[name] = st
+
+
+def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = None,
+                     exit_code: int | None = None) -> Path:
+    """Build ``profile_dir`` from its spool and remove the spool. Raises InputError if there is
+    nothing to finalize."""
+    profile_dir = Path(profile_dir)
+    spool_dir = profile_dir / "spool"
+    pids = spool.spool_pids(spool_dir) if spool_dir.is_dir() else []
+    if not pids:
+        raise InputError(f"{profile_dir}: no recording to finalize (no spool)")
+    builder = ProfileBuilder()
+    meta = Meta(source="recorded", dlscope_version=__version__)
+    meta.clock = {"domain": "unix_epoch_ns", "offsets": {}}
+    starts, ends, ranks = [], [], set()
+    main_settings: dict[str, Any] | None = None
+    for pid in pids:
+        session = _read_json(spool_dir / f"{pid}.session.json")
+        if session is None:
+            meta.note(f"process {pid}: unreadable session file, skipped")
+            continue
+        end_info = _read_json(spool_dir / f"{pid}.end.json")
+        ctx = DecodeContext(pid=pid, rank=int(session.get("rank", 0)),
+                            offset_ns=int(session["clock"]["offset_ns"]), session=session)
+        if end_info is None:
+            ctx.notes.append(f"process {pid} stopped without a clean exit (killed?); its data ends at its last flush")
+        meta.clock["offsets"][str(pid)] = session["clock"]
+        starts.append(int(session["start_ns"]))
+        ranks.add(ctx.rank)
+        meta.host = meta.host or str(session.get("host", ""))
+        settings = (end_info or {}).get("settings") or session.get("settings") or {}
+        if session.get("owner") != "cli-parent" and main_settings is None:
+            main_settings = settings
+            meta.command = meta.command or session.get("argv")
+        builder.add_all(decode_app(spool_dir, ctx, end_info))
+        for cls in COLLECTORS:
+            try:
+                builder.add_all(cls.decode(spool_dir, pid, ctx))
+            except Exception as e:  # one collector's broken file must not lose the others
+                ctx.notes.append(f"process {pid}: could not decode {cls.name} data ({e.__class__.__name__}: {e})")
+        if end_info:
+            ends.append(int(end_info.get("end_ns") or 0))
+            for name, st in (end_info.get("collectors") or {}).items():
+                _merge_status(meta, name, CollectorStatus(st.get("status", "failed"), st.get("reason", ""),
+                                                          st.get("settings") or {}))
+            for name, n in (end_info.get("dropped") or {}).items():
+                meta.dropped[name] = meta.dropped.get(name, 0) + int(n)
+            meta.frameworks.update(end_info.get("frameworks") or {})
+        for note in ctx.notes:
+            meta.note(note)
+        meta.devices += [d for d in ctx.devices if d not in meta.devices]
+        meta.frameworks.update(ctx.frameworks)
+    settings = main_settings or {}
+    sched = StepSchedule.from_options(tuple(settings["steps"]) if settings.get("steps") else None,
+                                      settings.get("warmup"))
+    meta.batch_size = settings.get("batch_size")
+    meta.warmup_steps = sched.warmup
+    meta.step_window = [sched.start, sched.stop] if sched.windowed else None
+    meta.key_node = settings.get("key_node")
+    meta.start_ns = min(starts) if starts else None
+    meta.end_ns = max(ends) if ends else int(time.time_ns())
+    meta.ranks = sorted(ranks) or [0]
+    meta.exit_code = exit_code
+    if command is not None:
+        meta.command = command
+    builder.write(profile_dir, meta)
+    remove_spool(profile_dir)
+    return profile_dir

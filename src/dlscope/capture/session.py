@@ -1,0 +1,263 @@
+"""A recording in one process: the spool, the app recorder, the collectors and the flusher.
+
+Safety is the point of this module. The flusher writes the spool about once a second, so a
+process killed with SIGKILL loses at most that much. SIGTERM (when the program has not claimed
+it), exceptions, KeyboardInterrupt and normal exit all stop the session through the same path,
+which flushes everything and writes ``PID.end.json``; then the signal is re-raised so the
+program dies exactly as it would have. A forked child (a DataLoader worker) stops recording.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..clock import measure_offset
+from ..errors import CollectorUnavailable
+from ..store import spool
+from ..store.meta import CollectorStatus
+from .app import AppRecorder
+from .base import Collector, Settings
+from .schedule import Action, StepSchedule
+
+_active_sessions: list[Session] = []
+
+
+def _after_fork_in_child() -> None:
+    # Threads do not survive fork and the spool files belong to the parent: the child records
+    # nothing. (DataLoader workers are forked; their time shows as the parent's data wait.)
+    for s in _active_sessions:
+        s._forked()
+    _active_sessions.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def detect_rank() -> int:
+    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        v = os.environ.get(var)
+        if v and v.strip().lstrip("-").isdigit():
+            return int(v)
+    return 0
+
+
+class Session:
+    """One process's recording into ``profile_dir/spool``."""
+
+    def __init__(self, profile_dir: str | Path, settings: Settings | None = None, owner: str = "api",
+                 collectors: list[type[Collector]] | None = None) -> None:
+        self.profile_dir = Path(profile_dir)
+        self.spool_dir = self.profile_dir / "spool"
+        self.settings = settings or Settings()
+        self.owner = owner  # 'api': this process finalizes; 'cli': the dlscope parent does
+        self.schedule = StepSchedule.from_options(self.settings.steps, self.settings.warmup)
+        self.recorder = AppRecorder()
+        self.pid = os.getpid()
+        self.rank = detect_rank()
+        self.started = False
+        self.stopped = False
+        self.stop_reason = ""
+        if collectors is None:
+            from . import COLLECTORS
+
+            # Host-level collectors (the NVML sampler) run in the `dlscope profile` parent when
+            # there is one, so that each GPU is sampled once, outside the program.
+            collectors = [c for c in COLLECTORS if owner == "api" or c.scope == "process"]
+        self._collector_types = collectors
+        self.collectors: list[Collector] = []
+        self.statuses: dict[str, CollectorStatus] = {}
+        self._flush_lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._events: spool.EventSpoolWriter | None = None
+        self._strings: spool.StringSpoolWriter | None = None
+        self._prev_sigterm: Any = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> Session:
+        if self.started:
+            return self
+        self.spool_dir.mkdir(parents=True, exist_ok=True)
+        self.offset = measure_offset()
+        self.start_ns = time.time_ns()
+        self._events = spool.EventSpoolWriter(self.spool_dir / f"{self.pid}.events.spool")
+        self._strings = spool.StringSpoolWriter(self.spool_dir / f"{self.pid}.strings.jsonl")
+        spool.write_json_atomic(self.spool_dir / f"{self.pid}.session.json", self._session_info())
+        self.recorder.set_recording(self.owner == "cli-parent" or self.schedule.action(0) is not Action.SKIP)
+        self.started = True
+        _active_sessions.append(self)
+        for cls in self._collector_types:
+            self._start_collector(cls)
+        self._flusher = threading.Thread(target=self._flush_loop, name="dlscope-flusher", daemon=True)
+        self._flusher.start()
+        atexit.register(self._atexit)
+        self._install_sigterm()
+        return self
+
+    def _start_collector(self, cls: type[Collector]) -> None:
+        c = cls(self.settings)
+        if not c.wanted():
+            self.statuses[c.name] = CollectorStatus("off", "turned off by the user")
+            return
+        try:
+            c.start(self)
+        except CollectorUnavailable as e:
+            self.statuses[c.name] = CollectorStatus("unavailable", str(e))
+            return
+        except Exception as e:  # a collector must never break the program it profiles
+            self.statuses[c.name] = CollectorStatus("failed", f"{e.__class__.__name__}: {e}")
+            return
+        self.collectors.append(c)
+        self.statuses[c.name] = CollectorStatus("ok", "", c.describe())
+
+    def step(self) -> int:
+        """Mark a step boundary; returns the index of the step that begins."""
+        if not self.started or self.stopped:
+            return self.recorder.step_count
+        idx = self.recorder.step_boundary()
+        action = self.schedule.action(idx)
+        want = action is not Action.SKIP
+        if want != self.recorder.recording:
+            self.recorder.set_recording(want)
+        for c in self.collectors:
+            try:
+                c.on_step(idx, action)
+            except Exception as e:
+                self._collector_failed(c, e)
+        return idx
+
+    def stop(self, reason: str = "exit") -> None:
+        """Stop every collector, flush everything, write PID.end.json. Idempotent."""
+        if not self.started or self.stopped:
+            return
+        self.stopped = True
+        self.stop_reason = reason
+        self.recorder.set_recording(False)
+        for c in reversed(self.collectors):
+            try:
+                c.stop()
+            except Exception as e:
+                self._collector_failed(c, e)
+        self._stop_event.set()
+        if self._flusher is not None and self._flusher is not threading.current_thread():
+            self._flusher.join(timeout=10)
+        self.flush()
+        for c in self.collectors:
+            st = self.statuses.get(c.name)
+            if st is not None and st.status == "ok":
+                st.settings = c.describe()
+        end = {
+            "pid": self.pid, "end_ns": time.time_ns(), "reason": reason,
+            "steps": self.recorder.step_count,
+            "settings": self.settings.to_dict(),
+            "collectors": {k: v.__dict__ for k, v in self.statuses.items()},
+            "dropped": {c.name: c.dropped() for c in self.collectors if c.dropped()},
+            "frameworks": _framework_versions(),
+        }
+        spool.write_json_atomic(self.spool_dir / f"{self.pid}.end.json", end)
+        for w in (self._events, self._strings):
+            if w is not None:
+                w.close()
+        if self in _active_sessions:
+            _active_sessions.remove(self)
+        self._restore_sigterm()
+
+    def flush(self) -> None:
+        with self._flush_lock:
+            if self._events is None or self._strings is None or self._events._f.closed:
+                return
+            blocks, names = self.recorder.drain()
+            self._strings.write(names)  # names first: a block never refers to an unwritten name
+            self._events.write_blocks(blocks)
+            for c in self.collectors:
+                try:
+                    c.flush()
+                except Exception as e:
+                    self._collector_failed(c, e)
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        while not self._stop_event.wait(self.settings.flush_interval_s):
+            try:
+                self.flush()
+            except OSError:
+                return  # disk full or spool removed: keep the program running
+
+    def _collector_failed(self, c: Collector, e: BaseException) -> None:
+        self.statuses[c.name] = CollectorStatus("failed", f"{e.__class__.__name__}: {e}")
+        if c in self.collectors:
+            self.collectors.remove(c)
+
+    def _session_info(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid, "rank": self.rank, "host": socket.gethostname(), "owner": self.owner,
+            "start_ns": self.start_ns, "clock": self.offset.as_dict(),
+            "settings": self.settings.to_dict(),
+            "schedule": {"start": self.schedule.start, "stop": self.schedule.stop, "warmup": self.schedule.warmup},
+            "argv": list(sys.argv), "python": sys.version.split()[0], "dlscope": __version__,
+        }
+
+    def _atexit(self) -> None:
+        if not self.stopped:
+            self.stop("exit")
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            current = signal.getsignal(signal.SIGTERM)
+        except (ValueError, OSError):
+            return
+        if current not in (signal.SIG_DFL, None):
+            return  # the program handles SIGTERM itself; atexit still stops us on its way out
+        self._prev_sigterm = current
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _restore_sigterm(self) -> None:
+        if self._prev_sigterm is None or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._prev_sigterm)
+        except (ValueError, OSError):
+            pass
+        self._prev_sigterm = None
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stop("SIGTERM")
+        if self.owner == "api":
+            try:
+                from .finalize import finalize_profile
+
+                finalize_profile(self.profile_dir)
+            except Exception:
+                pass  # the spool stays; 'dlscope summary' finalizes it later
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def _forked(self) -> None:
+        self.stopped = True
+        self.started = False
+        self.collectors = []
+        self.recorder.set_recording(False)
+        self._events = self._strings = None
+
+
+def _framework_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for mod in ("torch", "tensorflow", "jax", "cupy"):
+        m = sys.modules.get(mod)
+        v = getattr(m, "__version__", None) if m is not None else None
+        if v:
+            out[mod] = str(v)
+    return out

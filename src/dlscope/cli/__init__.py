@@ -1,0 +1,59 @@
+"""The command line: one module per command, registered in COMMANDS."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import __version__
+from ..errors import DlscopeError
+from .base import Command, Parser
+from .profile import ProfileCommand
+from .sql import SqlCommand
+from .summary import SummaryCommand
+
+COMMANDS: list[type[Command]] = [ProfileCommand, SummaryCommand, SqlCommand]
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="dlscope", description="Profile Python deep-learning programs through every layer.")
+    parser.add_argument("--version", action="version", version=f"dlscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for cls in COMMANDS:
+        p = sub.add_parser(cls.name, help=cls.help(), description=cls.description())
+        cmd = cls()
+        cmd.add_arguments(p)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `dlscope` script; returns the exit code."""
+    args_list = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        cmd = getattr(args, "_command", None)
+        if cmd is None:
+            parser.print_help()
+            return 2
+        return int(cmd.run(args))
+    except DlscopeError as e:
+        print(f"dlscope: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("dlscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except Exception as e:
+        if os.environ.get("DLSCOPE_DEBUG"):
+            raise
+        print(f"dlscope: internal error: {e.__class__.__name__}: {e} "
+              "(a dlscope bug: rerun with DLSCOPE_DEBUG=1 for the traceback and please report it)",
+              file=sys.stderr)
+        return 1

@@ -1,0 +1,35 @@
+"""What a command is: a name, a one-line help, its arguments, and run() -> exit code."""
+
+from __future__ import annotations
+
+import argparse
+from typing import ClassVar, NoReturn
+
+from ..errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one line (raised, printed by main) instead of usage+exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+class Command:
+    """Base of every subcommand. ``help`` is the first line of the class docstring."""
+
+    name: ClassVar[str] = ""
+
+    @classmethod
+    def help(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0]
+
+    @classmethod
+    def description(cls) -> str:
+        return (cls.__doc__ or "").strip()
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError

@@ -1,0 +1,41 @@
+"""Arguments and helpers several commands share."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..analysis.context import ProfileData, Selection
+from ..errors import UsageError
+from ..store.reader import is_unfinished
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("iterations")
+    g.add_argument("--iter-start", type=int, metavar="N", help="first step to include (inclusive)")
+    g.add_argument("--iter-stop", type=int, metavar="M", help="last step to include (inclusive)")
+    g.add_argument("--include-warmup", action="store_true", help="keep warm-up steps in statistics")
+
+
+def selection_from(args: argparse.Namespace) -> Selection:
+    start, stop = getattr(args, "iter_start", None), getattr(args, "iter_stop", None)
+    if start is not None and stop is not None and stop < start:
+        raise UsageError(f"--iter-stop {stop} is before --iter-start {start}")
+    return Selection(start, stop, bool(getattr(args, "include_warmup", False)))
+
+
+def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileData:
+    """Open a profile; a recording left unfinished by a killed program is finalized first."""
+    p = Path(path)
+    if is_unfinished(p):
+        from ..capture.finalize import finalize_profile
+
+        print(f"dlscope: finalizing the recording left in {p} (the program did not finish it)", file=sys.stderr)
+        finalize_profile(p)
+    return ProfileData.open(p, selection)
+
+
+def add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("table", "csv", "json"),
+               default: str = "table") -> None:
+    parser.add_argument("--format", choices=choices, default=default, help=f"output format (default: {default})")

@@ -1,0 +1,90 @@
+"""Run a program under the profiler and show its summary."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from ..analysis.context import ProfileData
+from ..analysis.summary import summarize
+from ..capture.base import Settings
+from ..capture.finalize import finalize_profile
+from ..capture.launcher import exit_status, normalize_command, run_profiled
+from ..capture.schedule import parse_steps
+from ..errors import DlscopeError, UsageError
+from ..render.terminal import console, render_summary
+from .base import Command
+
+
+def default_output(cmd: list[str]) -> Path:
+    """``train.py`` -> ``train.dlscope``, then ``train-1.dlscope``... never overwriting."""
+    script = next((a for a in cmd if a.endswith(".py")), Path(cmd[0]).name)
+    stem = Path(script).stem or "profile"
+    p = Path(f"{stem}.dlscope")
+    i = 1
+    while p.exists():
+        p = Path(f"{stem}-{i}.dlscope")
+        i += 1
+    return p
+
+
+class ProfileCommand(Command):
+    """Run a program under the profiler and show its summary.
+
+    dlscope profile [-o PATH] [--steps A:B] [--batch-size N] -- CMD [ARGS...]
+    The program's exit code is passed through (128+N when killed by signal N). Every Python
+    process of the command records itself; a program that never calls dlscope still gets a
+    profile of its whole run.
+    """
+
+    name = "profile"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-o", "--output", metavar="PATH", help="profile directory (default: SCRIPT.dlscope)")
+        parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing profile")
+        parser.add_argument("--steps", metavar="A:B", help="record only steps A to B (inclusive)")
+        parser.add_argument("--warmup", type=int, metavar="N",
+                            help="flag the first N recorded steps as warm-up (default 1, or 0 with --steps)")
+        parser.add_argument("--batch-size", type=int, metavar="N", help="samples per step, for samples/s")
+        parser.add_argument("--mode", choices=("default", "full"), default="default",
+                            help="'full' adds shapes, stacks and memory to the PyTorch layer (more overhead)")
+        parser.add_argument("--torch", choices=("auto", "on", "off"), default="auto", help="PyTorch layer")
+        parser.add_argument("--nvml", choices=("auto", "on", "off"), default="auto", help="GPU counter sampler")
+        parser.add_argument("--cupti", choices=("auto", "on", "off"), default="auto",
+                            help="CUPTI tracing for CUDA programs that do not use PyTorch")
+        parser.add_argument("--nvtx", action="store_true", help="also emit phases and steps as NVTX ranges")
+        parser.add_argument("--key-node", metavar="NAME", help="a range or op that marks one iteration")
+        parser.add_argument("--quiet", action="store_true", help="do not print the summary")
+        parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+
+    def run(self, args: argparse.Namespace) -> int:
+        cmd = list(args.command)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        cmd = normalize_command(cmd)
+        if args.batch_size is not None and args.batch_size <= 0:
+            raise UsageError("--batch-size must be positive")
+        window = parse_steps(args.steps) if args.steps else None
+        out = Path(args.output) if args.output else default_output(cmd)
+        if out.exists():
+            if not args.force:
+                raise UsageError(f"{out} exists (use -f to overwrite, or -o to choose another path)")
+            shutil.rmtree(out)
+        settings = Settings(batch_size=args.batch_size, steps=window, warmup=args.warmup, mode=args.mode,
+                            torch=args.torch, nvml=args.nvml, cupti=args.cupti, nvtx=args.nvtx,
+                            key_node=args.key_node)
+        rc = run_profiled(cmd, out, settings)
+        status = exit_status(rc)
+        err = console(stderr=True)
+        try:
+            finalize_profile(out, command=cmd, exit_code=status)
+        except DlscopeError as e:
+            err.print(f"dlscope: could not finalize the profile: {e}; the recording is kept in {out}")
+            return status or 2
+        if not args.quiet:
+            render_summary(summarize(ProfileData.open(out)), console())
+        how = f"exited with {status}" if rc >= 0 else f"was killed by signal {-rc}"
+        print(f"dlscope: profile written to {out} (the program {how})", file=sys.stderr)
+        return status

@@ -1,0 +1,41 @@
+"""Run a SQL query (DuckDB) over a profile's tables."""
+
+from __future__ import annotations
+
+import argparse
+
+import duckdb
+
+from ..errors import UsageError
+from ..render.tables import render
+from ..render.terminal import console
+from ..store import db
+from .base import Command
+from .common import add_format, open_for_analysis
+
+
+class SqlCommand(Command):
+    """Run a SQL query (DuckDB) over a profile's tables.
+
+    Every table is a view with decoded names (phases, steps, ops, api, kernels, memcpy, memset,
+    sync, counters, strings); raw_<table> has only the ids. Times are ns since the Unix epoch.
+    Example: dlscope sql run.dlscope "select name, count(*), sum(end_ns-start_ns)/1e6 as ms
+    from kernels group by name order by ms desc limit 10"
+    """
+
+    name = "sql"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("profile", help="a NAME.dlscope directory")
+        parser.add_argument("query", help="the SQL query")
+        add_format(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        data = open_for_analysis(args.profile)
+        try:
+            table = db.query_arrow(data.con, args.query)
+        except duckdb.Error as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+            raise UsageError(f"query failed: {first}") from None
+        render(table, args.format, console())
+        return 0

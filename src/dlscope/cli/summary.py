@@ -1,0 +1,36 @@
+"""Show a profile's summary: steps, phases, and which layers were captured."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..analysis.summary import summarize
+from ..render.terminal import console, render_summary
+from .base import Command
+from .common import add_selection, open_for_analysis, selection_from
+
+
+class SummaryCommand(Command):
+    """Show a profile's summary: steps, phases, and which layers were captured.
+
+    Statistics cover the selected steps (warm-up excluded by default). A recording left by a
+    killed program is finalized first.
+    """
+
+    name = "summary"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("profile", help="a NAME.dlscope directory")
+        parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+        add_selection(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        data = open_for_analysis(args.profile, selection_from(args))
+        s = summarize(data)
+        out = console()
+        if args.format == "json":
+            out.file.write(json.dumps(s.as_dict(), indent=1, default=str) + "\n")
+        else:
+            render_summary(s, out)
+        return 0

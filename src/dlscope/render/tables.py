@@ -1,0 +1,78 @@
+"""Formatting a result table as text, CSV or JSON (``dlscope sql``, ``dlscope stats``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table as RichTable
+
+Formatter = Callable[[Any], str]
+
+
+def _plain(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ""
+        return repr(v) if abs(v) < 1e16 else f"{v:.6g}"
+    return str(v)
+
+
+def to_csv(table: pa.Table, formats: dict[str, Formatter] | None = None) -> str:
+    formats = formats or {}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(table.column_names)
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    fmts = [formats.get(n, _plain) for n in table.column_names]
+    for row in zip(*cols):
+        w.writerow([f(v) if v is not None else "" for f, v in zip(fmts, row)])
+    return buf.getvalue()
+
+
+def to_json(table: pa.Table) -> str:
+    return json.dumps(table.to_pylist(), indent=1, default=str)
+
+
+def _human(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1e15 else f"{v:.4g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
+def rich_table(table: pa.Table, title: str | None = None, formats: dict[str, Formatter] | None = None,
+               max_rows: int | None = None) -> RichTable:
+    formats = formats or {}
+    t = RichTable(title=title, title_justify="left", header_style="bold", show_edge=False, pad_edge=False)
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
+    for name, num in zip(table.column_names, numeric):
+        t.add_column(name, justify="right" if num else "left", overflow="fold")
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    fmts = [formats.get(n, _human) for n in table.column_names]
+    for i, row in enumerate(zip(*cols)):
+        if max_rows is not None and i >= max_rows:
+            break
+        t.add_row(*[f(v) if v is not None else "" for f, v in zip(fmts, row)])
+    return t
+
+
+def render(table: pa.Table, fmt: str, console: Console, title: str | None = None,
+           formats: dict[str, Formatter] | None = None) -> None:
+    if fmt == "csv":
+        console.file.write(to_csv(table, formats))
+    elif fmt == "json":
+        console.file.write(to_json(table) + "\n")
+    else:
+        console.print(rich_table(table, title, formats))

@@ -1,0 +1,80 @@
+"""The terminal summary (rich). Only formats: every number comes from analysis.summary."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.summary import Summary
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that is plain (no colour, no progress) when not writing to a terminal."""
+    c = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, highlight=False, soft_wrap=False, width=140, color_system=None)
+    return c
+
+
+def _ms(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def render_summary(s: Summary, out: Console) -> None:
+    out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
+    if s.command:
+        out.print(f"  command: {shlex.join(s.command)}")
+    line = f"  source: {s.source}   wall time: {_ms(s.wall_ms / 1000, 3)} s"
+    if s.exit_code is not None:
+        line += f"   exit code: {s.exit_code}"
+    out.print(line)
+    for d in s.devices:
+        out.print(f"  device {d.get('index', '?')}: {d.get('name', '?')}"
+                  + (f" ({d['sms']} SMs)" if d.get("sms") else ""))
+    st = s.steps
+    out.print()
+    if st.count:
+        head = f"[bold]Steps[/bold]  {st.count} measured"
+        if st.first_step is not None:
+            head += f" (steps {st.first_step}-{st.last_step})"
+        if st.warmup_excluded:
+            ws = st.warmup_excluded
+            head += f"; warm-up excluded: step{'s' if len(ws) > 1 else ''} {', '.join(map(str, ws[:5]))}"
+            head += "..." if len(ws) > 5 else ""
+        if s.selection:
+            head += f"; selection: {s.selection}"
+        out.print(head)
+        t = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for col in ("mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "steps/s", "samples/s"):
+            t.add_column(col, justify="right")
+        t.add_row(_ms(st.mean_ms, 3), _ms(st.p50_ms, 3), _ms(st.p95_ms, 3), _ms(st.p99_ms, 3), _ms(st.std_ms, 3),
+                  _ms(st.steps_per_s, 2), _ms(st.samples_per_s, 1) if st.samples_per_s else "- (batch size unknown)")
+        out.print(t)
+    elif st.total_steps:
+        out.print(f"[bold]Steps[/bold]  {st.total_steps} recorded, none selected ({s.selection or 'all warm-up'})")
+    else:
+        out.print("[bold]Steps[/bold]  none found: call prof.step() once per iteration, or name an "
+                  "iteration marker with --key-node")
+    if s.phases:
+        out.print()
+        basis = "% of step time" if st.count else "% of wall time"
+        out.print(f"[bold]Phases[/bold]  ({basis})")
+        t = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for col, j in (("phase", "left"), ("count", "right"), ("total ms", "right"),
+                       ("mean ms" + ("/step" if st.count else ""), "right"), ("%", "right")):
+            t.add_column(col, justify=j)
+        for p in s.phases:
+            t.add_row("  " * p.depth + p.name, f"{p.count:,}", _ms(p.total_ms), _ms(p.mean_ms, 3),
+                      "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}")
+        out.print(t)
+    out.print()
+    out.print("[bold]Layers[/bold]")
+    for name, ls in s.layers.items():
+        if ls.available:
+            out.print(f"  {name:<12} yes ({ls.rows:,} rows)")
+        else:
+            out.print(f"  {name:<12} no: {ls.reason}")
+    for note in s.notes:
+        out.print(f"  note: {note}")

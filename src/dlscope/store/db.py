@@ -1,0 +1,45 @@
+"""DuckDB helpers shared by the store, importers and analysis (one place for API differences
+between DuckDB releases)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection. Threads default to the machine's cores (at most 8: the
+    tables are small enough that more threads only add start-up cost)."""
+    con = duckdb.connect(":memory:")
+    n = threads or min(os.cpu_count() or 1, 8)
+    con.execute(f"SET threads = {int(n)}")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def to_arrow(rel: Any) -> pa.Table:
+    """Materialize a DuckDB relation as an Arrow table, whatever the DuckDB release calls it."""
+    for method in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        fn = getattr(rel, method, None)
+        if fn is not None:
+            out = fn()
+            return out if isinstance(out, pa.Table) else out.read_all()
+    raise RuntimeError("this DuckDB release cannot return Arrow tables")
+
+
+def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pa.Table:
+    rel = con.sql(sql, params=params) if params else con.sql(sql)
+    for method in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        fn = getattr(rel, method, None)
+        if fn is not None:
+            out = fn()
+            return out if isinstance(out, pa.Table) else out.read_all()
+    raise RuntimeError("this DuckDB release cannot return Arrow tables")
+
+
+def sql_str(s: str) -> str:
+    """Quote a string (a path) as a SQL literal."""
+    return "'" + s.replace("'", "''") + "'"

@@ -1,0 +1,90 @@
+"""``meta.json``: what a profile is, how it was made, and what it lacks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileFormatError
+from .schema import FORMAT_NAME, FORMAT_VERSION
+
+
+@dataclass
+class CollectorStatus:
+    """One collector's outcome. ``status`` is 'ok', 'unavailable' (cannot run here: ``reason``
+    says why), 'off' (not asked for), or 'failed' (started, then broke: ``reason``)."""
+
+    status: str
+    reason: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Meta:
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+    dlscope_version: str = ""
+    source: str = "recorded"  # 'recorded' or 'imported:<importer>'
+    inputs: list[str] = field(default_factory=list)
+    command: list[str] | None = None
+    host: str = ""
+    start_ns: int | None = None
+    end_ns: int | None = None
+    exit_code: int | None = None
+    ranks: list[int] = field(default_factory=lambda: [0])
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    frameworks: dict[str, str] = field(default_factory=dict)
+    collectors: dict[str, CollectorStatus] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    clock: dict[str, Any] = field(default_factory=lambda: {"domain": "unix_epoch_ns"})
+    batch_size: int | None = None
+    warmup_steps: int = 0
+    step_window: list[int | None] | None = None
+    key_node: str | None = None
+    notes: list[str] = field(default_factory=list)
+    table_rows: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["collectors"] = {k: asdict(v) for k, v in self.collectors.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Meta:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        kwargs["collectors"] = {
+            k: CollectorStatus(**{kk: vv for kk, vv in v.items() if kk in ("status", "reason", "settings")})
+            for k, v in (d.get("collectors") or {}).items()
+        }
+        return cls(**kwargs)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def load_meta(path: Path) -> Meta:
+    """Read and validate ``meta.json``; any problem is a ProfileFormatError with one line."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProfileFormatError(f"{path.parent}: not a dlscope profile (no meta.json)") from None
+    except (OSError, ValueError) as e:
+        raise ProfileFormatError(f"{path}: unreadable or corrupt meta.json ({e.__class__.__name__})") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
+        raise ProfileFormatError(f"{path.parent}: not a dlscope profile (meta.json is foreign)")
+    version = raw.get("format_version")
+    if not isinstance(version, int):
+        raise ProfileFormatError(f"{path}: corrupt meta.json (no format_version)")
+    if version > FORMAT_VERSION:
+        raise ProfileFormatError(
+            f"{path.parent}: written in profile format {version}, this dlscope reads up to "
+            f"{FORMAT_VERSION}; upgrade dlscope"
+        )
+    try:
+        return Meta.from_dict(raw)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ProfileFormatError(f"{path}: corrupt meta.json ({e})") from None

@@ -1,0 +1,91 @@
+"""Opening a profile and querying it with DuckDB.
+
+:func:`open_profile` validates a finished profile (``meta.json`` plus every table's Parquet
+footer) and never executes anything from it. :func:`attach` makes one DuckDB view per table;
+the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
+...), so ``select name, count(*) from kernels group by 1`` works as a user would expect. The raw
+tables stay reachable as ``raw_<table>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from ..errors import InputError, ProfileFormatError
+from . import db
+from .meta import Meta, load_meta
+from .schema import NAME_COLUMNS, TABLES
+
+@dataclass
+class StoredProfile:
+    """A finished profile on disk."""
+
+    path: Path
+    meta: Meta
+    files: dict[str, list[Path]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def is_unfinished(path: Path) -> bool:
+    """A directory with a spool but no meta.json: recording stopped before finalize."""
+    return path.is_dir() and not (path / "meta.json").exists() and (path / "spool").is_dir()
+
+
+def open_profile(path: str | Path) -> StoredProfile:
+    """Validate and open a finished profile. Raises InputError/ProfileFormatError with one line."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such profile")
+    if p.is_file():
+        raise ProfileFormatError(
+            f"{p}: is a file, not a dlscope profile directory (to read a trace, use 'dlscope import {p}')"
+        )
+    meta = load_meta(p / "meta.json")
+    prof = StoredProfile(p, meta)
+    for spec in TABLES:
+        files = sorted(p.glob(f"{spec.name}.parquet")) + sorted(p.glob(f"{spec.name}.rank*.parquet"))
+        if not files:
+            raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
+        for f in files:
+            try:
+                md = pq.read_metadata(f)
+            except Exception as e:  # pyarrow raises several types for damaged files
+                raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
+            missing = set(spec.column_names()) - set(md.schema.names)
+            if missing:
+                raise ProfileFormatError(f"{f}: table {spec.name} lacks columns {sorted(missing)}")
+        prof.files[spec.name] = files
+    return prof
+
+
+def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """Create the views of ``profile`` in ``con`` (a new connection if None) and return it."""
+    con = con or db.connect()
+    for spec in TABLES:
+        files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
+        cols = ", ".join(f'"{c}"' for c in spec.column_names())
+        src = f"SELECT {cols} FROM read_parquet({files})"
+        if spec.name == "strings":
+            con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
+            continue
+        con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
+        names = NAME_COLUMNS.get(spec.name)
+        if not names:
+            con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM raw_{spec.name}")
+            continue
+        joins, extra = [], []
+        for i, (col, idcol) in enumerate(names.items()):
+            joins.append(f"LEFT JOIN strings s{i} ON s{i}.id = t.{idcol}")
+            extra.append(f"s{i}.value AS {col}")
+        con.execute(
+            f"CREATE OR REPLACE VIEW {spec.name} AS SELECT t.*, {', '.join(extra)} "
+            f"FROM raw_{spec.name} t {' '.join(joins)}"
+        )
+    return con

@@ -1,0 +1,268 @@
+"""The profile format: every table, its columns and their units, in one place.
+
+A profile is a directory ``NAME.dlscope/`` holding ``meta.json`` and one Parquet file per table
+(``TABLE.parquet``; ``TABLE.rankN.parquet`` when several ranks were recorded separately). It is the
+contract between recording and analysis: every report is computed from these tables alone.
+
+Conventions (they hold for every table):
+
+* Times are int64 nanoseconds since the Unix epoch (``*_ns``); durations are ``end_ns - start_ns``.
+  Every collector converts to this clock when it records and writes the offset it used to
+  ``meta.json`` (``clock``).
+* Sizes are int64 bytes. Rates and percentages are stored only in ``counters``, with the unit in
+  :data:`METRICS`.
+* Names (ops, kernels, API calls, phases, metrics, shapes) are interned once in ``strings`` and
+  referred to by ``*_id`` int32 columns; the DuckDB views made by the reader add the decoded
+  ``name`` column.
+* ``rank`` is the distributed rank (0 for a single process); ``step`` is the iteration an event
+  belongs to (NULL outside any step); ``correlation_id`` links a CUDA API call to the GPU activity
+  it caused (CUPTI's correlation id); ``external_id`` links a framework op to the API calls and
+  GPU activity it caused (Kineto's "External id").
+* Small enumerations (copy kinds, sources) are plain strings, dictionary-encoded on disk.
+
+Bump :data:`FORMAT_VERSION` on any incompatible change; readers refuse newer major versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+FORMAT_NAME = "dlscope-profile"
+FORMAT_VERSION = 1
+
+I8, I16, I32, I64, F64 = pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64()
+STR, BOOL = pa.string(), pa.bool_()
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    layer: str  # application | framework | runtime | hardware | (internal)
+    doc: str
+    columns: tuple[Column, ...]
+    sort_by: tuple[str, ...] = ()
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns])
+
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+RANK = _c("rank", I32, "distributed rank of the process that recorded the row", False)
+PID = _c("pid", I64, "operating-system process id")
+TID = _c("tid", I64, "operating-system or framework thread id")
+DEVICE = _c("device", I32, "GPU index as the process saw it")
+STREAM = _c("stream", I64, "CUDA stream id")
+START = _c("start_ns", I64, "start, ns since the Unix epoch", False)
+END = _c("end_ns", I64, "end, ns since the Unix epoch", False)
+NAME = _c("name_id", I32, "name, an id in strings", False)
+CORR = _c("correlation_id", I64, "CUDA correlation id (API call <-> GPU activity)")
+EXT = _c("external_id", I64, "framework correlation id (op <-> API call <-> GPU activity)")
+STEP = _c("step", I32, "iteration the row belongs to; NULL outside any step")
+
+STRINGS = Table(
+    "strings", "(internal)", "Interned names; every *_id column refers to id here.",
+    (_c("id", I32, "string id", False), _c("value", STR, "the string", False)),
+    sort_by=("id",),
+)
+
+PHASES = Table(
+    "phases", "application",
+    "Application phases (ranges) and instant marks: dlscope's own API, NVTX ranges, "
+    "record_function annotations, and phases derived from framework events "
+    "(data loading, forward, backward, optimizer).",
+    (RANK, PID, TID, START, END, NAME,
+     _c("depth", I16, "nesting depth on its thread, 0 = outermost"),
+     _c("kind", STR, "'range' or 'mark' (a mark has end_ns = start_ns)", False),
+     _c("source", STR, "'dlscope', 'nvtx', 'record_function' or 'derived'", False),
+     _c("domain_id", I32, "NVTX domain or annotation category, an id in strings"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+STEPS = Table(
+    "steps", "application",
+    "Iterations: from dlscope's step(), ProfilerStep#N, an optimizer step or a key node.",
+    (RANK, _c("step", I32, "iteration number", False), START, END, PID, TID,
+     _c("source", STR, "'dlscope', 'profiler_step', 'optimizer' or 'key_node'", False),
+     _c("warmup", BOOL, "warm-up iteration, excluded from statistics by default", False)),
+    sort_by=("rank", "step"),
+)
+
+OPS = Table(
+    "ops", "framework",
+    "Framework operators (PyTorch aten ops, autograd functions, TF/JAX ops).",
+    (RANK, PID, TID, START, END, NAME,
+     _c("op_id", I64, "unique per rank; parent_id refers to it", False),
+     _c("parent_id", I64, "enclosing op on the same thread, NULL at top level"),
+     _c("depth", I16, "nesting depth among ops on its thread"),
+     _c("self_ns", I64, "duration minus the durations of direct child ops"),
+     EXT,
+     _c("sequence_nr", I64, "autograd sequence number: links a forward op to its backward"),
+     _c("fwd_tid", I64, "thread of the forward op, for backward ops"),
+     _c("input_shapes_id", I32, "input shapes as text, an id in strings"),
+     _c("input_types_id", I32, "input dtypes as text, an id in strings"),
+     _c("category", STR, "'cpu_op' or another framework category"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+API = Table(
+    "api", "runtime",
+    "CUDA runtime and driver API calls made by the host (launches, copies, synchronization).",
+    (RANK, PID, TID, START, END, NAME, CORR, EXT,
+     _c("cbid", I32, "CUPTI callback id"),
+     _c("kind", STR, "'runtime' or 'driver'", False),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+KERNELS = Table(
+    "kernels", "hardware",
+    "GPU kernel executions.",
+    (RANK, DEVICE, STREAM, START, END, NAME, CORR, EXT,
+     _c("grid_x", I32, "grid size"), _c("grid_y", I32, ""), _c("grid_z", I32, ""),
+     _c("block_x", I32, "block size"), _c("block_y", I32, ""), _c("block_z", I32, ""),
+     _c("registers", I32, "registers per thread"),
+     _c("shared_bytes", I64, "shared memory per block, static + dynamic"),
+     _c("static_shared_bytes", I64, "static shared memory per block, when known"),
+     _c("dynamic_shared_bytes", I64, "dynamic shared memory per block, when known"),
+     _c("pid", I64, "host process that launched it"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+MEMCPY = Table(
+    "memcpy", "hardware",
+    "GPU memory copies.",
+    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+     _c("bytes", I64, "bytes copied", False),
+     _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP' or 'unknown'", False),
+     _c("src_kind", STR, "'pageable', 'pinned', 'device', 'managed', 'array' or 'unknown'"),
+     _c("dst_kind", STR, "same values as src_kind"),
+     _c("pid", I64, "host process that issued it"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+MEMSET = Table(
+    "memset", "hardware",
+    "GPU memory sets.",
+    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+     _c("bytes", I64, "bytes set", False),
+     _c("mem_kind", STR, "'device', 'pinned', 'pageable', 'managed' or 'unknown'"),
+     _c("pid", I64, "host process that issued it"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+SYNC = Table(
+    "sync", "runtime",
+    "Host-side waits on the GPU (stream, event, context synchronization, stream-wait-event).",
+    (RANK, PID, TID, DEVICE, STREAM, START, END, CORR,
+     _c("kind", STR, "'stream', 'event', 'context', 'stream_wait_event' or 'unknown'", False),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
+COUNTERS = Table(
+    "counters", "hardware",
+    "Sampled counters: NVML/GPM GPU metrics, memory timelines. Units per metric in METRICS.",
+    (RANK, DEVICE, _c("ts_ns", I64, "sample time, ns since the Unix epoch", False),
+     _c("metric_id", I32, "metric name, an id in strings", False),
+     _c("value", F64, "value in the metric's unit", False),
+     STEP),
+    sort_by=("rank", "metric_id", "ts_ns"),
+)
+
+# Text columns that the builder interns and the reader's views decode: text column -> id column.
+NAME_COLUMNS: dict[str, dict[str, str]] = {
+    "phases": {"name": "name_id", "domain": "domain_id"},
+    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id"},
+    "api": {"name": "name_id"},
+    "kernels": {"name": "name_id"},
+    "counters": {"metric": "metric_id"},
+}
+
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COUNTERS)
+TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+# Which tables carry each layer's data (used to say which layers a profile holds).
+LAYER_TABLES: dict[str, tuple[str, ...]] = {
+    "application": ("phases", "steps"),
+    "framework": ("ops",),
+    "runtime": ("api", "sync"),
+    "hardware": ("kernels", "memcpy", "memset", "counters"),
+}
+
+# Counter metrics: name -> (unit, description). A collector may add metrics not listed here; they
+# are shown with their name only.
+METRICS: dict[str, tuple[str, str]] = {
+    "gpu_util": ("%", "NVML GPU utilization: share of the sample period a kernel ran"),
+    "mem_util": ("%", "NVML memory utilization: share of the sample period device memory was read or written"),
+    "mem_used": ("bytes", "device memory in use"),
+    "power": ("W", "board power draw"),
+    "sm_clock": ("MHz", "SM clock"),
+    "mem_clock": ("MHz", "memory clock"),
+    "temperature": ("C", "GPU temperature"),
+    "throttle_reasons": ("bitmask", "NVML clocks-event (throttle) reasons"),
+    "sm_active": ("%", "GPM SM activity"),
+    "sm_occupancy": ("%", "GPM SM occupancy (resident warps / max)"),
+    "tensor_active": ("%", "GPM tensor-core activity (any precision)"),
+    "dram_bw_util": ("%", "GPM DRAM bandwidth utilization"),
+    "pcie_tx": ("bytes/s", "GPM PCIe transmit throughput"),
+    "pcie_rx": ("bytes/s", "GPM PCIe receive throughput"),
+    "nvlink_tx": ("bytes/s", "GPM NVLink transmit throughput"),
+    "nvlink_rx": ("bytes/s", "GPM NVLink receive throughput"),
+}
+
+
+def empty_table(name: str) -> pa.Table:
+    """A zero-row table with the table's schema."""
+    return TABLES_BY_NAME[name].schema.empty_table()
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return ``table`` with exactly the schema of table ``name``: columns reordered, missing
+    nullable columns added as nulls, types cast. Raises ValueError on a missing required column."""
+    spec = TABLES_BY_NAME[name]
+    arrays = []
+    for col in spec.columns:
+        if col.name in table.column_names:
+            arr = table.column(col.name)
+            if arr.type != col.type:
+                arr = arr.cast(col.type)
+        elif col.nullable:
+            arr = pa.nulls(table.num_rows, col.type)
+        else:
+            raise ValueError(f"table {name}: required column {col.name} is missing")
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=spec.schema)
+
+
+def describe() -> str:
+    """The schema as Markdown (used by ``dlscope schema`` and docs/format.md)."""
+    lines = [f"# dlscope profile format, version {FORMAT_VERSION}", ""]
+    for t in TABLES:
+        lines += [f"## `{t.name}` ({t.layer})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.type} | {c.doc} |" for c in t.columns]
+        lines.append("")
+    lines += ["## counter metrics", "", "| metric | unit | meaning |", "|---|---|---|"]
+    lines += [f"| `{m}` | {u} | {d} |" for m, (u, d) in METRICS.items()]
+    return "\n".join(lines) + "\n"
