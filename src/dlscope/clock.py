@@ -9,6 +9,7 @@ smallest read interval (recorded as ``uncertainty_ns``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 
@@ -27,13 +28,14 @@ class ClockOffset:
         return asdict(self)
 
 
-def measure_offset(samples: int = 16) -> ClockOffset:
-    """Measure the perf_counter -> epoch offset from the tightest of ``samples`` bracketed reads."""
+def measure_offset(samples: int = 16, clock: Callable[[], int] = time.perf_counter_ns,
+                   wall_clock: Callable[[], int] = time.time_ns) -> ClockOffset:
+    """Measure the ``clock`` -> epoch offset from the tightest of ``samples`` bracketed reads."""
     best: tuple[int, int] | None = None
     for _ in range(samples):
-        a = time.perf_counter_ns()
-        wall = time.time_ns()
-        b = time.perf_counter_ns()
+        a = clock()
+        wall = wall_clock()
+        b = clock()
         width = b - a
         if best is None or width < best[0]:
             best = (width, wall - (a + b) // 2)

@@ -43,7 +43,8 @@ def _wrap(fn: F, name: str, resolve: Callable[[str], Any]) -> F:
 
 
 class Range:
-    """Context manager recording one named phase on one thread."""
+    """Context manager recording one named phase on one thread. The clock is bound as a default
+    argument of __enter__/__exit__ (see :func:`range_type`): the fastest lookup Python has."""
 
     __slots__ = ("_append", "events", "name", "name_id", "tid")
 
@@ -54,13 +55,11 @@ class Range:
         self.events: list[int] = []
         self._append = self.events.append if recording else _DISCARD.append
 
-    def __enter__(self, _now: Callable[[], int] = perf_counter_ns) -> Range:
-        self._append(_now())
-        return self
+    def __enter__(self) -> Range:  # replaced per clock by range_type()
+        raise NotImplementedError
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any, _now: Callable[[], int] = perf_counter_ns) -> bool:
-        self._append(-_now())
-        return False
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        raise NotImplementedError
 
     def __call__(self, fn: F) -> F:
         from .. import api
@@ -69,6 +68,29 @@ class Range:
 
     def set_recording(self, on: bool) -> None:
         self._append = self.events.append if on else _DISCARD.append
+
+
+_range_types: dict[Callable[[], int], type[Range]] = {}
+
+
+def range_type(clock: Callable[[], int]) -> type[Range]:
+    """The Range class reading ``clock`` (perf_counter_ns in real use; a fake one in tests)."""
+    cls = _range_types.get(clock)
+    if cls is None:
+
+        class ClockedRange(Range):
+            __slots__ = ()
+
+            def __enter__(self, _now: Callable[[], int] = clock) -> Range:
+                self._append(_now())
+                return self
+
+            def __exit__(self, exc_type: Any, exc: Any, tb: Any, _now: Callable[[], int] = clock) -> bool:
+                self._append(-_now())
+                return False
+
+        cls = _range_types[clock] = ClockedRange
+    return cls
 
 
 class NullRange:
@@ -111,7 +133,9 @@ class _ThreadRanges(dict):  # type: ignore[type-arg]
 class AppRecorder:
     """Owns every Range, the interned names, marks and step boundaries of one process."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] = perf_counter_ns) -> None:
+        self.clock = clock
+        self._range_cls = range_type(clock)
         self._lock = threading.Lock()
         self._names: dict[str, int] = {}
         self._new_names: list[tuple[int, str]] = []
@@ -139,7 +163,7 @@ class AppRecorder:
     def new_range(self, name: str, tid: int) -> Range:
         if not isinstance(name, str):
             raise TypeError(f"phase name must be a str, not {type(name).__name__}")
-        rng = Range(name, self.intern(name), tid, self.recording)
+        rng = self._range_cls(name, self.intern(name), tid, self.recording)
         with self._lock:
             self._ranges.append(rng)
         return rng
@@ -153,11 +177,11 @@ class AppRecorder:
     # ---- marks and steps ---------------------------------------------------------------------
     def mark(self, name: str) -> None:
         if self.recording:
-            self._marks.append((self.intern(name), threading.get_native_id(), perf_counter_ns()))
+            self._marks.append((self.intern(name), threading.get_native_id(), self.clock()))
 
     def step_boundary(self) -> int:
         """Record a step() call; returns the index of the step that starts now."""
-        self._steps.append((threading.get_native_id(), perf_counter_ns()))
+        self._steps.append((threading.get_native_id(), self.clock()))
         self.step_count += 1
         return self.step_count
 

@@ -16,6 +16,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,16 @@ class Session:
     """One process's recording into ``profile_dir/spool``."""
 
     def __init__(self, profile_dir: str | Path, settings: Settings | None = None, owner: str = "api",
-                 collectors: list[type[Collector]] | None = None) -> None:
+                 collectors: list[type[Collector]] | None = None,
+                 clock: Callable[[], int] = time.perf_counter_ns, wall_clock: Callable[[], int] = time.time_ns) -> None:
         self.profile_dir = Path(profile_dir)
         self.spool_dir = self.profile_dir / "spool"
         self.settings = settings or Settings()
         self.owner = owner  # 'api': this process finalizes; 'cli': the dlscope parent does
         self.schedule = StepSchedule.from_options(self.settings.steps, self.settings.warmup)
-        self.recorder = AppRecorder()
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.recorder = AppRecorder(clock)
         self.pid = os.getpid()
         self.rank = detect_rank()
         self.started = False
@@ -88,8 +92,8 @@ class Session:
         if self.started:
             return self
         self.spool_dir.mkdir(parents=True, exist_ok=True)
-        self.offset = measure_offset()
-        self.start_ns = time.time_ns()
+        self.offset = measure_offset(clock=self.clock, wall_clock=self.wall_clock)
+        self.start_ns = self.offset.to_epoch(self.clock())
         self._events = spool.EventSpoolWriter(self.spool_dir / f"{self.pid}.events.spool")
         self._strings = spool.StringSpoolWriter(self.spool_dir / f"{self.pid}.strings.jsonl")
         spool.write_json_atomic(self.spool_dir / f"{self.pid}.session.json", self._session_info())
@@ -157,7 +161,7 @@ class Session:
             if st is not None and st.status == "ok":
                 st.settings = c.describe()
         end = {
-            "pid": self.pid, "end_ns": time.time_ns(), "reason": reason,
+            "pid": self.pid, "end_ns": self.offset.to_epoch(self.clock()), "reason": reason,
             "steps": self.recorder.step_count,
             "settings": self.settings.to_dict(),
             "collectors": {k: v.__dict__ for k, v in self.statuses.items()},

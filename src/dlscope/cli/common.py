@@ -31,8 +31,8 @@ def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileD
     if is_unfinished(p):
         from ..capture.finalize import finalize_profile
 
-        print(f"dlscope: finalizing the recording left in {p} (the program did not finish it)", file=sys.stderr)
         finalize_profile(p)
+        print(f"dlscope: finalized the recording left unfinished in {p}", file=sys.stderr)
     return ProfileData.open(p, selection)
 
 

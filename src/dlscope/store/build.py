@@ -109,23 +109,27 @@ class ProfileBuilder:
 
 def nesting_sql(source: str, group_cols: str) -> str:
     """SQL giving (rid, depth, parent_rid) for the intervals of ``source`` (columns rid,
-    start_ns, end_ns and ``group_cols``). Depth is the count of enclosing intervals on the same
-    group (thread); at equal times ends sort before starts and a longer interval opens first."""
+    start_ns, end_ns and ``group_cols``).
+
+    Starts and ends become +1/-1 events; the running sum per group (thread) is the depth. At
+    equal times, ends of intervals that already ran close first, then starts open (longer
+    first, so an interval sharing its parent's start nests inside it), then zero-length
+    intervals close. The parent is the latest-opened interval one level up, found by event
+    sequence (never ambiguous, unlike start times)."""
+    same_group = " AND ".join(f"c.{g.strip()} = p.{g.strip()}" for g in group_cols.split(","))
     return f"""
     WITH ev AS (
-        SELECT rid, {group_cols}, start_ns AS t, 1 AS d, -end_ns AS tb, start_ns FROM {source}
+        SELECT rid, {group_cols}, start_ns AS t, 1 AS d, 1 AS cat, -end_ns AS tb FROM {source}
         UNION ALL
-        SELECT rid, {group_cols}, end_ns AS t, -1 AS d, -start_ns AS tb, start_ns FROM {source}
+        SELECT rid, {group_cols}, end_ns AS t, -1 AS d,
+               CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END AS cat, -start_ns AS tb FROM {source}
     ), lv AS (
-        SELECT rid, {group_cols}, start_ns, d,
-               sum(d) OVER (PARTITION BY {group_cols} ORDER BY t, d, tb, rid
-                            ROWS UNBOUNDED PRECEDING) - 1 AS depth
+        SELECT rid, {group_cols}, d, sum(d) OVER w - 1 AS depth, row_number() OVER w AS seq
         FROM ev
-    ), starts AS (SELECT rid, {group_cols}, start_ns, depth FROM lv WHERE d = 1)
+        WINDOW w AS (PARTITION BY {group_cols} ORDER BY t, cat, tb, rid ROWS UNBOUNDED PRECEDING)
+    ), starts AS (SELECT rid, {group_cols}, depth, seq FROM lv WHERE d = 1)
     SELECT c.rid, c.depth, p.rid AS parent_rid
-    FROM starts c ASOF LEFT JOIN starts p
-      ON {" AND ".join(f"c.{g.strip()} = p.{g.strip()}" for g in group_cols.split(","))}
-     AND c.depth - 1 = p.depth AND c.start_ns >= p.start_ns
+    FROM starts c ASOF LEFT JOIN starts p ON {same_group} AND c.depth - 1 = p.depth AND c.seq > p.seq
     """
 
 

@@ -20,6 +20,7 @@ from . import db
 from .meta import Meta, load_meta
 from .schema import NAME_COLUMNS, TABLES
 
+
 @dataclass
 class StoredProfile:
     """A finished profile on disk."""

@@ -105,7 +105,7 @@ def read_event_blocks(path: Path) -> tuple[list[Block], bool]:
 
     data = path.read_bytes()
     if not data.startswith(MAGIC):
-        raise ValueError(f"{path.name}: not a dlscope spool file")
+        raise ValueError("not a dlscope spool file")
     pos, end, blocks, torn = len(MAGIC), len(data), [], False
     while pos < end:
         if end - pos < _HEADER.size:
@@ -114,7 +114,7 @@ def read_event_blocks(path: Path) -> tuple[list[Block], bool]:
         kind, a, b, n = _HEADER.unpack_from(data, pos)
         pos += _HEADER.size
         if n < 0 or kind not in (PHASE, MARK, STEP):
-            raise ValueError(f"{path.name}: corrupt block header at byte {pos - _HEADER.size}")
+            raise ValueError(f"corrupt block header at byte {pos - _HEADER.size}")
         avail = min(n, (end - pos) // 8)
         torn = torn or avail < n
         blocks.append(Block(kind, a, b, np.frombuffer(data, dtype="<i8", count=avail, offset=pos)))

@@ -1,0 +1,78 @@
+"""Shared test helpers: a fake clock, CLI runners, and paths to the real fixtures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dlscope.cli import main
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[1]
+EPOCH0 = 1_790_000_000_000_000_000  # an arbitrary epoch origin for fake clocks
+
+
+class FakeClock:
+    """A monotonic ns clock that moves only when told to."""
+
+    def __init__(self, t: int = 1_000_000) -> None:
+        self.t = t
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance(self, ns: int) -> None:
+        self.t += ns
+
+    def wall(self) -> int:
+        """A wall clock consistent with this one: epoch = EPOCH0 + monotonic."""
+        return EPOCH0 + self.t
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+def q(con, sql: str) -> list[tuple]:
+    """All rows of a query (works on every DuckDB release)."""
+    return con.execute(sql).fetchall()
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Run `dlscope ARGS` in-process; returns (code, stdout, stderr)."""
+
+    def run(*args: str) -> CliResult:
+        code = main([str(a) for a in args])
+        cap = capsys.readouterr()
+        return CliResult(code, cap.out, cap.err)
+
+    return run
+
+
+def run_dlscope(*args: str, cwd: Path | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
+    """Run the dlscope command line in a subprocess (needed for signals and child processes)."""
+    env = dict(os.environ)
+    env.pop("DLSCOPE_SESSION", None)
+    return subprocess.run([sys.executable, "-m", "dlscope", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def assert_one_line_error(err: str) -> None:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
+    assert "Traceback" not in err
+    assert lines[0].startswith("dlscope: ")
