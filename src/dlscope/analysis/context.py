@@ -27,6 +27,7 @@ class Selection:
     iter_start: int | None = None
     iter_stop: int | None = None
     include_warmup: bool = False
+    key_node: str | None = None
 
     def describe(self) -> str:
         parts = []
@@ -36,6 +37,8 @@ class Selection:
             parts.append(f"steps {a}:{b}")
         if self.include_warmup:
             parts.append("warm-up included")
+        if self.key_node:
+            parts.append(f"iterations marked by {self.key_node!r}")
         return ", ".join(parts)
 
 
@@ -48,6 +51,10 @@ class ProfileData:
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
         self.con = attach(stored, con)
+        if self.selection.key_node:
+            from .iterations import apply_key_node
+
+            apply_key_node(self.con, self.selection.key_node)
         self._select_steps()
 
     @classmethod

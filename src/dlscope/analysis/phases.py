@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .context import ProfileData
+from .phase_gpu import gpu_activity_sql
 
 # Phases whose domain is listed here cover a whole process, not part of a step.
 _WHOLE_RUN_DOMAINS = ("process",)
@@ -24,12 +25,32 @@ class PhaseRow:
     pct_of_step: float | None
     depth: int
     source: str
+    gpu_ms: float | None = None  # GPU work launched inside the phase (None: no GPU data)
+    kernels: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
+    rows = _breakdown(data)
+    n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
+    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
+    sql = gpu_activity_sql(data, f"coalesce(domain, '') NOT IN ({excluded})")
+    if sql is None:
+        return rows
+    in_steps = "JOIN sel_steps s ON g.rank = s.rank AND g.step = s.step" if n_steps else ""
+    gpu = {r["name"]: r for r in data.rows(f"""
+        SELECT g.name, sum(g.gpu_ns)::DOUBLE AS gpu_ns, sum(g.kernels)::BIGINT AS kernels
+        FROM ({sql}) g {in_steps} GROUP BY g.name""")}
+    for r in rows:
+        g = gpu.get(r.name)
+        r.gpu_ms = g["gpu_ns"] / 1e6 if g else 0.0
+        r.kernels = int(g["kernels"]) if g else 0
+    return rows
+
+
+def _breakdown(data: ProfileData) -> list[PhaseRow]:
     n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
     excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
     base = f"SELECT * FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})"

@@ -10,9 +10,10 @@ from ..errors import DlscopeError
 from .base import Command, Parser
 from .profile import ProfileCommand
 from .sql import SqlCommand
+from .stats import StatsCommand
 from .summary import SummaryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, SummaryCommand, SqlCommand]
+COMMANDS: list[type[Command]] = [ProfileCommand, SummaryCommand, StatsCommand, SqlCommand]
 
 
 def build_parser() -> Parser:

@@ -16,13 +16,15 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--iter-start", type=int, metavar="N", help="first step to include (inclusive)")
     g.add_argument("--iter-stop", type=int, metavar="M", help="last step to include (inclusive)")
     g.add_argument("--include-warmup", action="store_true", help="keep warm-up steps in statistics")
+    g.add_argument("--key-node", metavar="NAME",
+                   help="a phase, NVTX range or op whose instances mark iterations (as in DLProf)")
 
 
 def selection_from(args: argparse.Namespace) -> Selection:
     start, stop = getattr(args, "iter_start", None), getattr(args, "iter_stop", None)
     if start is not None and stop is not None and stop < start:
         raise UsageError(f"--iter-stop {stop} is before --iter-start {start}")
-    return Selection(start, stop, bool(getattr(args, "include_warmup", False)))
+    return Selection(start, stop, bool(getattr(args, "include_warmup", False)), getattr(args, "key_node", None))
 
 
 def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileData:

@@ -4,7 +4,7 @@
 footer) and never executes anything from it. :func:`attach` makes one DuckDB view per table;
 the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
 ...), so ``select name, count(*) from kernels group by 1`` works as a user would expect. The raw
-tables stay reachable as ``raw_<table>``.
+tables stay reachable as ``raw_<table>``, the decoded ones as stored as ``dec_<table>``.
 """
 
 from __future__ import annotations
@@ -78,15 +78,16 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
             continue
         con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
         names = NAME_COLUMNS.get(spec.name)
-        if not names:
-            con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM raw_{spec.name}")
-            continue
-        joins, extra = [], []
-        for i, (col, idcol) in enumerate(names.items()):
-            joins.append(f"LEFT JOIN strings s{i} ON s{i}.id = t.{idcol}")
-            extra.append(f"s{i}.value AS {col}")
-        con.execute(
-            f"CREATE OR REPLACE VIEW {spec.name} AS SELECT t.*, {', '.join(extra)} "
-            f"FROM raw_{spec.name} t {' '.join(joins)}"
-        )
+        if names:
+            joins, extra = [], []
+            for i, (col, idcol) in enumerate(names.items()):
+                joins.append(f"LEFT JOIN strings s{i} ON s{i}.id = t.{idcol}")
+                extra.append(f"s{i}.value AS {col}")
+            decoded = f"SELECT t.*, {', '.join(extra)} FROM raw_{spec.name} t {' '.join(joins)}"
+        else:
+            decoded = f"SELECT * FROM raw_{spec.name}"
+        # dec_<table> stays as stored; <table> is what queries use (analysis may redefine it,
+        # e.g. with steps re-derived from a key node)
+        con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
+        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
     return con

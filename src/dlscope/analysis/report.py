@@ -1,0 +1,67 @@
+"""What a report is: a name, what it needs, and a pure function from a profile to a table.
+
+A report module defines one :class:`Report` and is listed once in ``analysis.REPORTS``. Its
+``compute`` returns a :class:`ReportResult`: a table of raw values (integers in the schema's
+units, unrounded floats) plus per-column text formats. Renderers apply the formats for table and
+CSV output; JSON gets the raw values. Column names are the report's public contract: the
+nsys-equivalent reports use nsys's own names (``Total Time (ns)``) so that scripts written for
+``nsys stats --format csv`` read ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .context import ProfileData
+
+Formatter = Callable[[Any], str]
+
+
+@dataclass
+class ReportResult:
+    name: str
+    title: str
+    table: pa.Table
+    formats: dict[str, Formatter] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Report:
+    """``needs``: tables that must hold rows for the report to say anything; when one is empty
+    the report is skipped with ``why_not`` instead of returning an empty table."""
+
+    name: str
+    title: str
+    compute: Callable[[ProfileData], ReportResult]
+    needs: tuple[str, ...] = ()
+    needs_steps: bool = False
+    doc: str = ""
+
+    def missing(self, data: ProfileData) -> str | None:
+        """Why this report cannot run on ``data``, or None."""
+        empty = [t for t in self.needs if not data.has(t)]
+        if empty:
+            return f"the profile has no {', '.join(empty)} data"
+        return None
+
+
+def fixed(digits: int, thousands: bool = False) -> Formatter:
+    """Format a number with ``digits`` decimals (nsys rounds half to even, like Python)."""
+    spec = f"{',' if thousands else ''}.{digits}f"
+
+    def fmt(v: Any) -> str:
+        return "" if v is None else format(float(v), spec)
+
+    return fmt
+
+
+def integer(thousands: bool = False) -> Formatter:
+    def fmt(v: Any) -> str:
+        return "" if v is None else (f"{int(v):,}" if thousands else str(int(v)))
+
+    return fmt
