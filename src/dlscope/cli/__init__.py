@@ -8,12 +8,13 @@ import sys
 from .. import __version__
 from ..errors import DlscopeError
 from .base import Command, Parser
+from .imports import ImportCommand
 from .profile import ProfileCommand
 from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, SummaryCommand, StatsCommand, SqlCommand]
+COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand]
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,10 @@
+"""Importers for files other tools wrote. IMPORTERS is the one registry: a new format is a
+module with an Importer subclass plus one line here (order matters: first match wins)."""
+
+from __future__ import annotations
+
+from .base import Importer, ImportOptions
+
+IMPORTERS: list[Importer] = []
+
+__all__ = ["IMPORTERS", "ImportOptions", "Importer"]
