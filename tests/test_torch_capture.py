@@ -90,7 +90,7 @@ def test_default_mode_traces_a_window_and_times_the_rest_untraced(tmp_path):
 
 def test_full_mode_and_no_detail(tmp_path):
     _, data = profile(tmp_path, "--mode", "full", script_args=("8",))
-    assert q(data.con, "SELECT bool_and(traced) FROM steps") == [(True,)]
+    assert q(data.con, "SELECT bool_and(traced) FROM steps") == [(True,)], (data.meta.notes, data.meta.collectors)
     assert q(data.con, "SELECT count(*) FROM ops WHERE input_shapes IS NOT NULL")[0][0] > 0
     (tmp_path / "z").mkdir()
     _, data = profile(tmp_path / "z", "--detail-steps", "0", script_args=("4",))
