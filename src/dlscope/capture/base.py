@@ -105,3 +105,4 @@ class DecodeContext:
     notes: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
     frameworks: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # decode stage -> seconds
