@@ -7,7 +7,14 @@ line here. The application layer is not a collector; it is the session itself.
 from __future__ import annotations
 
 from .base import Collector
+from .cupti import CuptiCollector
+from .nvml import NvmlCollector
+from .nvtx_emit import NvtxEmitter
 
-COLLECTORS: list[type[Collector]] = []
+COLLECTORS: list[type[Collector]] = [
+    NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
+    CuptiCollector,  # CUDA activity for non-PyTorch programs
+    NvtxEmitter,  # phases and steps as NVTX ranges, when asked
+]
 
 __all__ = ["COLLECTORS", "Collector"]

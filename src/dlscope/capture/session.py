@@ -30,6 +30,8 @@ from .base import Collector, Settings
 from .schedule import Action, StepSchedule
 
 _active_sessions: list[Session] = []
+_cupti_owner: str | None = None  # see Session.claim_cupti
+_cupti_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
@@ -160,6 +162,9 @@ class Session:
             st = self.statuses.get(c.name)
             if st is not None and st.status == "ok":
                 st.settings = c.describe()
+                changed = c.outcome()
+                if changed is not None:
+                    st.status, st.reason = changed
         end = {
             "pid": self.pid, "end_ns": self.offset.to_epoch(self.clock()), "reason": reason,
             "steps": self.recorder.step_count,
@@ -188,6 +193,30 @@ class Session:
                     c.flush()
                 except Exception as e:
                     self._collector_failed(c, e)
+
+    # ---- CUPTI arbitration ---------------------------------------------------------------------
+    # A process has one CUPTI client at a time (Kineto inside torch, or dlscope's own CUPTI
+    # collector), so whoever wants CUPTI claims it here first. The claim is process-wide, not
+    # per session: CUPTI's activity callbacks are process-global.
+    def claim_cupti(self, owner: str) -> bool:
+        """Claim the process's CUPTI client slot for ``owner``; True if ``owner`` holds it now."""
+        global _cupti_owner
+        with _cupti_lock:
+            if _cupti_owner is None:
+                _cupti_owner = owner
+            return _cupti_owner == owner
+
+    def release_cupti(self, owner: str) -> None:
+        """Give the slot back (only its holder can)."""
+        global _cupti_owner
+        with _cupti_lock:
+            if _cupti_owner == owner:
+                _cupti_owner = None
+
+    @property
+    def cupti_owner(self) -> str | None:
+        """Who holds CUPTI in this process ('torch', 'cupti', ...), or None."""
+        return _cupti_owner
 
     # ---- internals ---------------------------------------------------------------------------
     def _flush_loop(self) -> None:
