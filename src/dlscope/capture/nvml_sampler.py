@@ -267,8 +267,10 @@ def main(argv: list[str] | None = None) -> int:
                                gpm_interval_ms=args.gpm_interval_ms, mode="process")
     except CollectorUnavailable as e:
         counter_spool.write_header(spool_dir, args.pid, {"version": 1, "status": "unavailable", "reason": str(e),
-                                                         "final": True})
+                                                         "final": True, "sampler_pid": os.getpid()})
         return 0
+    sampler.header["sampler_pid"] = os.getpid()
+    write_header(spool_dir, args.pid, sampler)
     try:
         sampler.run(stop, _parent_gone(parent), flush_every_s=args.flush_s)
     except Exception as e:  # never leave the spool without a final header
