@@ -141,6 +141,9 @@ class CuptiCollector(Collector):
             out["started_by"] = self.trigger
         if self._tracer is not None:
             out["records"] = dict(getattr(self._tracer, "records", {}))
+            sizes = getattr(self._tracer, "record_bytes", None)
+            if sizes is not None:
+                out["record_bytes"] = sizes()
         return out
 
     def dropped(self) -> int:

@@ -152,9 +152,17 @@ class ActivityTracer:
         self._worker.start()
 
     def _probe_other_client(self) -> None:
-        """CUPTI allows one subscriber per process: failing to subscribe means someone holds it."""
+        """CUPTI allows one callback subscriber per process, and the tools (nsys, ncu, sanitizers,
+        Kineto) subscribe: failing with MULTIPLE_SUBSCRIBERS means someone holds CUPTI. Any other
+        failure is left for activity_enable to report. This call also makes cupti-python load
+        libcupti, which _load_libcupti then finds."""
         cupti = self.cupti
-        handle = cupti.subscribe(lambda *a: None, None)
+        try:
+            handle = cupti.subscribe(lambda *a: None, None)
+        except cupti.cuptiError as e:
+            if _cupti_reason(cupti, e).startswith("another CUPTI client"):
+                raise
+            return
         cupti.unsubscribe(handle)
 
     def _measure_offset(self) -> tuple[int, int]:
@@ -329,11 +337,15 @@ class ActivityTracer:
     def stop(self) -> None:
         if self._worker is None:
             return
-        try:
-            self.cupti.activity_flush_all(FLUSH_FORCED)
-        except Exception as e:
-            self.errors.append(f"flush: {e!r}")
-        self._disable()
+        # flush, stop recording, flush what arrived in between (records of work still running)
+        for step in ("flush", "disable", "flush"):
+            try:
+                if step == "flush":
+                    self.cupti.activity_flush_all(FLUSH_FORCED)
+                else:
+                    self._disable()
+            except Exception as e:
+                self.errors.append(f"{step}: {e!r}")
         n = ctypes.c_size_t(0)
         try:
             self.cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(n))
@@ -346,11 +358,15 @@ class ActivityTracer:
         drift = self._measure_offset()[0] - int(self._header["clock"]["cupti_to_mono_ns"])
         self._header["clock"]["drift_ns_at_stop"] = drift
         self._header.update(records=self.records, dropped=self.dropped, refused_buffers=self.refused_buffers,
-                            errors=self.errors[:20])
+                            errors=self.errors[:20], libcupti=loaded_libcupti())
         self._write_header()
         for f in (self._spool, self._names):
             if f is not None:
                 f.close()
+
+    def record_bytes(self) -> dict[str, int]:
+        """Measured record size per kind (diagnostics for meta.json)."""
+        return {n: int(lay["size"]) for n, lay in self._layouts.items()}
 
     def _disable(self) -> None:
         for k in self._enabled:
@@ -371,8 +387,28 @@ def _c_string(ptr: int) -> str:
     return ctypes.string_at(ptr).decode("utf-8", "replace")
 
 
+def loaded_libcupti() -> list[str]:
+    """Paths of the libcupti files mapped into this process (Linux), in map order."""
+    out: list[str] = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split(None, 5)  # address perms offset dev inode [path]
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if os.path.basename(path).startswith("libcupti.so") and path not in out:
+                    out.append(path)
+    except OSError:
+        pass
+    return out
+
+
 def _load_libcupti() -> Any:
-    """The libcupti cupti-python uses (same path, so the same loaded library)."""
-    from cuda.pathfinder import load_nvidia_dynamic_lib
+    """The very libcupti cupti-python loaded: opening the same file again returns the same
+    library, so callbacks registered here and kinds enabled through cupti-python meet. A second
+    copy of CUPTI would see none of cupti-python's settings."""
+    mapped = loaded_libcupti()
+    if mapped:
+        return ctypes.CDLL(mapped[0])
+    from cuda.pathfinder import load_nvidia_dynamic_lib  # cupti-python's own way of finding it
 
     return ctypes.CDLL(load_nvidia_dynamic_lib("cupti").abs_path)

@@ -138,6 +138,8 @@ class NvmlCollector(Collector):
             if h.get("wall_s"):
                 out["sampler_cpu_s"] = h.get("cpu_s")
                 out["sampler_cpu_pct_of_core"] = 100.0 * float(h.get("cpu_s") or 0) / float(h["wall_s"])
+                if h.get("cpu_total_s") is not None:
+                    out["sampler_process_cpu_s"] = h["cpu_total_s"]
         return out
 
     def outcome(self) -> tuple[str, str] | None:

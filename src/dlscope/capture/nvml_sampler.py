@@ -221,9 +221,9 @@ def write_header(spool_dir: Path, pid: int, sampler: Sampler, **extra: Any) -> N
     counter_spool.write_header(spool_dir, pid, header)
 
 
-def close_sampler(spool_dir: Path, pid: int, sampler: Sampler, cpu_s: float, wall_s: float) -> None:
+def close_sampler(spool_dir: Path, pid: int, sampler: Sampler, cpu_s: float, wall_s: float, **extra: Any) -> None:
     sampler.close()
-    write_header(spool_dir, pid, sampler, final=True, cpu_s=cpu_s, wall_s=wall_s)
+    write_header(spool_dir, pid, sampler, final=True, cpu_s=cpu_s, wall_s=wall_s, **extra)
     _shutdown(sampler.nvml)
 
 
@@ -275,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         sampler.run(stop, _parent_gone(parent), flush_every_s=args.flush_s)
     except Exception as e:  # never leave the spool without a final header
         sampler.header["status"], sampler.header["reason"] = "failed", f"{e.__class__.__name__}: {e}"
-    close_sampler(spool_dir, args.pid, sampler, time.process_time() - cpu0, time.monotonic() - wall0)
+    # cpu_total_s: the whole helper's CPU, interpreter start-up and imports included
+    close_sampler(spool_dir, args.pid, sampler, time.process_time() - cpu0, time.monotonic() - wall0,
+                  cpu_total_s=time.process_time())
     return 0
 
 
