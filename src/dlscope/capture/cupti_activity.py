@@ -193,10 +193,12 @@ class ActivityTracer:
 
         def requested(buf_p: Any, size_p: Any, max_records_p: Any) -> None:
             try:
-                buf = self._pool.pop() if self._pool else (
-                    self._allocate() if self._held + BUFFER_BYTES <= MAX_HELD_BYTES else None)
-            except Exception:
-                buf = None
+                buf = self._pool.pop()  # a buffer the worker gave back (pop is atomic; the pool may race empty)
+            except IndexError:
+                try:
+                    buf = self._allocate() if self._held + BUFFER_BYTES <= MAX_HELD_BYTES else None
+                except Exception:
+                    buf = None
             if buf is None:  # over the memory bound: CUPTI drops records and counts them
                 self.refused_buffers += 1
                 buf_p[0] = None
