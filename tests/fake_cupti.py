@@ -66,6 +66,7 @@ class ActivitySynchronizationType(enum.IntEnum):
 
 class Result(enum.IntEnum):
     SUCCESS = 0
+    ERROR_INVALID_PARAMETER = 1
     ERROR_MAX_LIMIT_REACHED = 24
     ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 

@@ -323,3 +323,26 @@ def test_import_hook_fires_after_import_once(tmp_path, monkeypatch):
         hook.remove()
         sys.modules.pop("dlscope_fw_probe", None)
     assert hook not in sys.meta_path
+
+
+@pytest.mark.parametrize("refused, status", [("SYNCHRONIZATION", "ok"), ("CONCURRENT_KERNEL", "unavailable")])
+def test_a_kind_cupti_refuses(tmp_path, fake, monkeypatch, refused, status):
+    from .fake_cupti import ActivityKind, cuptiError
+
+    orig = fake.activity_enable
+
+    def enable(kind):
+        if kind == ActivityKind[refused]:
+            raise cuptiError(1)
+        orig(kind)
+
+    monkeypatch.setattr(fake, "activity_enable", enable)
+    s, prof = session(tmp_path, cupti="on")
+    with prof:
+        pass
+    meta = open_profile(tmp_path / "c.dlscope").meta
+    assert meta.collectors["cupti"].status == status
+    if status == "ok":  # an optional kind is left out and the profile says so
+        assert any("SYNCHRONIZATION records not available" in n for n in meta.notes)
+    else:
+        assert "CUPTI error" in meta.collectors["cupti"].reason and fake.enabled == set()

@@ -146,7 +146,7 @@ def test_thread_mode_in_the_dlscope_parent(tmp_path, fake_module):
     assert st.settings["sampler_cpu_pct_of_core"] >= 0
     assert data.meta.devices[0]["name"] == "Tesla T4" and data.meta.devices[0]["sms"] == 132
     n = data.scalar("SELECT count(*) FROM counters WHERE metric = 'gpu_util'")
-    assert 3 <= n <= 12  # 0.4 s at 50 ms
+    assert n >= 1 and n == st.settings["samples"] / 8  # every cheap reading gives 8 metrics (GPM off)
     lo, hi = data.meta.start_ns, data.meta.end_ns
     assert data.scalar(f"SELECT count(*) FROM counters WHERE ts_ns < {lo} OR ts_ns > {hi}") == 0
     s = summarize(data)
@@ -161,7 +161,10 @@ def test_helper_process_under_the_api(tmp_path):
     session.start()
     helper = session.collectors[0]._proc
     assert helper is not None and helper.pid != os.getpid()
-    time.sleep(1.0)
+    spool = counter_spool.spool_path(session.spool_dir, session.pid)
+    deadline = time.monotonic() + 30  # the helper's start-up time depends on the machine's load
+    while time.monotonic() < deadline and (not spool.exists() or spool.stat().st_size < 8 + 24 * 100):
+        time.sleep(0.1)
     session.stop()
     assert helper.poll() is not None  # stopped when told
     finalize_profile(tmp_path / "a.dlscope")
@@ -169,7 +172,7 @@ def test_helper_process_under_the_api(tmp_path):
     st = data.meta.collectors["nvml"]
     assert st.status == "ok" and st.settings["mode"] == "process"
     n = data.scalar("SELECT count(*) FROM counters WHERE metric = 'sm_active'")
-    assert n >= 3  # GPM pairs every 100 ms over about a second
+    assert n >= 1  # GPM pairs, one every 100 ms once the helper runs
     lo, hi = data.meta.start_ns, data.meta.end_ns
     assert data.scalar(f"SELECT count(*) FROM counters WHERE ts_ns < {lo} OR ts_ns > {hi}") == 0
 

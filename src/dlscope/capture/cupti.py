@@ -59,7 +59,7 @@ class CuptiCollector(Collector):
         self._hook: PostImportHook | None = None
         self._tracer: ActivityTracer | None = None  # kept after stop, for its counts
         self._stopped = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the hook may fire again from inside a start
         # for tests: a callable(spool_dir, pid, clock) -> tracer with start/flush/stop
         self._make_tracer = settings.extra.get("cupti_tracer")
 

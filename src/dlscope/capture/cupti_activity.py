@@ -41,6 +41,7 @@ PREALLOCATED = 2
 FLUSH_FORCED = 1  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also hand over buffers still being filled
 
 KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "DRIVER", "SYNCHRONIZATION")
+REQUIRED_KINDS = ("CONCURRENT_KERNEL", "RUNTIME")  # without these the layer is not worth having
 _DTYPE_PREFIX = {"CONCURRENT_KERNEL": "activity_kernel", "MEMCPY": "activity_memcpy",
                  "MEMSET": "activity_memset", "RUNTIME": "activity_api", "DRIVER": "activity_api",
                  "SYNCHRONIZATION": "activity_synchronization"}
@@ -125,7 +126,13 @@ class ActivityTracer:
             self._register_callbacks()
             for name in KINDS:
                 k = int(getattr(cupti.ActivityKind, name))
-                cupti.activity_enable(k)
+                try:
+                    cupti.activity_enable(k)
+                except cupti.cuptiError as e:
+                    if name in REQUIRED_KINDS:
+                        raise
+                    self.errors.append(f"{name} records not available: {_cupti_reason(cupti, e)}")
+                    continue
                 self._enabled.append(k)
                 self._kinds[k] = name
         except CollectorUnavailable:
