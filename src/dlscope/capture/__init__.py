@@ -10,10 +10,12 @@ from .base import Collector
 from .cupti import CuptiCollector
 from .nvml import NvmlCollector
 from .nvtx_emit import NvtxEmitter
+from .torch import TorchCollector
 
 COLLECTORS: list[type[Collector]] = [
+    TorchCollector,
     NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
-    CuptiCollector,  # CUDA activity for non-PyTorch programs
+    CuptiCollector,  # CUDA activity for programs not using PyTorch
     NvtxEmitter,  # phases and steps as NVTX ranges, when asked
 ]
 

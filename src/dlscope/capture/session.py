@@ -30,8 +30,6 @@ from .base import Collector, Settings
 from .schedule import Action, StepSchedule
 
 _active_sessions: list[Session] = []
-_cupti_owner: str | None = None  # see Session.claim_cupti
-_cupti_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
@@ -88,6 +86,8 @@ class Session:
         self._events: spool.EventSpoolWriter | None = None
         self._strings: spool.StringSpoolWriter | None = None
         self._prev_sigterm: Any = None
+        self.cupti_owner: str | None = None
+        self._cupti_lock = threading.Lock()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Session:
@@ -126,11 +126,13 @@ class Session:
         self.collectors.append(c)
         self.statuses[c.name] = CollectorStatus("ok", "", c.describe())
 
-    def step(self) -> int:
+    def step(self, source: int = spool.STEP_EXPLICIT) -> int:
         """Mark a step boundary; returns the index of the step that begins."""
         if not self.started or self.stopped:
             return self.recorder.step_count
-        idx = self.recorder.step_boundary()
+        idx = self.recorder.step_boundary(source)
+        if idx is None:
+            return self.recorder.step_count
         action = self.schedule.action(idx)
         want = action is not Action.SKIP
         if want != self.recorder.recording:
@@ -141,6 +143,14 @@ class Session:
             except Exception as e:
                 self._collector_failed(c, e)
         return idx
+
+    def claim_cupti(self, owner: str) -> bool:
+        """CUPTI serves one client per process: the first collector to ask gets it."""
+        with self._cupti_lock:
+            if self.cupti_owner in (None, owner):
+                self.cupti_owner = owner
+                return True
+            return False
 
     def stop(self, reason: str = "exit") -> None:
         """Stop every collector, flush everything, write PID.end.json. Idempotent."""
@@ -194,29 +204,11 @@ class Session:
                 except Exception as e:
                     self._collector_failed(c, e)
 
-    # ---- CUPTI arbitration ---------------------------------------------------------------------
-    # A process has one CUPTI client at a time (Kineto inside torch, or dlscope's own CUPTI
-    # collector), so whoever wants CUPTI claims it here first. The claim is process-wide, not
-    # per session: CUPTI's activity callbacks are process-global.
-    def claim_cupti(self, owner: str) -> bool:
-        """Claim the process's CUPTI client slot for ``owner``; True if ``owner`` holds it now."""
-        global _cupti_owner
-        with _cupti_lock:
-            if _cupti_owner is None:
-                _cupti_owner = owner
-            return _cupti_owner == owner
-
     def release_cupti(self, owner: str) -> None:
-        """Give the slot back (only its holder can)."""
-        global _cupti_owner
-        with _cupti_lock:
-            if _cupti_owner == owner:
-                _cupti_owner = None
-
-    @property
-    def cupti_owner(self) -> str | None:
-        """Who holds CUPTI in this process ('torch', 'cupti', ...), or None."""
-        return _cupti_owner
+        """Give CUPTI back when ``owner`` stops using it (only the holder can)."""
+        with self._cupti_lock:
+            if self.cupti_owner == owner:
+                self.cupti_owner = None
 
     # ---- internals ---------------------------------------------------------------------------
     def _flush_loop(self) -> None:

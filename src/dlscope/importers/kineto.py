@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,48 +123,64 @@ class KinetoImporter(Importer):
             op_base = load_trace(path, options, builder, meta, op_base)
 
 
-def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0,
-               rank: int | None = None, with_steps: bool = True) -> int:
-    """Import one trace file into ``builder``; returns the next free op id. ``with_steps`` False
-    leaves steps to the caller (dlscope's own collector defines them)."""
+@dataclass
+class TraceTables:
+    """One trace file read into named tables (text name columns), with its metadata."""
+
+    tables: dict[str, pa.Table]
+    metadata: dict[str, Any]
+    skipped: pa.Table
+    rank: int
+
+
+def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: str | None = None,
+               with_steps: bool = True) -> TraceTables:
+    """Read one Kineto/Chrome trace file. ``with_steps=False`` leaves iterations to the caller
+    (dlscope's own recording defines them)."""
     work = Path(tempfile.mkdtemp(prefix="dlscope-import-"))
     try:
         carved = carve(path, work)
         md = carved.metadata
         if rank is None:
-            rank = options.rank if options.rank is not None else _rank_of(path, md)
-        if rank is None:
-            rank = 0
-            meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
+            rank = _rank_of(path, md)
         con = db.connect()
         try:
-            legacy = _is_legacy(carved.events_path)
-            _read_events(con, carved.events_path, md, legacy)
+            _read_events(con, carved.events_path, md, _is_legacy(carved.events_path))
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
-        tables = _split(con, rank, op_base)
+        tables = _split(con, rank if rank is not None else 0, op_base)
         con.close()
-        skipped = tables.pop("_skipped")
-        derived = derive_torch_phases(tables)
-        if derived is not None and derived.num_rows:
-            tables["phases"] = pa.concat_tables([tables["phases"], derived], promote_options="default") \
-                if tables.get("phases") is not None else derived
-        if not with_steps:
-            tables.pop("steps", None)
-        elif options.key_node:
-            tables["steps"] = key_node_steps(tables, options.key_node, rank)
-        elif not tables["steps"].num_rows:
-            tables["steps"] = optimizer_steps(tables, rank)
-            if tables["steps"].num_rows:
-                meta.note(f"{path.name}: no ProfilerStep#N ranges; iterations end at each optimizer step")
-        n_ops = tables["ops"].num_rows if tables.get("ops") is not None else 0
-        for name, t in tables.items():
-            builder.add(name, t)
-        _fill_meta(meta, path, md, rank, tables, skipped)
-        return op_base + n_ops
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    skipped = tables.pop("_skipped")
+    derived = derive_torch_phases(tables)
+    if derived is not None and derived.num_rows:
+        tables["phases"] = pa.concat_tables([tables["phases"], derived], promote_options="default")
+    if not with_steps:
+        tables.pop("steps", None)
+    elif key_node:
+        tables["steps"] = key_node_steps(tables, key_node, rank or 0)
+    elif not tables["steps"].num_rows:
+        tables["steps"] = optimizer_steps(tables, rank or 0)
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank)
+
+
+def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0) -> int:
+    """Import one trace file into ``builder``; returns the next free op id."""
+    rank = options.rank
+    tt = read_trace(path, rank, op_base, options.key_node)
+    if tt.rank < 0:  # the tables were written with rank 0
+        meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
+        tt.rank = 0
+    steps = tt.tables.get("steps")
+    if steps is not None and steps.num_rows and steps.column("source")[0].as_py() == "optimizer":
+        meta.note(f"{path.name}: no ProfilerStep#N ranges; iterations end at each optimizer step")
+    for name, t in tt.tables.items():
+        builder.add(name, t)
+    _fill_meta(meta, path, tt.metadata, tt.rank, tt.tables, tt.skipped)
+    ops = tt.tables.get("ops")
+    return op_base + (ops.num_rows if ops is not None else 0)
 
 
 def _is_legacy(events: Path) -> bool:

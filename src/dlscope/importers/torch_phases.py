@@ -77,7 +77,7 @@ def derive_torch_phases(tables: dict[str, pa.Table]) -> pa.Table | None:
                    arg_max(o.tid, o.start_ns) FILTER (WHERE o.sequence_nr = bw.lo) AS tid,
                    max(o.end_ns) FILTER (WHERE o.sequence_nr = bw.hi) AS e
             FROM bw JOIN win w USING (wid) JOIN ops_t o
-              ON o.rank = bw.rank AND o.start_ns >= w.start_ns AND o.start_ns < bw.s AND o.tid <> bw.btid
+              ON o.rank = bw.rank AND o.start_ns >= w.start_ns AND o.start_ns < bw.s
             GROUP BY bw.wid)
         SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid) AS tid, fw.s AS start_ns, fw.e AS end_ns, 'forward' AS name
         FROM bw JOIN fw USING (wid) WHERE fw.s IS NOT NULL AND fw.e IS NOT NULL AND fw.e > fw.s
