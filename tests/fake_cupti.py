@@ -64,6 +64,17 @@ class ActivitySynchronizationType(enum.IntEnum):
     CONTEXT_SYNCHRONIZE = 4
 
 
+class runtime_api_trace_cbid(enum.IntEnum):  # noqa: N801 - cupti-python's name
+    cudaGetDevice_v3020 = 17
+    cudaMemcpyAsync_v3020 = 41
+    cudaLaunchKernel_v7000 = 211
+
+
+class driver_api_trace_cbid(enum.IntEnum):  # noqa: N801
+    cuCtxGetCurrent = 303
+    cuLaunchKernel = 307
+
+
 class Result(enum.IntEnum):
     SUCCESS = 0
     ERROR_INVALID_PARAMETER = 1
@@ -189,11 +200,14 @@ class FakeCupti:
     ActivitySynchronizationType = ActivitySynchronizationType
     Result = Result
     cuptiError = cuptiError
+    runtime_api_trace_cbid = runtime_api_trace_cbid
+    driver_api_trace_cbid = driver_api_trace_cbid
 
     def __init__(self, lib: FakeLib, other_client: bool = False) -> None:
         self.lib = lib
         self.other_client = other_client
         self.enabled: set[int] = set()
+        self.api_off: set[tuple[str, int]] = set()
         self.thread_id_type = 0
         for name, dt in DTYPES.items():
             setattr(self, name, dt)
@@ -211,6 +225,14 @@ class FakeCupti:
 
     def activity_enable(self, kind: int) -> None:
         self.enabled.add(int(kind))
+
+    def activity_enable_runtime_api(self, cbid: int, on: int) -> None:
+        if not on:
+            self.api_off.add(("runtime", cbid))
+
+    def activity_enable_driver_api(self, cbid: int, on: int) -> None:
+        if not on:
+            self.api_off.add(("driver", cbid))
 
     def activity_disable(self, kind: int) -> None:
         self.enabled.discard(int(kind))

@@ -91,6 +91,7 @@ def test_records_decode_exactly(tmp_path, fake):
         launch(lib, 900003, ptr[0], kind=ActivityKind.DRIVER, cbid=307)
     prof.stop()
     assert s.cupti_owner is None  # released at stop
+    assert fake.api_off == {("runtime", 17), ("driver", 303)}  # state getters are not traced
     assert lib.completed > 20  # many buffers went through the pool
 
     meta = open_profile(tmp_path / "c.dlscope").meta

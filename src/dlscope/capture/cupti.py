@@ -144,6 +144,8 @@ class CuptiCollector(Collector):
             sizes = getattr(self._tracer, "record_bytes", None)
             if sizes is not None:
                 out["record_bytes"] = sizes()
+            if getattr(self._tracer, "untraced", None):
+                out["api_not_traced"] = list(self._tracer.untraced)
         return out
 
     def dropped(self) -> int:

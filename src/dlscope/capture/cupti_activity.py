@@ -46,6 +46,22 @@ _DTYPE_PREFIX = {"CONCURRENT_KERNEL": "activity_kernel", "MEMCPY": "activity_mem
                  "MEMSET": "activity_memset", "RUNTIME": "activity_api", "DRIVER": "activity_api",
                  "SYNCHRONIZATION": "activity_synchronization"}
 
+# API calls that only read state, which CUDA frameworks make around every launch (CuPy asks for
+# the current device before each operation): not traced, so that a launch costs two records
+# (its API call and its kernel), not four or five. Names without the CUPTI version suffix.
+TRIVIAL_API = frozenset({
+    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError", "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion", "cudaStreamIsCapturing", "cudaStreamIsCapturing_ptsz", "cudaStreamGetCaptureInfo",
+    "cudaStreamGetCaptureInfo_ptsz", "cudaStreamGetCaptureInfo_v2", "cudaStreamGetCaptureInfo_v2_ptsz",
+    "cudaStreamGetCaptureInfo_v3", "cudaStreamGetCaptureInfo_v3_ptsz", "cudaStreamGetDevice",
+    "cudaStreamGetDevice_ptsz",
+    "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetDevice_v2", "cuCtxSetCurrent", "cuDeviceGetAttribute",
+    "cuDriverGetVersion", "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz", "cuStreamGetCaptureInfo",
+    "cuStreamGetCaptureInfo_ptsz", "cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo_v2_ptsz",
+    "cuStreamGetCaptureInfo_v3", "cuStreamGetCaptureInfo_v3_ptsz", "cuGetProcAddress", "cuGetProcAddress_v2",
+    "cuPointerGetAttribute", "cuPointerGetAttributes",
+})
+
 # Tools that attach to a CUDA program through the injection variable, and how to recognise them.
 _INJECTORS = (("ToolsInjection", "Nsight Systems (nsys)"), ("nsys", "Nsight Systems (nsys)"),
               ("InterceptorInjection", "Nsight Compute (ncu)"), ("nsight-compute", "Nsight Compute (ncu)"),
@@ -88,6 +104,7 @@ class ActivityTracer:
         self.dropped = 0
         self.refused_buffers = 0
         self.errors: list[str] = []
+        self.untraced: list[str] = []  # API calls left out on purpose (TRIVIAL_API)
         self._lib: Any = None
         self._kinds: dict[int, str] = {}
         self._sizes: dict[int, int] = {}
@@ -141,6 +158,7 @@ class ActivityTracer:
         except Exception as e:  # cuptiError, NotSupportedError (no driver), OSError (no library)
             self._disable()
             raise CollectorUnavailable(_cupti_reason(cupti, e)) from None
+        untraced = self.untraced = self._quiet_trivial_api()
         offset, unc = self._measure_offset()
         self._header = {
             "version": 1, "pid": self.pid, "kinds": {str(k): n for k, n in self._kinds.items()},
@@ -148,7 +166,7 @@ class ActivityTracer:
             "enums": {"memcpy_kind": _members(cupti.ActivityMemcpyKind),
                       "memory_kind": _members(cupti.ActivityMemoryKind),
                       "sync_type": _members(cupti.ActivitySynchronizationType)},
-            "layouts": self._layouts, "buffer_bytes": BUFFER_BYTES,
+            "layouts": self._layouts, "buffer_bytes": BUFFER_BYTES, "api_not_traced": untraced,
         }
         self._write_header()
         self._spool = open(self.spool_dir / f"{self.pid}.cupti.spool", "ab", buffering=0)  # noqa: SIM115
@@ -157,6 +175,25 @@ class ActivityTracer:
         self._names = open(self.spool_dir / f"{self.pid}.cupti.names.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._worker = threading.Thread(target=self._work, name="dlscope-cupti", daemon=True)
         self._worker.start()
+
+    def _quiet_trivial_api(self) -> list[str]:
+        """Stop recording the state getters of TRIVIAL_API; returns the names left out."""
+        cupti = self.cupti
+        done: list[str] = []
+        for enum_name, fn_name in (("runtime_api_trace_cbid", "activity_enable_runtime_api"),
+                                   ("driver_api_trace_cbid", "activity_enable_driver_api")):
+            cbids, fn = getattr(cupti, enum_name, None), getattr(cupti, fn_name, None)
+            if cbids is None or fn is None:
+                continue  # an older cupti-python: everything is traced
+            for member_name, member in cbids.__members__.items():  # aliases included
+                name = cr.api_name(member_name)
+                if name in TRIVIAL_API:
+                    try:
+                        fn(int(member.value), 0)
+                        done.append(name)
+                    except Exception:
+                        pass
+        return sorted(set(done))
 
     def _probe_other_client(self) -> None:
         """CUPTI allows one callback subscriber per process, and the tools (nsys, ncu, sanitizers,

@@ -56,11 +56,12 @@ MEMORY_KINDS = {"PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", 
 SYNC_KINDS = {"EVENT_SYNCHRONIZE": "event", "STREAM_WAIT_EVENT": "stream_wait_event",
               "STREAM_SYNCHRONIZE": "stream", "CONTEXT_SYNCHRONIZE": "context"}
 
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
+_VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")  # CUPTI's runtime-API version tags; driver names keep _v2
 
 
 def api_name(raw: str) -> str:
-    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (the name nsys shows)."""
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (the name nsys shows);
+    ``cuMemcpyHtoDAsync_v2`` is a driver function's real name and stays."""
     return _VERSION_SUFFIX.sub("", raw)
 
 
