@@ -148,6 +148,7 @@ class FakeLib:
         self.used = 0
         self.dropped = 0
         self.completed = 0
+        self.next_record_calls = 0
 
     def _register(self, req: Any, done: Any) -> int:
         self.req, self.done = req, done
@@ -155,6 +156,10 @@ class FakeLib:
 
     def _next_record(self, base: Any, valid: Any, rec_ref: Any) -> int:
         rec = rec_ref._obj  # the c_void_p passed by reference
+        self.next_record_calls += 1
+        if not rec.value:  # NULL: the first record
+            rec.value = base.value
+            return 0
         kind = ctypes.c_uint32.from_address(rec.value).value
         nxt = rec.value + RECORDS[ActivityKind(kind)][0]
         if nxt >= base.value + valid.value:

@@ -98,6 +98,10 @@ def test_records_decode_exactly(tmp_path, fake):
     st = meta.collectors["cupti"]
     assert st.status == "ok" and st.settings["started_by"] == "cupti='on'"
     assert st.settings["records"]["CONCURRENT_KERNEL"] == n_per_step * steps + 1
+    # sizes were measured with CUPTI's own walk, once per new kind, not once per buffer
+    assert st.settings["record_bytes"] == {"CONCURRENT_KERNEL": 232, "RUNTIME": 40, "DRIVER": 40, "MEMCPY": 96,
+                                           "MEMSET": 88, "SYNCHRONIZATION": 56}
+    assert lib.next_record_calls < 3 * cupti_activity.BUFFER_BYTES // 40
     assert not (tmp_path / "c.dlscope" / "spool").exists()
     con = attach(open_profile(tmp_path / "c.dlscope"))
     assert q(con, "SELECT count(*) FROM kernels")[0][0] == n_per_step * steps + 1
