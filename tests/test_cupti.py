@@ -127,9 +127,13 @@ def test_records_decode_exactly(tmp_path, fake):
     assert q(con, "SELECT kind, tid FROM sync") == [("stream", tid)]
     # GPU work takes the step of the API call that launched it
     assert q(con, "SELECT count(*) FROM kernels k JOIN api a USING (correlation_id) WHERE k.step IS DISTINCT FROM a.step") == [(0,)]
+    # every step ran under CUPTI: all are flagged traced, and the phase breakdown's GPU columns
+    # (per traced step) count the kernels each 'launch' phase launched
+    assert q(con, "SELECT bool_and(traced) FROM steps") == [(True,)]
+    assert q(con, "SELECT count(*) FROM phases WHERE domain = 'trace'") == [(1,)]
     data = ProfileData.open(tmp_path / "c.dlscope")
     rows = {r["name"]: r for r in phase_sum(data).table.to_pylist()}
-    assert rows["launch"]["kernels"] == n_per_step * (steps - 1)  # warm-up step 0 excluded
+    assert rows["launch"]["kernels"] == n_per_step and "CUPTI tracing" not in rows
 
 
 def test_dropped_records_are_counted(tmp_path, fake, monkeypatch):

@@ -22,12 +22,13 @@ import pyarrow as pa
 
 from ..store.schema import METRICS
 from .context import ProfileData
+from .phases import EXCLUDED_DOMAINS
 from .report import Report, ReportResult, integer
 from .unavailable import counter_reasons
 
 HEADLINE = ("gpu_util", "sm_active", "tensor_active", "dram_bw_util", "power", "mem_used")
 GPM = ("sm_active", "sm_occupancy", "tensor_active", "dram_bw_util", "pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx")
-_EXCLUDED_DOMAINS = "('process')"  # phases covering a whole command, not part of a step
+_EXCLUDED_DOMAINS = "(" + ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS) + ")"  # as the phase breakdown
 
 
 def _n_steps(data: ProfileData) -> int:

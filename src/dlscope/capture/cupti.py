@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import CollectorUnavailable
 from . import cupti_records as cr
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 OWNER = "cupti"
+WINDOW_NAME = "CUPTI tracing"
+TRACE_DOMAIN = "trace"  # finalize.TRACE_DOMAIN: phases marking when detailed tracing ran
 
 # Modules whose import means "this program runs CUDA without PyTorch". Submodules where the
 # top-level package is not CUDA-specific (numba, pycuda.autoinit/driver, cuda-python's bindings).
@@ -177,8 +180,30 @@ class CuptiCollector(Collector):
         for e in header.get("errors", [])[:3]:
             context.notes.append(f"process {pid}: cupti: {e}")
         kernels, apis = cr.read_names(spool_dir / f"{pid}.cupti.names.jsonl")
-        return cr.decode_tables(blocks, header, kernels, apis, rank=context.rank, pid=pid,
-                                offset_ns=context.offset_ns)
+        tables = cr.decode_tables(blocks, header, kernels, apis, rank=context.rank, pid=pid,
+                                  offset_ns=context.offset_ns)
+        window = _window_phase(header, tables, context, pid)
+        if window is not None:
+            tables["phases"] = window
+        return tables
+
+
+def _window_phase(header: dict[str, Any], tables: dict[str, pa.Table], context: DecodeContext,
+                  pid: int) -> pa.Table | None:
+    """When tracing ran, as a phase of domain 'trace' (finalize flags the steps it overlaps as
+    traced; the phase breakdown leaves it out). A killed process's window ends at its last record."""
+    w = header.get("window")
+    if not isinstance(w, list) or len(w) < 3 or w[0] is None:
+        return None
+    start = int(w[0]) + context.offset_ns
+    if w[1] is not None:
+        end = int(w[1]) + context.offset_ns
+    else:
+        ends = [int(pc.max(t.column("end_ns")).as_py()) for t in tables.values() if t.num_rows]
+        end = max([start, *ends])
+    return pa.table({"rank": pa.array([context.rank], pa.int32()), "pid": [pid], "tid": [int(w[2])],
+                     "start_ns": [start], "end_ns": [end], "name": [WINDOW_NAME], "kind": ["range"],
+                     "source": ["dlscope"], "domain": [TRACE_DOMAIN]})
 
 
 def _real_tracer(spool_dir: Path, pid: int, clock: Any) -> ActivityTracer:

@@ -168,6 +168,8 @@ class ActivityTracer:
                       "sync_type": _members(cupti.ActivitySynchronizationType)},
             "layouts": self._layouts, "buffer_bytes": BUFFER_BYTES, "api_not_traced": untraced,
         }
+        # the tracing window, on the monotonic clock: steps inside it are 'traced' (see finalize)
+        self._header["window"] = [self.clock(), None, threading.get_native_id()]
         self._write_header()
         self._spool = open(self.spool_dir / f"{self.pid}.cupti.spool", "ab", buffering=0)  # noqa: SIM115
         if self._spool.tell() == 0:
@@ -397,6 +399,7 @@ class ActivityTracer:
     def stop(self) -> None:
         if self._worker is None:
             return
+        self._header["window"][1] = self.clock()
         # flush, stop recording, flush what arrived in between (records of work still running)
         for step in ("flush", "disable", "flush"):
             try:
