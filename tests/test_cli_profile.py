@@ -124,3 +124,9 @@ def test_sigkill_of_everything_leaves_a_spool_that_summary_finalizes(tmp_path):
     s = json.loads(r.stdout)
     assert s["steps"]["total_steps"] >= done + 1
     assert s["layers"]["application"]["available"] is True
+
+
+def test_recording_imports_nothing_heavy_into_the_program(tmp_path):
+    probe = "import sys; print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'numpy', 'duckdb', 'rich'}))"
+    r = run_dlscope("profile", "-o", tmp_path / "i.dlscope", "--quiet", "--", sys.executable, "-c", probe)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -18,10 +18,9 @@ import pytest
 from dlscope import api
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.phase_sum import compute as phase_sum
-from dlscope.capture import cupti_activity, cupti_records
+from dlscope.capture import cupti_activity, cupti_records, import_hooks
 from dlscope.capture.base import Settings
 from dlscope.capture.cupti import CuptiCollector
-from dlscope.capture.import_hook import PostImportHook
 from dlscope.capture.session import Session
 from dlscope.store.reader import attach, open_profile
 
@@ -315,11 +314,14 @@ def test_import_hook_fires_after_import_once(tmp_path, monkeypatch):
     make_package(tmp_path, "dlscope_fw_probe")
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
     seen: list[tuple[str, bool]] = []
-    hook = PostImportHook(["dlscope_fw_probe"], lambda n: seen.append((n, sys.modules[n].IMPORTED)))
-    hook.install()
+
+    def cb(mod):
+        seen.append((mod.__name__, sys.modules[mod.__name__].IMPORTED))
+
+    import_hooks.when_imported("dlscope_fw_probe", cb)
     try:
         assert importlib.util.find_spec("dlscope_fw_probe") is not None
-        assert seen == []
+        assert seen == []  # a probe is not an import
         import dlscope_fw_probe
 
         assert seen == [("dlscope_fw_probe", True)]
@@ -327,11 +329,11 @@ def test_import_hook_fires_after_import_once(tmp_path, monkeypatch):
         importlib.reload(dlscope_fw_probe)
         import json  # noqa: F401  - other imports pass through untouched
 
-        assert len(seen) <= 2
+        assert len(seen) == 1  # once
+        assert import_hooks._finder not in sys.meta_path  # nothing left watching
     finally:
-        hook.remove()
+        import_hooks.cancel("dlscope_fw_probe", cb)
         sys.modules.pop("dlscope_fw_probe", None)
-    assert hook not in sys.meta_path
 
 
 @pytest.mark.parametrize("refused, status", [("SYNCHRONIZATION", "ok"), ("CONCURRENT_KERNEL", "unavailable")])

@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-
 from .schedule import Action
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .session import Session
 
 

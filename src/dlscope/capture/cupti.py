@@ -24,15 +24,14 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CollectorUnavailable
 from . import cupti_records as cr
 from .base import Collector, DecodeContext, Settings
-from .import_hook import PostImportHook
+from .import_hooks import cancel, when_imported
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .cupti_activity import ActivityTracer
     from .session import Session
 
@@ -59,7 +58,7 @@ class CuptiCollector(Collector):
         self.reason = ""
         self.trigger = ""
         self._session: Session | None = None
-        self._hook: PostImportHook | None = None
+        self._watching = False
         self._tracer: ActivityTracer | None = None  # kept after stop, for its counts
         self._stopped = False
         self._lock = threading.RLock()  # the hook may fire again from inside a start
@@ -79,15 +78,24 @@ class CuptiCollector(Collector):
             self._framework_imported(present[0])
             return
         self.state = "waiting"
-        self._hook = PostImportHook(FRAMEWORKS, self._framework_imported)
-        self._hook.install()
+        self._watching = True
+        for name in FRAMEWORKS:
+            when_imported(name, self._on_import)
+
+    def _on_import(self, module: Any) -> None:
+        self._framework_imported(module.__name__)
+
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            for name in FRAMEWORKS:
+                cancel(name, self._on_import)
 
     def _framework_imported(self, module: str) -> None:
         with self._lock:
             if self.state not in ("idle", "waiting"):
                 return
-            if self._hook is not None:
-                self._hook.remove()
+            self._unwatch()
             if "torch" in sys.modules and self.settings.torch != "off":
                 self.state, self.reason = "skipped", f"{module} was imported after torch: CUPTI is left to the PyTorch layer"
                 return
@@ -122,9 +130,7 @@ class CuptiCollector(Collector):
             tracer.flush()
 
     def stop(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        self._unwatch()
         with self._lock:  # an import on another thread must not start tracing now
             if self.state == "waiting":
                 self.state = "idle"
@@ -192,6 +198,10 @@ def _window_phase(header: dict[str, Any], tables: dict[str, pa.Table], context: 
                   pid: int) -> pa.Table | None:
     """When tracing ran, as a phase of domain 'trace' (finalize flags the steps it overlaps as
     traced; the phase breakdown leaves it out). A killed process's window ends at its last record."""
+
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
     w = header.get("window")
     if not isinstance(w, list) or len(w) < 3 or w[0] is None:
         return None

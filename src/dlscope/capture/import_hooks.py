@@ -1,7 +1,11 @@
 """Run a callback right after a module is imported (or now, if it already is).
 
 Collectors that depend on a framework start when the program imports it: under
-`dlscope profile` recording begins before the program has imported anything.
+`dlscope profile` recording begins before the program has imported anything. The hook fires
+after the module's code ran, not when its name is merely looked up (libraries probe for
+optional packages with ``importlib.util.find_spec`` all the time, and a probe must not start
+anything). It is a finder at the front of ``sys.meta_path`` that, for a watched name, asks the
+other finders for the spec and wraps its loader; every other import passes through untouched.
 """
 
 from __future__ import annotations
@@ -36,18 +40,25 @@ class _Loader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self) -> None:
+        self._local = threading.local()
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name not in _callbacks:
+        if name not in _callbacks or getattr(self._local, "busy", False):
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
-                return spec
-        return None
+        self._local.busy = True  # the other finders may import: do not look at those imports
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _Loader(spec.loader)
+                    return spec
+            return None
+        finally:
+            self._local.busy = False
 
 
 _finder = _Finder()

@@ -27,14 +27,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-
 from ..errors import CollectorUnavailable
 from . import counter_spool, nvml_api
 from .base import Collector, DecodeContext, Settings
 from .nvml_sampler import MIN_GPM_INTERVAL_MS, Sampler, close_sampler, open_sampler
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .session import Session
 
 STOP_TIMEOUT_S = 5.0
@@ -157,6 +157,7 @@ class NvmlCollector(Collector):
     # ---- finalize -------------------------------------------------------------------------------
     @classmethod
     def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
+        import pyarrow as pa
         header = read_header(spool_dir, pid)
         path = counter_spool.spool_path(spool_dir, pid)
         if header is None or not path.exists():

@@ -39,9 +39,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CollectorUnavailable
 from ..store import spool
 from .base import Collector, DecodeContext, Settings
@@ -50,6 +47,8 @@ from .quiet import filtered_stderr
 from .schedule import Action
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .session import Session
 
 DEFAULT_DETAIL_STEPS = 5
@@ -205,6 +204,9 @@ class TorchCollector(Collector):
     # ---- finalize ----------------------------------------------------------------------------
     @classmethod
     def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         from ..importers.kineto import _devices, read_trace
 
         try:
@@ -258,6 +260,9 @@ def detail_last_step(settings: Settings, schedule: Any) -> int | None:
 
 def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_ns: int) -> int:
     """ns to add to PyTorch times so the clock marker lies inside the session-clock bracket."""
+
+
+    import pyarrow.compute as pc
     if not marker:
         return 0
     a, b = (int(x) + offset_ns for x in marker)
@@ -276,6 +281,10 @@ def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_n
 
 
 def _shift(t: pa.Table, ns: int) -> pa.Table:
+
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
     for c in _TIME_COLUMNS:
         if c in t.column_names:
             t = t.set_column(t.schema.get_field_index(c), c, pc.add(t.column(c), pa.scalar(ns, pa.int64())))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileFormatError
-from .schema import FORMAT_NAME, FORMAT_VERSION
+from .version import FORMAT_NAME, FORMAT_VERSION
 
 
 @dataclass

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-FORMAT_NAME = "dlscope-profile"
-FORMAT_VERSION = 1
+from .version import FORMAT_NAME, FORMAT_VERSION  # noqa: F401 - re-exported
 
 I8, I16, I32, I64, F64 = pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64()
 STR, BOOL = pa.string(), pa.bool_()
