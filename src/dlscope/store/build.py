@@ -13,6 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -87,9 +88,8 @@ class ProfileBuilder:
                 t = t.append_column(id_col, ids)
         return t
 
-    def build(self, meta: Meta | None = None) -> dict[str, pa.Table]:
-        """Intern, conform and link every table; returns the stored tables (strings included)."""
-        t0 = time.perf_counter()
+    def _inputs(self) -> dict[str, pa.Table]:
+        """Every table interned and conformed to its schema (without the derived columns)."""
         tables: dict[str, pa.Table] = {}
         for spec in TABLES:
             if spec.name == "strings":
@@ -97,19 +97,31 @@ class ProfileBuilder:
             parts = [self._intern(spec.name, p) for p in self.parts.get(spec.name, [])]
             parts = [conform(spec.name, p) for p in parts]
             tables[spec.name] = pa.concat_tables(parts) if parts else empty_table(spec.name)
-        t1 = time.perf_counter()
-        tables = link(tables)
-        tables["strings"] = self.interner.table()
-        if meta is not None:
-            meta.timed("intern", t1 - t0)
-            meta.timed("link", time.perf_counter() - t1)
         return tables
 
-    def write(self, profile_dir: Path, meta: Meta) -> dict[str, pa.Table]:
-        tables = self.build(meta)
-        t = time.perf_counter()
-        write_profile(profile_dir, tables, meta, before_meta=lambda: meta.timed("write", time.perf_counter() - t))
-        return tables
+    def build(self) -> dict[str, pa.Table]:
+        """The stored tables, in memory (strings included)."""
+        con = db.connect()
+        views = link(self._inputs(), con)
+        out = {name: db.query_arrow(con, f"SELECT * FROM {view}") for name, view in views.items()}
+        out["strings"] = self.interner.table()
+        con.close()
+        return out
+
+    def write(self, profile_dir: Path, meta: Meta) -> Path:
+        """Build and write the profile: each table goes from its SQL view straight to Parquet."""
+        t0 = time.perf_counter()
+        inputs = self._inputs()
+        con = db.connect()
+        views = link(inputs, con)
+        con.register("strings_in", self.interner.table())
+        views["strings"] = "strings_in"
+        meta.timed("intern", time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        write_profile(profile_dir, con, views, meta)
+        meta.timed("link_write", time.perf_counter() - t1)
+        con.close()
+        return profile_dir
 
 
 # ---- linking: nesting, self time and steps, in SQL ---------------------------------------------
@@ -149,68 +161,70 @@ def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in"
     """
 
 
-def link(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """Fill the derived columns: depth of phases, depth/parent/self time of ops (when the source
-    did not give them), and ``step`` of every event. GPU activity takes the step of the API call
-    that launched it (a kernel launched in step 3 belongs to step 3 even if it runs later)."""
-    con = db.connect()
-    out = dict(tables)
-    con.register("steps_in", out["steps"])
+def link(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = None) -> dict[str, str]:
+    """Create, in ``con``, one view per table (``final_<name>``) with the derived columns filled:
+    depth of phases; depth, parent and self time of ops (when the source did not give them);
+    and ``step`` of every event. GPU activity takes the step of the API call that launched it (a
+    kernel launched in step 3 belongs to step 3 even if it runs later). Inputs are registered
+    zero-copy; nothing is materialized until the views are read or written. Returns
+    table -> view name."""
+    con = con or db.connect()
+    views: dict[str, str] = {}
+    for name, t in tables.items():
+        con.register(f"in0_{name}", t)
+        con.execute(f"CREATE OR REPLACE VIEW in_{name} AS SELECT row_number() OVER () AS rid, * FROM in0_{name}")
+    has = {name: t.num_rows > 0 for name, t in tables.items()}
+    has_steps = has.get("steps", False)
 
-    def with_rid(name: str) -> None:
-        t = out[name]
-        con.register(f"{name}_in", t.append_column("rid", pa.array(np.arange(t.num_rows, dtype=np.int64))))
+    def final(name: str, select: str) -> None:
+        spec = TABLES_BY_NAME[name]
+        cols = ", ".join(f'CAST(x."{c.name}" AS {_duck_type(c.type)}) AS "{c.name}"' for c in spec.columns)
+        con.execute(f"CREATE OR REPLACE VIEW final_{name} AS SELECT {cols} FROM ({select}) x")
+        views[name] = f"final_{name}"
 
-    def set_columns(name: str, sql: str, cols: list[str]) -> None:
-        res = db.query_arrow(con, sql)
-        t = out[name]
-        order = np.argsort(res.column("rid").to_numpy())
-        for c in cols:
-            arr = res.column(c).take(pa.array(order)).cast(t.schema.field(c).type)
-            t = t.set_column(t.schema.get_field_index(c), c, arr)
-        out[name] = t
+    def step_join(name: str, time_col: str) -> tuple[str, str]:
+        if not has_steps:
+            return "", "NULL"
+        return f"LEFT JOIN ({step_of_sql(f'in_{name}', time_col, 'in_steps')}) st ON st.rid = t.rid", "st.step"
 
-    # phases: depth among ranges of one thread (marks excluded)
-    if out["phases"].num_rows:
-        with_rid("phases")
-        set_columns("phases", f"""
-            SELECT p.rid, n.depth FROM phases_in p LEFT JOIN ({nesting_sql(
-                "(SELECT * FROM phases_in WHERE kind = 'range')", "rank, pid, tid")}) n USING (rid)""",
-                    ["depth"])
-    # ops: depth, parent and self time, unless the source gave them
-    ops = out["ops"]
-    if ops.num_rows and ops.column("depth").null_count == ops.num_rows:
-        with_rid("ops")
-        set_columns("ops", f"""
-            WITH n AS ({nesting_sql("ops_in", "rank, pid, tid")}),
+    # phases: depth among ranges of one thread (marks have none)
+    j, st = step_join("phases", "start_ns")
+    final("phases", f"""SELECT t.* REPLACE (n.depth AS depth, {st} AS step) FROM in_phases t
+        LEFT JOIN ({nesting_sql("(SELECT * FROM in_phases WHERE kind = 'range')", "rank, pid, tid")}) n
+        ON n.rid = t.rid {j}""")
+    # ops: depth, parent and self time unless the source gave them
+    j, st = step_join("ops", "start_ns")
+    ops = tables.get("ops")
+    if ops is not None and ops.num_rows and ops.column("depth").null_count == ops.num_rows:
+        final("ops", f"""
+            WITH n AS ({nesting_sql("in_ops", "rank, pid, tid")}),
                  child AS (SELECT n.parent_rid AS rid, sum(o.end_ns - o.start_ns)::BIGINT AS child_ns
-                           FROM n JOIN ops_in o USING (rid) WHERE n.parent_rid IS NOT NULL GROUP BY 1)
-            SELECT o.rid, n.depth, p.op_id AS parent_id,
-                   (o.end_ns - o.start_ns) - coalesce(c.child_ns, 0) AS self_ns
-            FROM ops_in o JOIN n USING (rid) LEFT JOIN ops_in p ON p.rid = n.parent_rid
-            LEFT JOIN child c ON c.rid = o.rid""", ["depth", "parent_id", "self_ns"])
-    if out["steps"].num_rows == 0:
-        con.close()
-        return out
-    for name, time_col in (("phases", "start_ns"), ("ops", "start_ns"), ("api", "start_ns"),
-                           ("sync", "start_ns"), ("counters", "ts_ns")):
-        if out[name].num_rows:
-            with_rid(name)
-            set_columns(name, step_of_sql(f"{name}_in", time_col), ["step"])
-    if out["api"].num_rows:
-        with_rid("api")
+                           FROM n JOIN in_ops o USING (rid) WHERE n.parent_rid IS NOT NULL GROUP BY 1)
+            SELECT t.* REPLACE (n.depth AS depth, p.op_id AS parent_id,
+                                (t.end_ns - t.start_ns) - coalesce(c.child_ns, 0) AS self_ns, {st} AS step)
+            FROM in_ops t JOIN n ON n.rid = t.rid LEFT JOIN in_ops p ON p.rid = n.parent_rid
+            LEFT JOIN child c ON c.rid = t.rid {j}""")
+    else:
+        final("ops", f"SELECT t.* REPLACE ({st} AS step) FROM in_ops t {j}")
+    for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns")):
+        j, st = step_join(name, time_col)
+        final(name, f"SELECT t.* REPLACE ({st} AS step) FROM in_{name} t {j}")
     for name in ("kernels", "memcpy", "memset"):
-        if not out[name].num_rows:
-            continue
-        with_rid(name)
-        launch = ""
-        if out["api"].num_rows:
-            launch = """LEFT JOIN (SELECT rank, correlation_id, any_value(step) AS step FROM api_in
+        j, st = step_join(name, "start_ns")
+        launch, step = "", st
+        if has_steps and has.get("api"):
+            launch = """LEFT JOIN (SELECT rank, correlation_id, any_value(step) AS step FROM final_api
                                    WHERE correlation_id IS NOT NULL GROUP BY ALL) a
-                        ON a.rank = g.rank AND a.correlation_id = g.correlation_id"""
-        own = step_of_sql(f"{name}_in")
-        set_columns(name, f"""
-            SELECT g.rid, {"coalesce(a.step, o.step)" if launch else "o.step"} AS step
-            FROM {name}_in g {launch} LEFT JOIN ({own}) o ON o.rid = g.rid""", ["step"])
-    con.close()
-    return out
+                        ON a.rank = t.rank AND a.correlation_id = t.correlation_id"""
+            step = f"coalesce(a.step, {st})"
+        final(name, f"SELECT t.* REPLACE ({step} AS step) FROM in_{name} t {launch} {j}")
+    final("steps", "SELECT * FROM in_steps")
+    return views
+
+
+_DUCK_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+               pa.float64(): "DOUBLE", pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN"}
+
+
+def _duck_type(t: pa.DataType) -> str:
+    return _DUCK_TYPES[t]
