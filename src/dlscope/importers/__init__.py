@@ -4,7 +4,8 @@ module with an Importer subclass plus one line here (order matters: first match 
 from __future__ import annotations
 
 from .base import Importer, ImportOptions
+from .nsys import NsysImporter
 
-IMPORTERS: list[Importer] = []
+IMPORTERS: list[Importer] = [NsysImporter()]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]

@@ -92,7 +92,9 @@ PHASES = Table(
      _c("kind", STR, "'range' or 'mark' (a mark has end_ns = start_ns)", False),
      _c("source", STR, "'dlscope', 'nvtx', 'record_function' or 'derived'", False),
      _c("domain_id", I32, "NVTX domain or annotation category, an id in strings"),
-     STEP),
+     STEP,
+     _c("style", STR, "'pushpop' (nested on its thread) or 'startend' (may overlap others and end on "
+                      "another thread, as NVTX start/end ranges); NULL: nested, as push/pop")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -153,8 +155,11 @@ MEMCPY = Table(
     "GPU memory copies.",
     (RANK, DEVICE, STREAM, START, END, CORR, EXT,
      _c("bytes", I64, "bytes copied", False),
-     _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP' or 'unknown'", False),
-     _c("src_kind", STR, "'pageable', 'pinned', 'device', 'managed', 'array' or 'unknown'"),
+     _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP', 'unknown', or for CUDA arrays and "
+                          "unified memory 'HtoA', 'AtoH', 'AtoA', 'AtoD', 'DtoA', 'UVM_HtoD', 'UVM_DtoH', "
+                          "'UVM_DtoD'", False),
+     _c("src_kind", STR, "'pageable', 'pinned', 'device', 'managed', 'array', 'device_static', "
+                         "'managed_static' or 'unknown'"),
      _c("dst_kind", STR, "same values as src_kind"),
      _c("pid", I64, "host process that issued it"),
      STEP),
@@ -166,7 +171,7 @@ MEMSET = Table(
     "GPU memory sets.",
     (RANK, DEVICE, STREAM, START, END, CORR, EXT,
      _c("bytes", I64, "bytes set", False),
-     _c("mem_kind", STR, "'device', 'pinned', 'pageable', 'managed' or 'unknown'"),
+     _c("mem_kind", STR, "same values as memcpy's src_kind"),
      _c("pid", I64, "host process that issued it"),
      STEP),
     sort_by=("rank", "start_ns"),
