@@ -3,12 +3,27 @@
 
 from __future__ import annotations
 
-from . import phase_sum, step_sum
+from . import (
+    cuda_api_sum,
+    cuda_gpu_kern_sum,
+    cuda_gpu_mem_size_sum,
+    cuda_gpu_mem_time_sum,
+    cuda_gpu_trace,
+    nvtx_sum,
+    phase_sum,
+    step_sum,
+)
 from .report import Report
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
+    nvtx_sum.REPORT,
+    cuda_api_sum.REPORT,
+    cuda_gpu_kern_sum.REPORT,
+    cuda_gpu_mem_time_sum.REPORT,
+    cuda_gpu_mem_size_sum.REPORT,
+    cuda_gpu_trace.REPORT,
 )}
 
 __all__ = ["REPORTS", "Report"]
