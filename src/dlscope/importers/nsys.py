@@ -95,16 +95,19 @@ class NsysImporter(Importer):
                   meta: Meta) -> None:
         clock = session_clock(x)
         off = clock.offset_ns
+        got: dict[str, pa.Table] = {}
         readers = {"kernels": ev.read_kernels, "memcpy": ev.read_memcpy, "memset": ev.read_memset,
-                   "api": ev.read_api, "sync": ev.read_sync}
-        rows: dict[str, int] = {}
+                   "api": ev.read_api,
+                   # waits take their thread and kind from the API calls read just before
+                   "sync": lambda x, off: ev.read_sync(x, off, got.get("api"))}
         for n, (name, read) in enumerate(readers.items()):
             if options.progress:
                 options.progress(f"{x.path.name}: {name}", n / (len(readers) + 1))
             t = read(x, off)
             if t is not None and t.num_rows:
+                got[name] = t
                 builder.add(name, _with_rank(t, rank))
-                rows[name] = t.num_rows
+        rows = {name: t.num_rows for name, t in got.items()}
         phases, unclosed = ev.read_nvtx(x, off)
         if phases is not None:
             builder.add("phases", _with_rank(phases, rank))

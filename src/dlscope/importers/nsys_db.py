@@ -65,31 +65,21 @@ class NsysExport:
         return list(self.iter_rows(sql, params))
 
     def iter_rows(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        for chunk in self.chunks(sql, params):
+            yield from chunk
+
+    def chunks(self, sql: str, params: Sequence[Any] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """The query's rows, at most FETCH_ROWS at a time (so that a large export never exists as
+        Python objects all at once)."""
         try:
             cur = self.con.execute(sql, params)
             while True:
                 chunk = cur.fetchmany(FETCH_ROWS)
                 if not chunk:
                     return
-                yield from chunk
+                yield chunk
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path}: corrupt or truncated SQLite database ({e})") from None
-
-    def columns_of(self, sql: str, names: Sequence[str], params: Sequence[Any] = ()) -> dict[str, list[Any]]:
-        """The query's result as one Python list per column (``names`` in select order)."""
-        out: dict[str, list[Any]] = {n: [] for n in names}
-        lists = [out[n] for n in names]
-        try:
-            cur = self.con.execute(sql, params)
-            while True:
-                chunk = cur.fetchmany(FETCH_ROWS)
-                if not chunk:
-                    break
-                for dest, values in zip(lists, zip(*chunk)):
-                    dest.extend(values)
-        except sqlite3.DatabaseError as e:
-            raise InputError(f"{self.path}: corrupt or truncated SQLite database ({e})") from None
-        return out
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         r = self.rows(sql, params)

@@ -1,9 +1,11 @@
 """Reading an nsys export's event tables into dlscope tables (text name columns, epoch ns).
 
 One function per dlscope table. Each selects only the columns the export has (older nsys
-versions lack some) and does the per-row work in SQLite: joining names from ``StringIds``,
-splitting nsys's serialized global ids into pid/tid, adding the clock offset, mapping enums.
-A function returns None when the export has no such events.
+versions lack some) and does the per-row work in SQLite: splitting nsys's serialized global ids
+into pid/tid, adding the clock offset, mapping enums. Names of kernels and API calls arrive as
+``StringIds`` ids and are decoded once per distinct id into a dictionary array (a join per row
+cost more than the rest of the import). A function returns None when the export has no such
+events.
 
 nsys serializes a thread as ``globalTid`` = (vm << 56) | (pid << 24) | tid, and a process as
 ``globalPid`` with the same pid bits, so pid = (id >> 24) & 0xFFFFFF and tid = id & 0xFFFFFF.
@@ -11,7 +13,11 @@ nsys serializes a thread as ``globalTid`` = (vm << 56) | (pid << 24) | tid, and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .nsys_db import NsysExport
 
@@ -54,13 +60,34 @@ def tid_of(expr: str) -> str:
     return f"({expr} & {MASK24})"
 
 
-def api_display_name(expr: str) -> str:
-    """SQL for the name nsys prints for a CUDA API call: CUPTI names some calls with a version
-    suffix of exactly ``_v`` and four digits (``cudaLaunchKernel_v7000``) that nsys drops; longer
+def api_display_name(name: str) -> str:
+    """The name nsys prints for a CUDA API call: CUPTI names some calls with a version suffix of
+    exactly ``_v`` and four characters (``cudaLaunchKernel_v7000``) that nsys drops; longer
     suffixes (``cudaStreamIsCapturing_v10000``) stay. Stored this way, names also match other
     sources (Kineto says ``cudaLaunchKernel``)."""
-    return (f"CASE WHEN substr({expr}, -6, 2) = '_v' THEN substr({expr}, 1, length({expr}) - 6) "
-            f"ELSE {expr} END")
+    return name[:-6] if name[-6:-4] == "_v" else name
+
+
+def decode_names(x: NsysExport, ids: pa.ChunkedArray, transform: Callable[[str], str] | None = None) -> pa.Array:
+    """StringIds ids -> a dictionary-encoded string array, looking each distinct id up once
+    (unknown or null ids become '')."""
+    flat = ids.combine_chunks().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    wanted = [int(u) for u in uniq if u >= 0]
+    found: dict[int, str] = {}
+    for i in range(0, len(wanted), 10_000):  # SQLite caps the number of bound parameters
+        part = wanted[i:i + 10_000]
+        found.update(x.rows(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(part))})", part))
+    values = [found.get(int(u), "") or "" for u in uniq]
+    if transform is not None:
+        values = [transform(v) for v in values]
+    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(values, pa.string()))
+
+
+def _named(x: NsysExport, t: pa.Table, id_col: str, transform: Callable[[str], str] | None = None) -> pa.Table:
+    """Replace the StringIds id column ``id_col`` by the text column ``name``."""
+    names = decode_names(x, t[id_col], transform) if t.num_rows else pa.array([], pa.string())
+    return t.drop_columns([id_col]).append_column("name", names)
 
 
 def _enum_case(x: NsysExport, enum_table: str, column: str, names: dict[str, str],
@@ -81,14 +108,13 @@ def _enum_case(x: NsysExport, enum_table: str, column: str, names: dict[str, str
     return f"CASE {column} {whens} ELSE {fallback} END"
 
 
-def _table(cols: dict[str, list], types: dict[str, pa.DataType]) -> pa.Table:
-    return pa.table({n: pa.array(v, types[n]) for n, v in cols.items()})
-
-
 def _query(x: NsysExport, select: dict[str, tuple[str, pa.DataType]], from_sql: str) -> pa.Table:
-    names = list(select)
+    """Run ``SELECT expr AS name, ... from_sql`` and build an Arrow table chunk by chunk."""
+    schema = pa.schema([(n, t) for n, (_, t) in select.items()])
     sql = "SELECT " + ", ".join(f"{expr} AS {n}" for n, (expr, _) in select.items()) + " " + from_sql
-    return _table(x.columns_of(sql, names), {n: t for n, (_, t) in select.items()})
+    batches = [pa.record_batch([pa.array(col, f.type) for col, f in zip(zip(*chunk), schema)], schema=schema)
+               for chunk in x.chunks(sql)]
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 I64, I32, STR = pa.int64(), pa.int32(), pa.string()
@@ -102,18 +128,19 @@ def read_kernels(x: NsysExport, offset_ns: int) -> pa.Table | None:
     c = lambda col, expr=None: x.col(KERNEL, col, expr, "k")  # noqa: E731
     static = c("staticSharedMemory")
     dynamic = c("dynamicSharedMemory")
-    return _query(x, {
+    t = _query(x, {
         "start_ns": (f"k.start + {offset_ns}", I64), "end_ns": (f"k.end + {offset_ns}", I64),
         "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
         "correlation_id": (c("correlationId"), I64),
         "pid": (c("globalPid", pid_of("k.globalPid")), I64),
-        "name": ("coalesce(s.value, '')" if name_col else "''", STR),
+        "name_sid": (f"k.{name_col}" if name_col else "NULL", I64),
         "grid_x": (c("gridX"), I32), "grid_y": (c("gridY"), I32), "grid_z": (c("gridZ"), I32),
         "block_x": (c("blockX"), I32), "block_y": (c("blockY"), I32), "block_z": (c("blockZ"), I32),
         "registers": (c("registersPerThread"), I32),
         "static_shared_bytes": (static, I64), "dynamic_shared_bytes": (dynamic, I64),
         "shared_bytes": (f"{static} + {dynamic}" if "NULL" not in (static, dynamic) else "NULL", I64),
-    }, f"FROM {KERNEL} k" + (f" LEFT JOIN StringIds s ON s.id = k.{name_col}" if name_col else ""))
+    }, f"FROM {KERNEL} k")
+    return _named(x, t, "name_sid")
 
 
 def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
@@ -152,53 +179,67 @@ def read_memset(x: NsysExport, offset_ns: int) -> pa.Table | None:
     }, f"FROM {MEMSET} m")
 
 
+def _split_thread_ids(t: pa.Table, column: str) -> pa.Table:
+    """Replace nsys's serialized thread id ``column`` by pid and tid columns (vectorized; fewer
+    values cross from SQLite to Python than when SQLite splits them)."""
+    gtid = pc.fill_null(t[column], -1).to_numpy().astype(np.int64)
+    null = t[column].is_null().to_numpy(zero_copy_only=False)
+    pid = pa.array((gtid >> 24) & MASK24, I64, mask=null)
+    tid = pa.array(gtid & MASK24, I64, mask=null)
+    return t.drop_columns([column]).append_column("pid", pid).append_column("tid", tid)
+
+
 def read_api(x: NsysExport, offset_ns: int) -> pa.Table | None:
-    """CUDA runtime and driver calls. nsys stores no CUPTI callback id, so ``cbid`` stays null."""
+    """CUDA runtime and driver calls. nsys stores no CUPTI callback id, so ``cbid`` stays null.
+    This is usually the largest table: only integers come out of SQLite."""
     if not x.has(RUNTIME, "start", "end", "nameId"):
         return None
     c = lambda col, expr=None: x.col(RUNTIME, col, expr, "r")  # noqa: E731
-    if x.has(RUNTIME, "eventClass"):  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
-        kind = "CASE r.eventClass WHEN 1 THEN 'driver' ELSE 'runtime' END"
-    else:
-        kind = "CASE WHEN s.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END"
-    return _query(x, {
+    t = _query(x, {
         "start_ns": (f"r.start + {offset_ns}", I64), "end_ns": (f"r.end + {offset_ns}", I64),
-        "pid": (c("globalTid", pid_of("r.globalTid")), I64), "tid": (c("globalTid", tid_of("r.globalTid")), I64),
-        "correlation_id": (c("correlationId"), I64),
-        "name": (api_display_name("coalesce(s.value, '')"), STR),
-        "kind": (kind, STR),
-    }, f"FROM {RUNTIME} r LEFT JOIN StringIds s ON s.id = r.nameId")
+        "gtid": (c("globalTid"), I64), "correlation_id": (c("correlationId"), I64),
+        "name_sid": ("r.nameId", I64), "event_class": (c("eventClass"), I32),
+    }, f"FROM {RUNTIME} r")
+    t = _split_thread_ids(_named(x, t, "name_sid", api_display_name), "gtid")
+    if x.has(RUNTIME, "eventClass"):  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
+        driver = pc.fill_null(pc.equal(t["event_class"], 1), False)
+    else:
+        driver = pc.invert(pc.starts_with(t["name"].cast(pa.string()), "cuda"))
+    kind = pc.if_else(driver, "driver", "runtime") if t.num_rows else pa.array([], STR)
+    return t.drop_columns(["event_class"]).append_column("kind", kind)
 
 
-def read_sync(x: NsysExport, offset_ns: int) -> pa.Table | None:
-    """Host waits on the GPU. The kind comes from the API call that waited when there is one:
-    the export's own enum disagrees with its data in nsys 2025.3 (cudaStreamSynchronize records
-    carry the id its ENUM_CUPTI_SYNC_TYPE calls 'stream wait event')."""
+# API call name patterns -> the wait they make, most specific first
+_SYNC_CALLS = (("StreamWaitEvent", "stream_wait_event"), ("StreamSynchronize", "stream"),
+               ("EventSynchronize", "event"), ("DeviceSynchronize", "context"), ("CtxSynchronize", "context"))
+
+
+def read_sync(x: NsysExport, offset_ns: int, api: pa.Table | None) -> pa.Table | None:
+    """Host waits on the GPU, with the thread and kind of the API call that waited (matched in
+    ``api`` by correlation id and process). The kind comes from that call's name when there is
+    one: the export's own enum disagrees with its data in nsys 2025.3 (cudaStreamSynchronize
+    records carry the id its ENUM_CUPTI_SYNC_TYPE calls 'stream wait event')."""
     if not x.has(SYNC, "start", "end"):
         return None
     c = lambda col, expr=None: x.col(SYNC, col, expr, "y")  # noqa: E731
     by_enum = _enum_case(x, "ENUM_CUPTI_SYNC_TYPE", "y.syncType", SYNC_KINDS, DEFAULT_SYNC_IDS) \
         if x.has(SYNC, "syncType") else "'unknown'"
-    joined = x.has(SYNC, "correlationId", "globalPid") and x.has(RUNTIME, "correlationId", "globalTid", "nameId")
-    kind = by_enum
-    tid = "NULL"
-    join = ""
-    if joined:
-        kind = f"""CASE WHEN n.value LIKE '%StreamWaitEvent%' THEN 'stream_wait_event'
-                        WHEN n.value LIKE '%StreamSynchronize%' THEN 'stream'
-                        WHEN n.value LIKE '%EventSynchronize%' THEN 'event'
-                        WHEN n.value LIKE '%DeviceSynchronize%' OR n.value LIKE '%CtxSynchronize%' THEN 'context'
-                        ELSE {by_enum} END"""
-        tid = tid_of("r.globalTid")
-        join = (f" LEFT JOIN {RUNTIME} r ON r.correlationId = y.correlationId"
-                f" AND {pid_of('r.globalTid')} = {pid_of('y.globalPid')}"
-                " LEFT JOIN StringIds n ON n.id = r.nameId")
-    return _query(x, {
+    t = _query(x, {
         "start_ns": (f"y.start + {offset_ns}", I64), "end_ns": (f"y.end + {offset_ns}", I64),
-        "pid": (c("globalPid", pid_of("y.globalPid")), I64), "tid": (tid, I64),
+        "pid": (c("globalPid", pid_of("y.globalPid")), I64),
         "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
-        "correlation_id": (c("correlationId"), I64), "kind": (kind, STR),
-    }, f"FROM {SYNC} y{join}")
+        "correlation_id": (c("correlationId"), I64), "enum_kind": (by_enum, STR),
+    }, f"FROM {SYNC} y")
+    if api is None or not t.num_rows:
+        return t.rename_columns([n if n != "enum_kind" else "kind" for n in t.column_names])
+    calls = api.select(["correlation_id", "pid", "tid", "name"]).rename_columns(
+        ["correlation_id", "pid", "tid", "api_name"])
+    t = t.join(calls, keys=["correlation_id", "pid"], join_type="left outer")
+    names = pc.fill_null(t["api_name"].cast(pa.string()), "")
+    kind = t["enum_kind"]
+    for pattern, value in reversed(_SYNC_CALLS):
+        kind = pc.if_else(pc.match_substring(names, pattern), value, kind)
+    return t.drop_columns(["api_name", "enum_kind"]).append_column("kind", kind)
 
 
 def _nvtx_text(x: NsysExport, event: str, strings: str) -> tuple[str, str]:
