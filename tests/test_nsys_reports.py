@@ -210,3 +210,32 @@ def test_api_name_rule():
     con.execute("CREATE TABLE t AS SELECT unnest($1) AS name, generate_subscripts($1, 1) AS i", [names])
     got = [r[0] for r in con.execute(f"SELECT {api_name_sql('name')} FROM t ORDER BY i").fetchall()]
     assert got == ["cudaLaunchKernel", "cudaStreamIsCapturing_v10000", "cuGetProcAddress_v2", "cudaMalloc", "x_v12"]
+
+
+def test_reports_on_a_sparse_profile(tmp_path):
+    """A source that fills only the required columns (no grid, no kinds, no devices, no
+    correlation ids) still gets every nsys report, with empty cells where data is missing."""
+    b = ProfileBuilder()
+    b.add("kernels", pa.table({"rank": [0, 0], "start_ns": [100, 300], "end_ns": [200, 350], "name": ["k", "k"]}))
+    b.add("memcpy", pa.table({"rank": [0], "start_ns": [150], "end_ns": [160], "bytes": [4096],
+                              "copy_kind": ["unknown"]}))
+    b.add("memset", pa.table({"rank": [0], "start_ns": [170], "end_ns": [170], "bytes": [0]}))
+    b.add("api", pa.table({"rank": [0], "start_ns": [90], "end_ns": [95], "name": ["cuLaunchKernel"],
+                           "kind": ["driver"]}))
+    b.write(tmp_path / "s.dlscope", Meta(source="test"))
+    d = ProfileData.open(tmp_path / "s.dlscope")
+    try:
+        out = {n: REPORTS[n].compute(d) for n in ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum",
+                                                   "cuda_gpu_mem_size_sum", "cuda_gpu_trace")}
+        assert REPORTS["nvtx_sum"].missing(d) == "the profile has no phases data"
+    finally:
+        d.close()
+    k = out["cuda_gpu_kern_sum"].table.to_pylist()
+    assert k == [{"Time (%)": 100.0, "Total Time (ns)": 150, "Instances": 2, "Avg (ns)": 75.0, "Med (ns)": 75.0,
+                  "Min (ns)": 50, "Max (ns)": 100, "StdDev (ns)": pytest.approx(35.35533905932738), "Name": "k"}]
+    ops = [r["Operation"] for r in out["cuda_gpu_mem_time_sum"].table.to_pylist()]
+    assert ops == ["[CUDA memcpy Unknown]", "[CUDA memset]"]
+    trace = out["cuda_gpu_trace"].table.to_pylist()
+    assert [r["Start (ns)"] for r in trace] == [0, 50, 70, 200]  # from the first GPU event
+    memset = trace[2]
+    assert memset["Throughput (MBps)"] is None and memset["SrcMemKd"] is None and memset["Device"] is None
