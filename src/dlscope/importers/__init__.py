@@ -4,8 +4,12 @@ module with an Importer subclass plus one line here (order matters: first match 
 from __future__ import annotations
 
 from .base import Importer, ImportOptions
+from .execution_trace import ExecutionTraceImporter
+from .kineto import KinetoImporter
+from .memory_timeline import MemoryTimelineImporter
 from .nsys import NsysImporter
 
-IMPORTERS: list[Importer] = [NsysImporter()]
+# nsys first: it recognizes SQLite by its magic bytes, cheaper than the JSON sniffs
+IMPORTERS: list[Importer] = [NsysImporter(), ExecutionTraceImporter(), MemoryTimelineImporter(), KinetoImporter()]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]
