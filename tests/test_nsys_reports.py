@@ -239,3 +239,65 @@ def test_reports_on_a_sparse_profile(tmp_path):
     assert [r["Start (ns)"] for r in trace] == [0, 50, 70, 200]  # from the first GPU event
     memset = trace[2]
     assert memset["Throughput (MBps)"] is None and memset["SrcMemKd"] is None and memset["Device"] is None
+
+
+KINETO = DATA / "kineto" / "h100_resnet50_phases.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def kineto_events() -> list[dict]:
+    return json.loads(gzip.decompress(KINETO.read_bytes()))["traceEvents"]
+
+
+@pytest.fixture(scope="module")
+def kineto_profile(tmp_path_factory) -> Path:
+    return import_files([KINETO], tmp_path_factory.mktemp("k") / "rn50.dlscope")
+
+
+def _json(cli, path, report, *args):
+    r = cli("stats", path, "--report", report, "--format", "json", *args)
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def test_reports_on_a_kineto_profile(cli, kineto_profile, kineto_events):
+    """Counts and totals checked against the trace JSON itself."""
+    by_cat: dict[str, list[dict]] = {}
+    for e in kineto_events:
+        by_cat.setdefault(e.get("cat"), []).append(e)
+    kern = _json(cli, kineto_profile, "cuda_gpu_kern_sum")
+    assert sum(r["Instances"] for r in kern) == len(by_cat["kernel"])
+    assert sum(r["Total Time (ns)"] for r in kern) == pytest.approx(sum(e["dur"] for e in by_cat["kernel"]) * 1e3,
+                                                                    abs=len(by_cat["kernel"]))
+    api = {r["Name"]: r for r in _json(cli, kineto_profile, "cuda_api_sum")}
+    launches = [e for e in by_cat["cuda_runtime"] if e["name"] == "cudaLaunchKernel"]
+    assert api["cudaLaunchKernel"]["Num Calls"] == len(launches)
+    assert sum(r["Num Calls"] for r in api.values()) == len(by_cat["cuda_runtime"]) + len(by_cat["cuda_driver"])
+    mem = {r["Operation"]: r for r in _json(cli, kineto_profile, "cuda_gpu_mem_time_sum")}
+    assert mem["[CUDA memcpy Host-to-Device]"]["Count"] == 6 and mem["[CUDA memcpy Device-to-Host]"]["Count"] == 3
+    assert mem["[CUDA memset]"]["Count"] == len(by_cat["gpu_memset"])
+    size = {r["Operation"]: r for r in _json(cli, kineto_profile, "cuda_gpu_mem_size_sum")}
+    exp_bytes = sum(e["args"]["bytes"] for e in by_cat["gpu_memcpy"] if "HtoD" in e["name"])
+    assert size["[CUDA memcpy Host-to-Device]"]["Total (MB)"] == pytest.approx(exp_bytes / 1e6)
+    nvtx = {r["Range"]: r for r in _json(cli, kineto_profile, "nvtx_sum")}
+    for name in ("preprocess", "train_step", "postprocess"):
+        exp = [e["dur"] for e in by_cat["user_annotation"] if e["name"] == name]
+        assert nvtx[":" + name]["Instances"] == len(exp) == 3
+        assert nvtx[":" + name]["Max (ns)"] == pytest.approx(max(exp) * 1e3, abs=1)
+    trace = _json(cli, kineto_profile, "cuda_gpu_trace")
+    assert len(trace) == len(by_cat["kernel"]) + len(by_cat["gpu_memcpy"]) + len(by_cat["gpu_memset"])
+    assert [r["Start (ns)"] for r in trace] == sorted(r["Start (ns)"] for r in trace)
+
+
+def test_kineto_profile_step_selection(cli, kineto_profile, kineto_events):
+    """--iter-start/--iter-stop keep the kernels launched in ProfilerStep#3, found here from the
+    JSON's own correlation ids."""
+    step3 = next(e for e in kineto_events if e.get("name") == "ProfilerStep#3")
+    lo, hi = step3["ts"], step3["ts"] + step3["dur"]
+    launched = {e["args"]["correlation"] for e in kineto_events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and lo <= e["ts"] < hi}
+    exp = sum(1 for e in kineto_events if e.get("cat") == "kernel" and e["args"]["correlation"] in launched)
+    kern = _json(cli, kineto_profile, "cuda_gpu_kern_sum", "--iter-start", "3", "--iter-stop", "3")
+    assert sum(r["Instances"] for r in kern) == exp > 0
+    whole = _json(cli, kineto_profile, "cuda_gpu_kern_sum")
+    assert sum(r["Instances"] for r in whole) > exp
