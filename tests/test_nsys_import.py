@@ -234,3 +234,75 @@ def test_export_without_cuda_trace(sqlite_path, tmp_path, cli):
     assert_one_line_error(r.err)
     r = cli("summary", p)
     assert r.code == 0 and "-t cuda" in r.out
+
+
+DOMAINS_GZ = DATA / "nsys" / "h100_nsys_domains.sqlite.gz"
+
+
+@pytest.fixture(scope="module")
+def domains(tmp_path_factory):
+    raw_path = tmp_path_factory.mktemp("draw") / "domains.sqlite"
+    raw_path.write_bytes(gzip.decompress(DOMAINS_GZ.read_bytes()))
+    con = sqlite3.connect(f"file:{raw_path}?mode=ro", uri=True)
+    d = ProfileData.open(import_files([DOMAINS_GZ], tmp_path_factory.mktemp("d") / "domains.dlscope"))
+    yield d, con
+    d.close()
+    con.close()
+
+
+def test_nvtx_domains_styles_marks(domains):
+    d, raw = domains
+    rows = q(d.con, """SELECT name, domain, kind, style, min(depth), count(*) FROM phases
+                       GROUP BY ALL ORDER BY name LIMIT 7""")
+    assert rows == [("async_window", None, "range", "startend", None, 4),  # start/end ranges have no depth
+                    ("checkpoint", "model", "mark", None, None, 4),
+                    ("compute", "model", "range", "pushpop", 1, 4),
+                    ("iteration", None, "range", "pushpop", 0, 4),
+                    ("load", "data", "range", "pushpop", 1, 4),
+                    ("never_closed", None, "range", "pushpop", 0, 1),
+                    ("prefetch", "data", "range", "startend", None, 4)]
+    # nsys itself closes a range left open at exit, at the end of the session
+    end = raw.execute("SELECT e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                      "WHERE coalesce(s.value, e.text) = 'never_closed'").fetchone()[0]
+    offset = raw.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
+    assert q(d.con, "SELECT end_ns FROM phases WHERE name = 'never_closed'")[0][0] == end + offset
+    # start/end ranges keep the thread that started them, though another thread ended them
+    starters = {r[0] for r in raw.execute("SELECT globalTid & 16777215 FROM NVTX_EVENTS WHERE eventType = 60")}
+    assert {r[0] for r in q(d.con, "SELECT DISTINCT tid FROM phases WHERE style = 'startend'")} == starters
+    marks = q(d.con, "SELECT count(*) FROM phases WHERE kind = 'mark' AND end_ns = start_ns")[0][0]
+    assert marks == raw.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34").fetchone()[0] == 8
+
+
+def test_waits_and_copies_of_every_kind(domains):
+    d, raw = domains
+    kinds = q(d.con, "SELECT s.kind, a.name, count(*) FROM sync s JOIN api a USING (correlation_id) "
+                     "GROUP BY ALL ORDER BY 1")
+    # the export gives cudaStreamSynchronize and cudaStreamWaitEvent the same syncType: the API decides
+    assert kinds == [("event", "cudaEventSynchronize", 4), ("stream", "cudaStreamSynchronize", 8),
+                     ("stream_wait_event", "cudaStreamWaitEvent", 4)]
+    assert raw.execute("SELECT count(DISTINCT syncType) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION "
+                       "WHERE syncType = 2").fetchone()[0] == 1
+    copies = q(d.con, "SELECT copy_kind, src_kind, dst_kind, count(*) FROM memcpy GROUP BY ALL ORDER BY ALL")
+    assert copies == [("DtoD", "device", "device", 4), ("DtoH", "device", "pageable", 4),
+                      ("HtoD", "pageable", "device", 4), ("HtoD", "pinned", "device", 4)]
+    ctx = {r[0] for r in raw.execute("SELECT DISTINCT contextId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    assert {r[0] for r in q(d.con, "SELECT DISTINCT context FROM kernels")} == ctx
+
+
+def test_range_without_end_ends_at_the_last_nvtx_timestamp(tmp_path):
+    db = tmp_path / "open.sqlite"
+    db.write_bytes(gzip.decompress(DOMAINS_GZ.read_bytes()))
+    con = sqlite3.connect(db)
+    n = con.execute("UPDATE NVTX_EVENTS SET end = NULL WHERE text = 'never_closed' OR "
+                    "textId = (SELECT id FROM StringIds WHERE value = 'never_closed')").rowcount
+    assert n == 1
+    last, offset = con.execute("SELECT max(max(start), max(end)), (SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME) "
+                               "FROM NVTX_EVENTS").fetchone()
+    con.commit()
+    con.close()
+    d = ProfileData.open(import_files([db], tmp_path / "open.dlscope"))
+    try:
+        assert q(d.con, "SELECT end_ns FROM phases WHERE name = 'never_closed'")[0][0] == last + offset
+        assert any("1 NVTX range(s) never ended" in n for n in d.meta.notes)
+    finally:
+        d.close()

@@ -26,6 +26,8 @@ from .conftest import DATA
 
 NSYS_GZ = DATA / "nsys" / "h100_nsys_mlp.sqlite.gz"
 GROUND_TRUTH = DATA / "nsys" / "h100_nsys_mlp_stats"
+DOMAINS_GZ = DATA / "nsys" / "h100_nsys_domains.sqlite.gz"
+DOMAINS_TRUTH = DATA / "nsys" / "h100_nsys_domains_stats"
 NSYS_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum")
 
 
@@ -61,6 +63,20 @@ def test_csv_equals_nsys_stats(cli, profile, report):
     r = cli("stats", profile, "--report", report, "--format", "csv")
     assert r.code == 0, r.err
     assert r.out == (GROUND_TRUTH / f"nsysstats_{report}.csv").read_text()
+
+
+@pytest.fixture(scope="module")
+def domains_profile(tmp_path_factory) -> Path:
+    return import_files([DOMAINS_GZ], tmp_path_factory.mktemp("d") / "domains.dlscope")
+
+
+@pytest.mark.parametrize("report", NSYS_REPORTS + ("cuda_gpu_trace",))
+def test_csv_equals_nsys_stats_with_domains_and_start_end_ranges(cli, domains_profile, report):
+    """The second export (NVTX domains, start/end ranges ended on another thread, marks, a range
+    never closed, pinned and pageable copies, every wait): nsys's CSVs again, the trace included."""
+    r = cli("stats", domains_profile, "--report", report, "--format", "csv")
+    assert r.code == 0, r.err
+    assert r.out == (DOMAINS_TRUTH / f"nsysstats_{report}.csv").read_text()
 
 
 @pytest.mark.parametrize("report", NSYS_REPORTS)
@@ -103,7 +119,7 @@ def test_cuda_gpu_trace_against_the_export(profile, raw):
            for r in t]
     assert got == expected
     h2d = t[0]  # 32 MiB pageable copy: nsys's throughput is bytes * (1e9 // duration)
-    assert h2d["Throughput (MBps)"] == 33554432 * (1_000_000_000 // 4082388) / 1e6
+    assert h2d["Throughput (MB/s)"] == 33554432 * (1_000_000_000 // 4082388) / 1e6
     assert (h2d["SrcMemKd"], h2d["DstMemKd"], h2d["Device"]) == ("Pageable", "Device", "NVIDIA H100 80GB HBM3 (0)")
     memset = next(r for r in t if r["Name"] == "[CUDA memset]")
     assert (memset["SrcMemKd"], memset["DstMemKd"]) == ("Device", None)
@@ -238,7 +254,7 @@ def test_reports_on_a_sparse_profile(tmp_path):
     trace = out["cuda_gpu_trace"].table.to_pylist()
     assert [r["Start (ns)"] for r in trace] == [0, 50, 70, 200]  # from the first GPU event
     memset = trace[2]
-    assert memset["Throughput (MBps)"] is None and memset["SrcMemKd"] is None and memset["Device"] is None
+    assert memset["Throughput (MB/s)"] is None and memset["SrcMemKd"] is None and memset["Device"] is None
 
 
 KINETO = DATA / "kineto" / "h100_resnet50_phases.trace.json.gz"

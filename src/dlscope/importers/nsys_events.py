@@ -130,7 +130,7 @@ def read_kernels(x: NsysExport, offset_ns: int) -> pa.Table | None:
     dynamic = c("dynamicSharedMemory")
     t = _query(x, {
         "start_ns": (f"k.start + {offset_ns}", I64), "end_ns": (f"k.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
+        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
         "correlation_id": (c("correlationId"), I64),
         "pid": (c("globalPid", pid_of("k.globalPid")), I64),
         "name_sid": (f"k.{name_col}" if name_col else "NULL", I64),
@@ -155,7 +155,7 @@ def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
         if x.has(MEMCPY, "dstKind") else "NULL"
     return _query(x, {
         "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
+        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
         "correlation_id": (c("correlationId"), I64),
         "bytes": (c("bytes", "coalesce(m.bytes, 0)") if x.has(MEMCPY, "bytes") else "0", I64),
         "copy_kind": (copy_kind, STR), "src_kind": (src, STR), "dst_kind": (dst, STR),
@@ -171,7 +171,7 @@ def read_memset(x: NsysExport, offset_ns: int) -> pa.Table | None:
         if x.has(MEMSET, "memKind") else "NULL"
     return _query(x, {
         "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
+        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
         "correlation_id": (c("correlationId"), I64),
         "bytes": ("coalesce(m.bytes, 0)" if x.has(MEMSET, "bytes") else "0", I64),
         "mem_kind": (kind, STR),

@@ -163,13 +163,14 @@ def link(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
             t = t.set_column(t.schema.get_field_index(c), c, arr)
         out[name] = t
 
-    # phases: depth among ranges of one thread (marks excluded)
+    # phases: depth among nested ranges of one thread (marks excluded, and so are NVTX start/end
+    # ranges: they may overlap anything and end on another thread, so they have no depth)
     if out["phases"].num_rows:
         with_rid("phases")
         set_columns("phases", f"""
             SELECT p.rid, n.depth FROM phases_in p LEFT JOIN ({nesting_sql(
-                "(SELECT * FROM phases_in WHERE kind = 'range')", "rank, pid, tid")}) n USING (rid)""",
-                    ["depth"])
+                "(SELECT * FROM phases_in WHERE kind = 'range' AND coalesce(style, '') <> 'startend')",
+                "rank, pid, tid")}) n USING (rid)""", ["depth"])
     # ops: depth, parent and self time, unless the source gave them
     ops = out["ops"]
     if ops.num_rows and ops.column("depth").null_count == ops.num_rows:

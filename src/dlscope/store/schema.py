@@ -69,6 +69,7 @@ PID = _c("pid", I64, "operating-system process id")
 TID = _c("tid", I64, "operating-system or framework thread id")
 DEVICE = _c("device", I32, "GPU index as the process saw it")
 STREAM = _c("stream", I64, "CUDA stream id")
+CONTEXT = _c("context", I32, "CUDA context id")
 START = _c("start_ns", I64, "start, ns since the Unix epoch", False)
 END = _c("end_ns", I64, "end, ns since the Unix epoch", False)
 NAME = _c("name_id", I32, "name, an id in strings", False)
@@ -138,7 +139,7 @@ API = Table(
 KERNELS = Table(
     "kernels", "hardware",
     "GPU kernel executions.",
-    (RANK, DEVICE, STREAM, START, END, NAME, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, NAME, CORR, EXT,
      _c("grid_x", I32, "grid size"), _c("grid_y", I32, ""), _c("grid_z", I32, ""),
      _c("block_x", I32, "block size"), _c("block_y", I32, ""), _c("block_z", I32, ""),
      _c("registers", I32, "registers per thread"),
@@ -153,7 +154,7 @@ KERNELS = Table(
 MEMCPY = Table(
     "memcpy", "hardware",
     "GPU memory copies.",
-    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, CORR, EXT,
      _c("bytes", I64, "bytes copied", False),
      _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP', 'unknown', or for CUDA arrays and "
                           "unified memory 'HtoA', 'AtoH', 'AtoA', 'AtoD', 'DtoA', 'UVM_HtoD', 'UVM_DtoH', "
@@ -169,7 +170,7 @@ MEMCPY = Table(
 MEMSET = Table(
     "memset", "hardware",
     "GPU memory sets.",
-    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, CORR, EXT,
      _c("bytes", I64, "bytes set", False),
      _c("mem_kind", STR, "same values as memcpy's src_kind"),
      _c("pid", I64, "host process that issued it"),
