@@ -21,6 +21,7 @@ from dlscope.importers.base import ImportOptions
 from dlscope.importers.run import import_files
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
+from dlscope.store.reader import open_profile
 
 from .conftest import DATA
 
@@ -202,7 +203,7 @@ def test_whole_command_range_is_not_an_nvtx_range(tmp_path):
                                        Selection(iter_start=1, iter_stop=2, key_node="train_step"),
                                        Selection(iter_start=90, key_node="step")])
 def test_every_report_runs_on_the_nsys_profile(profile, selection):
-    d = ProfileData(ProfileData.open(profile).stored, selection)
+    d = ProfileData(open_profile(profile), selection)
     try:
         for name, rep in REPORTS.items():
             if rep.missing(d) is None and not (rep.needs_steps and not d.scalar("SELECT count(*) FROM steps")):
@@ -317,3 +318,22 @@ def test_kineto_profile_step_selection(cli, kineto_profile, kineto_events):
     assert sum(r["Instances"] for r in kern) == exp > 0
     whole = _json(cli, kineto_profile, "cuda_gpu_kern_sum")
     assert sum(r["Instances"] for r in whole) > exp
+
+
+def test_two_ranks_add_up(cli, tmp_path):
+    """Two exports, ranks from their names: nsys's summaries over both are each count doubled."""
+    files = []
+    for r in (0, 1):
+        f = tmp_path / f"mlp_rank{r}.sqlite.gz"
+        f.write_bytes(NSYS_GZ.read_bytes())
+        files.append(f)
+    p = import_files(files, tmp_path / "two.dlscope")
+    d = ProfileData.open(p)
+    try:
+        assert d.meta.ranks == [0, 1] and len(d.meta.devices) == 1 and len(d.meta.clock["nsys"]) == 2
+        assert d.scalar("SELECT count(DISTINCT rank) FROM kernels") == 2
+    finally:
+        d.close()
+    both = _json(cli, p, "cuda_gpu_kern_sum")
+    truth = (GROUND_TRUTH / "nsysstats_cuda_gpu_kern_sum.csv").read_text().splitlines()[1:]
+    assert [r["Instances"] for r in both] == [2 * int(line.split(",")[2]) for line in truth]
