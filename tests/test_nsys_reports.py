@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -337,3 +338,29 @@ def test_two_ranks_add_up(cli, tmp_path):
     both = _json(cli, p, "cuda_gpu_kern_sum")
     truth = (GROUND_TRUTH / "nsysstats_cuda_gpu_kern_sum.csv").read_text().splitlines()[1:]
     assert [r["Instances"] for r in both] == [2 * int(line.split(",")[2]) for line in truth]
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "hta"
+# traces written by others that stress the reports: AMD, MTIA, CPU-only, no phases, Triton, event syncs
+CORPUS_SAMPLE = ("amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+                 "mtia_trace_single_rank/mtia_rank_0.json.gz",
+                 "cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+                 "trace_file_list/inference_rank_1.json.gz", "triton_example/triton_example.json.gz",
+                 "critical_path/cuda_event_sync/event_sync_trace.json.gz")
+
+
+@pytest.mark.parametrize("name", CORPUS_SAMPLE)
+def test_reports_on_corpus_traces(cli, tmp_path, name):
+    path = CORPUS / name
+    if not path.exists():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"{CORPUS} is missing: CI must have shared/ beside the clone")
+        pytest.skip("needs shared/corpus/hta beside the clone")
+    out = tmp_path / "c.dlscope"
+    assert cli("import", path, "-o", out).code == 0
+    wanted = ",".join(NSYS_REPORTS + ("cuda_gpu_trace",))
+    for sel in ([], ["--iter-start", "0", "--iter-stop", "1"]):
+        r = cli("stats", out, "--report", wanted, "--format", "json", *sel)
+        assert r.code == 0, r.err
+        for rows in json.loads(r.out).values():
+            assert isinstance(rows, list) or set(rows) == {"skipped"}
