@@ -124,8 +124,9 @@ class NsysImporter(Importer):
         meta.clock.setdefault("origin_ns", off)
         span = session_span(x)
         if span is not None:
-            meta.start_ns = min(filter(None, (meta.start_ns, span[0] + off)))
-            meta.end_ns = max(filter(None, (meta.end_ns, span[1] + off)))
+            start, end = span[0] + off, span[1] + off
+            meta.start_ns = start if meta.start_ns is None else min(meta.start_ns, start)
+            meta.end_ns = end if meta.end_ns is None else max(meta.end_ns, end)
         meta.devices += [d for d in devices(x) if d not in meta.devices]
         meta.host = meta.host or host_name(x)
         meta.command = meta.command or command(x)
