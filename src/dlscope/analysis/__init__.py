@@ -9,6 +9,7 @@ from . import (
     cuda_gpu_mem_size_sum,
     cuda_gpu_mem_time_sum,
     cuda_gpu_trace,
+    gpu_metrics,
     nvtx_sum,
     phase_sum,
     step_sum,
@@ -18,6 +19,7 @@ from .report import Report
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
+    gpu_metrics.REPORT,
     nvtx_sum.REPORT,
     cuda_api_sum.REPORT,
     cuda_gpu_kern_sum.REPORT,
