@@ -182,14 +182,14 @@ def test_cpu_only_profile(cli, cpu_profile):
 
 
 def test_whole_command_range_is_not_an_nvtx_range(tmp_path):
-    """The range dlscope draws around a profiled command (domain 'process') is left out; an NVTX
-    domain that happens to be called 'process' is not."""
+    """dlscope's bookkeeping ranges (domains 'process' and 'trace') are left out; an NVTX domain
+    that happens to be called 'process' is not."""
     b = ProfileBuilder()
     b.add("phases", pa.table({
-        "rank": [0, 0, 0], "pid": [1, 1, 1], "tid": [1, 1, 2], "start_ns": [0, 10, 20], "end_ns": [1000, 30, 50],
-        "name": ["python train.py", "load", "work"], "kind": ["range"] * 3,
-        "source": ["dlscope", "dlscope", "nvtx"], "domain": ["process", None, "process"],
-        "style": [None, None, "startend"]}))
+        "rank": [0, 0, 0, 0], "pid": [1, 1, 1, 1], "tid": [1, 1, 2, 1], "start_ns": [0, 10, 20, 5],
+        "end_ns": [1000, 30, 50, 900], "name": ["python train.py", "load", "work", "cupti window"],
+        "kind": ["range"] * 4, "source": ["dlscope", "dlscope", "nvtx", "dlscope"],
+        "domain": ["process", None, "process", "trace"], "style": [None, None, "startend", None]}))
     b.write(tmp_path / "p.dlscope", Meta(source="test"))
     d = ProfileData.open(tmp_path / "p.dlscope")
     try:
