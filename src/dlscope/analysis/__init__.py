@@ -3,13 +3,29 @@
 
 from __future__ import annotations
 
-from . import gpu_metrics, phase_sum, step_sum
+from . import (
+    cuda_api_sum,
+    cuda_gpu_kern_sum,
+    cuda_gpu_mem_size_sum,
+    cuda_gpu_mem_time_sum,
+    cuda_gpu_trace,
+    gpu_metrics,
+    nvtx_sum,
+    phase_sum,
+    step_sum,
+)
 from .report import Report
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
     gpu_metrics.REPORT,
+    nvtx_sum.REPORT,
+    cuda_api_sum.REPORT,
+    cuda_gpu_kern_sum.REPORT,
+    cuda_gpu_mem_time_sum.REPORT,
+    cuda_gpu_mem_size_sum.REPORT,
+    cuda_gpu_trace.REPORT,
 )}
 
 __all__ = ["REPORTS", "Report"]

@@ -7,7 +7,9 @@ from .base import Importer, ImportOptions
 from .execution_trace import ExecutionTraceImporter
 from .kineto import KinetoImporter
 from .memory_timeline import MemoryTimelineImporter
+from .nsys import NsysImporter
 
-IMPORTERS: list[Importer] = [ExecutionTraceImporter(), MemoryTimelineImporter(), KinetoImporter()]
+# nsys first: it recognizes SQLite by its magic bytes, cheaper than the JSON sniffs
+IMPORTERS: list[Importer] = [NsysImporter(), ExecutionTraceImporter(), MemoryTimelineImporter(), KinetoImporter()]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]

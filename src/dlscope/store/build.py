@@ -187,11 +187,12 @@ def link(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = No
             return "", "NULL"
         return f"LEFT JOIN ({step_of_sql(f'in_{name}', time_col, 'in_steps')}) st ON st.rid = t.rid", "st.step"
 
-    # phases: depth among ranges of one thread (marks have none)
+    # phases: depth among nested ranges of one thread (marks excluded, and so are NVTX start/end
+    # ranges: they may overlap anything and end on another thread, so they have no depth)
     j, st = step_join("phases", "start_ns")
+    nested = "(SELECT * FROM in_phases WHERE kind = 'range' AND coalesce(style, '') <> 'startend')"
     final("phases", f"""SELECT t.* REPLACE (n.depth AS depth, {st} AS step) FROM in_phases t
-        LEFT JOIN ({nesting_sql("(SELECT * FROM in_phases WHERE kind = 'range')", "rank, pid, tid")}) n
-        ON n.rid = t.rid {j}""")
+        LEFT JOIN ({nesting_sql(nested, "rank, pid, tid")}) n ON n.rid = t.rid {j}""")
     # ops: depth, parent and self time unless the source gave them
     j, st = step_join("ops", "start_ns")
     ops = tables.get("ops")

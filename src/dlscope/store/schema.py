@@ -68,6 +68,7 @@ PID = _c("pid", I64, "operating-system process id")
 TID = _c("tid", I64, "operating-system or framework thread id")
 DEVICE = _c("device", I32, "GPU index as the process saw it")
 STREAM = _c("stream", I64, "CUDA stream id")
+CONTEXT = _c("context", I32, "CUDA context id")
 START = _c("start_ns", I64, "start, ns since the Unix epoch", False)
 END = _c("end_ns", I64, "end, ns since the Unix epoch", False)
 NAME = _c("name_id", I32, "name, an id in strings", False)
@@ -91,7 +92,9 @@ PHASES = Table(
      _c("kind", STR, "'range' or 'mark' (a mark has end_ns = start_ns)", False),
      _c("source", STR, "'dlscope', 'nvtx', 'record_function' or 'derived'", False),
      _c("domain_id", I32, "NVTX domain or annotation category, an id in strings"),
-     STEP),
+     STEP,
+     _c("style", STR, "'pushpop' (nested on its thread) or 'startend' (may overlap others and end on "
+                      "another thread, as NVTX start/end ranges); NULL: nested, as push/pop")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -137,7 +140,7 @@ API = Table(
 KERNELS = Table(
     "kernels", "hardware",
     "GPU kernel executions.",
-    (RANK, DEVICE, STREAM, START, END, NAME, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, NAME, CORR, EXT,
      _c("grid_x", I32, "grid size"), _c("grid_y", I32, ""), _c("grid_z", I32, ""),
      _c("block_x", I32, "block size"), _c("block_y", I32, ""), _c("block_z", I32, ""),
      _c("registers", I32, "registers per thread"),
@@ -152,10 +155,13 @@ KERNELS = Table(
 MEMCPY = Table(
     "memcpy", "hardware",
     "GPU memory copies.",
-    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, CORR, EXT,
      _c("bytes", I64, "bytes copied", False),
-     _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP' or 'unknown'", False),
-     _c("src_kind", STR, "'pageable', 'pinned', 'device', 'managed', 'array' or 'unknown'"),
+     _c("copy_kind", STR, "'HtoD', 'DtoH', 'DtoD', 'HtoH', 'PtoP', 'unknown', or for CUDA arrays and "
+                          "unified memory 'HtoA', 'AtoH', 'AtoA', 'AtoD', 'DtoA', 'UVM_HtoD', 'UVM_DtoH', "
+                          "'UVM_DtoD'", False),
+     _c("src_kind", STR, "'pageable', 'pinned', 'device', 'managed', 'array', 'device_static', "
+                         "'managed_static' or 'unknown'"),
      _c("dst_kind", STR, "same values as src_kind"),
      _c("pid", I64, "host process that issued it"),
      STEP),
@@ -165,9 +171,9 @@ MEMCPY = Table(
 MEMSET = Table(
     "memset", "hardware",
     "GPU memory sets.",
-    (RANK, DEVICE, STREAM, START, END, CORR, EXT,
+    (RANK, DEVICE, STREAM, CONTEXT, START, END, CORR, EXT,
      _c("bytes", I64, "bytes set", False),
-     _c("mem_kind", STR, "'device', 'pinned', 'pageable', 'managed' or 'unknown'"),
+     _c("mem_kind", STR, "same values as memcpy's src_kind"),
      _c("pid", I64, "host process that issued it"),
      STEP),
     sort_by=("rank", "start_ns"),
