@@ -213,29 +213,37 @@ class TorchCollector(Collector):
             windows = json.loads((spool_dir / f"{pid}.torch.windows.json").read_text())
         except (OSError, ValueError):
             windows = []
+        from ..store import db
+
         out: dict[str, list[pa.Table]] = {}
         op_base = 0
+        con = db.connect()
         for i, win in enumerate(windows, 1):
             path = spool_dir / f"{pid}.torch.{i}.json"
             if not path.exists():
                 continue
-            tt = read_trace(path, rank=context.rank, op_base=op_base, with_steps=False, timings=context.timings)
-            shift = _clock_shift(win.get("marker"), tt.tables, context.offset_ns)
+            tt = read_trace(path, con, f"w{i}_", rank=context.rank, op_base=op_base, with_steps=False,
+                            timings=context.timings)
+            tables = {name: pa.concat_tables([db.query_arrow(con, f"SELECT * FROM {r}") for r in rels],
+                                             promote_options="default")
+                      for name, rels in tt.tables.items()}
+            shift = _clock_shift(win.get("marker"), tables, context.offset_ns)
             if shift:
                 context.notes.append(f"process {pid}: PyTorch events shifted by {shift / 1e3:.1f} us to the session clock")
-            for name, t in tt.tables.items():
+            for name, t in tables.items():
                 if shift:
                     t = _shift(t, shift)
                 if name == "phases" and t.num_rows:
                     t = t.filter(pc.not_equal(t.column("name"), CLOCK_MARKER))
                 out.setdefault(name, []).append(t)
-            op_base += tt.tables["ops"].num_rows if "ops" in tt.tables else 0
+            op_base += tt.counts.get("ops", 0)
             for d in _devices(tt.metadata, context.rank):
                 if d not in context.devices:
                     context.devices.append(d)
             for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver")):
                 if tt.metadata.get(key) is not None:
                     context.frameworks[label] = str(tt.metadata[key])
+        con.close()
         if windows:
             start = [w["window"][0] + context.offset_ns for w in windows]
             end = [w["window"][1] + context.offset_ns for w in windows]

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..store.build import ProfileBuilder
@@ -58,20 +57,24 @@ class ExecutionTraceImporter(Importer):
             meta.note(f"{', '.join(self._files)}: an execution trace has op structure but no timings; "
                       "import it together with its Kineto trace to add input shapes to the ops")
             return
-        et = pa.table({"et_rf": [r for r, _, _ in self._nodes], "et_shapes": [s for _, s, _ in self._nodes],
-                       "et_types": [t for _, _, t in self._nodes]})
+        con = builder.con
+        con.register("et_nodes", pa.table({
+            "et_rf": [r for r, _, _ in self._nodes], "et_shapes": [s for _, s, _ in self._nodes],
+            "et_types": [t for _, _, t in self._nodes]}))
         matched = 0
-        for i, ops in enumerate(parts):
-            key = ops.column("rf_id") if "rf_id" in ops.column_names else pa.nulls(ops.num_rows, pa.int64())
-            key = pc.coalesce(key, ops.column("external_id"))
-            idx = pc.index_in(key, value_set=et.column("et_rf"))
-            shapes = et.column("et_shapes").take(idx)
-            types = et.column("et_types").take(idx)
-            matched += ops.num_rows - idx.null_count
-            for col, new in (("input_shapes", shapes), ("input_types", types)):
-                old = ops.column(col) if col in ops.column_names else pa.nulls(ops.num_rows, pa.string())
-                merged = pc.coalesce(old, new)
-                ops = ops.set_column(ops.schema.get_field_index(col), col, merged) if col in ops.column_names \
-                    else ops.append_column(col, merged)
-            parts[i] = ops
+        for i, rel in enumerate(parts):
+            have = {r[0] for r in con.execute(f"DESCRIBE {rel}").fetchall()}
+            key = "coalesce(p.rf_id, p.external_id)" if "rf_id" in have else "p.external_id"
+            cols = []
+            for col, et_col in (("input_shapes", "et_shapes"), ("input_types", "et_types")):
+                cols.append(f"coalesce(p.{col}, e.{et_col}) AS {col}" if col in have else f"e.{et_col} AS {col}")
+            replaced = ", ".join(c for c in cols if c.split(" AS ")[1] in have)
+            added = ", ".join(c for c in cols if c.split(" AS ")[1] not in have)
+            select = "p.*" + (f" REPLACE ({replaced})" if replaced else "") + (f", {added}" if added else "")
+            new = f"{rel}_with_et"
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE {new} AS SELECT {select} FROM {rel} p
+                LEFT JOIN (SELECT et_rf, any_value(et_shapes) AS et_shapes, any_value(et_types) AS et_types
+                           FROM et_nodes GROUP BY et_rf) e ON e.et_rf = {key}""")
+            matched += con.execute(f"SELECT count(*) FROM {rel} p JOIN et_nodes e ON e.et_rf = {key}").fetchall()[0][0]
+            parts[i] = new
         meta.note(f"{', '.join(self._files)}: input shapes and types of {matched} ops taken from the execution trace")

@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
 
 from ..errors import InputError
 from ..store import db
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
-from .torch_phases import TORCH_AUTO_DOMAIN, derive_torch_phases, is_torch_auto_annotation
+from .torch_phases import TORCH_AUTO_DOMAIN, TORCH_AUTO_PATTERN, derive_torch_phases
 from .trace_json import carve
 
 # args read from each event. Numbers are parsed as numbers (fast); a trace whose values do not
@@ -126,75 +124,89 @@ class KinetoImporter(Importer):
 
 @dataclass
 class TraceTables:
-    """One trace file read into named tables (text name columns), with its metadata."""
+    """One trace file read into relations (tables in a DuckDB connection) by table name, text
+    name columns, with the file's metadata."""
 
-    tables: dict[str, pa.Table]
+    tables: dict[str, list[str]]
     metadata: dict[str, Any]
-    skipped: pa.Table
+    skipped: list[tuple[str, int]]
     rank: int
+    counts: dict[str, int]
 
 
-def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: str | None = None,
-               with_steps: bool = True, timings: dict[str, float] | None = None) -> TraceTables:
-    """Read one Kineto/Chrome trace file. ``with_steps=False`` leaves iterations to the caller
-    (dlscope's own recording defines them). Stage durations are added to ``timings``."""
+def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: int | None = None, op_base: int = 0,
+               key_node: str | None = None, with_steps: bool = True,
+               timings: dict[str, float] | None = None) -> TraceTables:
+    """Read one Kineto/Chrome trace file into tables of ``con`` named ``<prefix><table>``.
+    ``with_steps=False`` leaves iterations to the caller (dlscope's own recording defines them).
+    Stage durations are added to ``timings``."""
     timings = timings if timings is not None else {}
     clock = time.perf_counter
+
+    def timed(stage: str, t: float) -> None:
+        timings[stage] = timings.get(stage, 0.0) + clock() - t
+
     work = Path(tempfile.mkdtemp(prefix="dlscope-import-"))
+    ev = f"{prefix}ev"
     try:
         t = clock()
         carved = carve(path, work)
-        timings["carve"] = timings.get("carve", 0.0) + clock() - t
+        timed("carve", t)
         t = clock()
         md = carved.metadata
         if rank is None:
             rank = _rank_of(path, md)
-        con = db.connect()
         try:
-            _read_events(con, carved.events_path, md, _is_legacy(carved.events_path))
+            _read_events(con, ev, carved.events_path, md, _is_legacy(carved.events_path))
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
-        timings["parse"] = timings.get("parse", 0.0) + clock() - t
-        t = clock()
-        tables = _split(con, rank if rank is not None else 0, op_base)
-        con.close()
-        timings["split"] = timings.get("split", 0.0) + clock() - t
+        timed("parse", t)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     t = clock()
-    skipped = tables.pop("_skipped")
-    derived = derive_torch_phases(tables)
-    if derived is not None and derived.num_rows:
-        tables["phases"] = pa.concat_tables([tables["phases"], derived], promote_options="default")
+    rels, skipped = _split(con, ev, prefix, rank if rank is not None else 0, op_base)
+    con.execute(f"DROP TABLE {ev}")
+    timed("split", t)
+    t = clock()
+    tables = {name: [rel] for name, rel in rels.items()}
+    derived = derive_torch_phases(con, rels["ops"], rels["phases"], rels["steps"], f"{prefix}derived")
+    if derived is not None:
+        tables["phases"].append(derived)
     if not with_steps:
-        tables.pop("steps", None)
+        tables.pop("steps")
     elif key_node:
-        tables["steps"] = key_node_steps(tables, key_node, rank or 0)
-    elif not tables["steps"].num_rows:
-        tables["steps"] = optimizer_steps(tables, rank or 0)
-    timings["derive"] = timings.get("derive", 0.0) + clock() - t
-    return TraceTables(tables, md, skipped, -1 if rank is None else rank)
+        tables["steps"] = [key_node_steps(con, rels, key_node, rank or 0, f"{prefix}kn_steps")]
+    elif not _count(con, rels["steps"]):
+        tables["steps"] = [optimizer_steps(con, rels, rank or 0, f"{prefix}opt_steps")]
+    counts = {name: sum(_count(con, r) for r in rs) for name, rs in tables.items()}
+    timed("derive", t)
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts)
+
+
+def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
+    return int(con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0])
 
 
 def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0) -> int:
     """Import one trace file into ``builder``; returns the next free op id."""
-    rank = options.rank
     timings: dict[str, float] = {}
-    tt = read_trace(path, rank, op_base, options.key_node, timings=timings)
+    tt = read_trace(path, builder.con, f"f{op_base}_{abs(hash(str(path))) % 10**8}_", options.rank, op_base,
+                    options.key_node, timings=timings)
     for stage, secs in timings.items():
         meta.timed(f"import.{stage}", secs)
     if tt.rank < 0:  # the tables were written with rank 0
         meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
         tt.rank = 0
-    steps = tt.tables.get("steps")
-    if steps is not None and steps.num_rows and steps.column("source")[0].as_py() == "optimizer":
+    steps = tt.tables.get("steps", [])
+    if steps and tt.counts.get("steps") and builder.con.execute(
+            f"SELECT any_value(source) FROM {steps[0]}").fetchall()[0][0] == "optimizer":
         meta.note(f"{path.name}: no ProfilerStep#N ranges; iterations end at each optimizer step")
-    for name, t in tt.tables.items():
-        builder.add(name, t)
-    _fill_meta(meta, path, tt.metadata, tt.rank, tt.tables, tt.skipped)
-    ops = tt.tables.get("ops")
-    return op_base + (ops.num_rows if ops is not None else 0)
+    for name, rels in tt.tables.items():
+        for rel in rels:
+            builder.add_relation(name, rel)
+    _fill_meta(meta, path, tt.metadata, tt.rank, tt.counts, tt.skipped)
+    return op_base + tt.counts.get("ops", 0)
 
 
 def _is_legacy(events: Path) -> bool:
@@ -204,19 +216,19 @@ def _is_legacy(events: Path) -> bool:
     return b'"external id"' in head and b'"External id"' not in head
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, events: Path, md: dict[str, Any], legacy: bool) -> None:
+def _read_events(con: duckdb.DuckDBPyConnection, ev: str, events: Path, md: dict[str, Any], legacy: bool) -> None:
     base = md.get("baseTimeNanoseconds")
     try:
         base_ns = int(base) if base is not None else 0
     except (TypeError, ValueError):
         base_ns = 0
     try:
-        _create_ev(con, events, base_ns, legacy, typed=True)
+        _create_ev(con, ev, events, base_ns, legacy, typed=True)
     except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
-        _create_ev(con, events, base_ns, legacy, typed=False)
+        _create_ev(con, ev, events, base_ns, legacy, typed=False)
 
 
-def _create_ev(con: duckdb.DuckDBPyConnection, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
+def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
     fields = _ARGS_TYPED if typed else _ARGS_TEXT
     if legacy:
         fields = fields.replace('"External id"', '"external id"')
@@ -231,7 +243,7 @@ def _create_ev(con: duckdb.DuckDBPyConnection, events: Path, base_ns: int, legac
     a = "args."
     tid_digits = "TRY_CAST(regexp_extract(tid, '(\\d+)\\s*$', 1) AS BIGINT)"  # 'stream 7' -> 7
     con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE ev AS
+        CREATE OR REPLACE TEMP TABLE {ev} AS
         SELECT ph, lower(coalesce(cat, '')) AS cat, coalesce(name, '') AS name, pid AS pid_text,
                TRY_CAST(pid AS BIGINT) AS pid_int,
                CASE WHEN TRY_CAST(tid AS BIGINT) IS NOT NULL THEN TRY_CAST(tid AS BIGINT) ELSE {tid_digits} END AS tid_int,
@@ -248,60 +260,64 @@ def _create_ev(con: duckdb.DuckDBPyConnection, events: Path, base_ns: int, legac
                {num(a + '"Record function id"')} AS rf_id, args.cuda_sync_kind AS sync_kind,
                {num(a + '"Device Id"')} AS mem_device, {num(a + '"Device Type"')} AS mem_device_type,
                {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved
-        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array',
-                       maximum_object_size=268435456)
+        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array')
         WHERE ph IN ('X', 'i', 'I')
     """)
 
 
-def _split(con: duckdb.DuckDBPyConnection, rank: int, op_base: int) -> dict[str, pa.Table]:
-    """One query per table over the normalized events."""
-    q = lambda sql: db.query_arrow(con, sql)  # noqa: E731
+def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
+           op_base: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """One query per table over the normalized events, each creating ``<prefix><table>``.
+    Returns the relations by table and the categories left out (with counts)."""
     cats = lambda xs: "(" + ", ".join(f"'{c}'" for c in xs) + ")"  # noqa: E731
+    out: dict[str, str] = {}
+
+    def q(name: str, sql: str) -> None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}{name} AS {sql}")
+        out[name] = f"{prefix}{name}"
+
     # the host process of each correlation id (GPU events carry the device as pid)
-    con.execute(f"""CREATE TEMP TABLE launch AS
-        SELECT correlation_id, any_value(pid_int) AS pid, any_value(tid_int) AS tid FROM ev
+    launch = f"{prefix}launch"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {launch} AS
+        SELECT correlation_id, any_value(pid_int) AS pid, any_value(tid_int) AS tid FROM {ev}
         WHERE cat IN {cats(API_CATS)} AND correlation_id IS NOT NULL GROUP BY ALL""")
-    main_pid = con.execute(f"""SELECT pid_int FROM ev WHERE cat IN {cats(OP_CATS + API_CATS)} AND pid_int IS NOT NULL
+    main_pid = con.execute(f"""SELECT pid_int FROM {ev} WHERE cat IN {cats(OP_CATS + API_CATS)} AND pid_int IS NOT NULL
                                GROUP BY 1 ORDER BY count(*) DESC LIMIT 1""").fetchall()
     host_pid = main_pid[0][0] if main_pid else None
-    out: dict[str, pa.Table] = {}
-    out["ops"] = q(f"""
+    q("ops", f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                {op_base} + row_number() OVER (ORDER BY start_ns) - 1 AS op_id, external_id, sequence_nr,
                fwd_tid, nullif(replace(input_shapes, ' ', ''), '[]') AS input_shapes, nullif(replace(input_types, ' ', ''), '[]') AS input_types,
                cat AS category, rf_id
-        FROM ev WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""")
-    ann = q(f"""
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""")
+    q("phases", f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
-               'range' AS kind, 'record_function' AS source
-        FROM ev WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND NOT regexp_matches(name, '^ProfilerStep#\\d+$')""")
-    domains = pa.array([TORCH_AUTO_DOMAIN if is_torch_auto_annotation(n) else None
-                        for n in ann.column("name").to_pylist()], pa.string())
-    out["phases"] = ann.append_column("domain", domains)
-    out["steps"] = q(f"""
+               'range' AS kind, 'record_function' AS source,
+               CASE WHEN regexp_matches(name, '{TORCH_AUTO_PATTERN}') THEN '{TORCH_AUTO_DOMAIN}' END AS domain
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND NOT regexp_matches(name, '^ProfilerStep#\\d+$')""")
+    q("steps", f"""
         SELECT {rank} AS rank, TRY_CAST(regexp_extract(name, '#(\\d+)$', 1) AS INTEGER) AS step,
                start_ns, start_ns + dur_ns AS end_ns, pid_int AS pid, tid_int AS tid,
                'profiler_step' AS source, FALSE AS warmup, TRUE AS traced
-        FROM ev WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND regexp_matches(name, '^ProfilerStep#\\d+$')
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND regexp_matches(name, '^ProfilerStep#\\d+$')
         QUALIFY row_number() OVER (PARTITION BY step ORDER BY start_ns) = 1""")
-    out["api"] = q(f"""
+    q("api", f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                correlation_id, external_id, cbid,
                CASE WHEN cat LIKE '%driver%' THEN 'driver' ELSE 'runtime' END AS kind
-        FROM ev WHERE ph = 'X' AND cat IN {cats(API_CATS)}""")
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(API_CATS)}""")
     src_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\s*->', 1)")
     dst_kind = _mem_kind("regexp_extract(e.name, '->\\s*(\\w+)\\)', 1)")
     set_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\)', 1)")
     gpu_common = f"""{rank} AS rank, coalesce(e.device_arg, e.pid_int) AS device,
                coalesce(e.stream_arg, e.tid_int) AS stream, e.start_ns, e.start_ns + e.dur_ns AS end_ns,
                e.correlation_id, e.external_id, coalesce(l.pid, {host_pid if host_pid is not None else 'NULL'}) AS pid"""
-    launch_join = "LEFT JOIN launch l ON l.correlation_id = e.correlation_id"
-    out["kernels"] = q(f"""
+    launch_join = f"LEFT JOIN {launch} l ON l.correlation_id = e.correlation_id"
+    q("kernels", f"""
         SELECT {gpu_common}, e.name, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_bytes
-        FROM ev e {launch_join}
+        FROM {ev} e {launch_join}
         WHERE e.ph = 'X' AND e.cat IN {cats(KERNEL_CATS)} AND NOT (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request')""")
-    out["memcpy"] = q(f"""
+    q("memcpy", f"""
         SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
                CASE WHEN e.cat = 'mtia_ccp_events' THEN
                         CASE e.direction WHEN 'DEVICE_TO_HOST' THEN 'DtoH' WHEN 'HOST_TO_DEVICE' THEN 'HtoD'
@@ -309,33 +325,33 @@ def _split(con: duckdb.DuckDBPyConnection, rank: int, op_base: int) -> dict[str,
                     ELSE coalesce(nullif(regexp_extract(e.name, '(HtoD|DtoH|DtoD|HtoH|PtoP)', 1), ''), 'unknown')
                END AS copy_kind,
                {src_kind} AS src_kind, {dst_kind} AS dst_kind
-        FROM ev e {launch_join}
+        FROM {ev} e {launch_join}
         WHERE e.ph = 'X' AND (e.cat IN {cats(MEMCPY_CATS)} OR (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request'))""")
-    out["memset"] = q(f"""
+    q("memset", f"""
         SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
                {set_kind} AS mem_kind
-        FROM ev e {launch_join} WHERE e.ph = 'X' AND e.cat IN {cats(MEMSET_CATS)}""")
-    out["sync"] = q(f"""
+        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat IN {cats(MEMSET_CATS)}""")
+    q("sync", f"""
         SELECT {rank} AS rank, l.pid, l.tid, e.device_arg AS device, coalesce(e.stream_arg, e.tid_int) AS stream,
                e.start_ns, e.start_ns + e.dur_ns AS end_ns, e.correlation_id,
                CASE lower(coalesce(e.sync_kind, e.name))
                    WHEN 'stream sync' THEN 'stream' WHEN 'event sync' THEN 'event'
                    WHEN 'context sync' THEN 'context' WHEN 'stream wait event' THEN 'stream_wait_event'
                    WHEN 'wait event' THEN 'stream_wait_event' ELSE 'unknown' END AS kind
-        FROM ev e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
-    out["counters"] = q(f"""
+        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
+    q("counters", f"""
         SELECT {rank} AS rank, CASE WHEN mem_device_type = 0 THEN -1 ELSE mem_device END AS device,
                start_ns AS ts_ns, metric, value
         FROM (SELECT *, UNNEST(['torch_allocated', 'torch_reserved']) AS metric,
                         UNNEST([mem_allocated, mem_reserved])::DOUBLE AS value
-              FROM ev WHERE ph IN ('i', 'I') AND cat = 'cpu_instant_event' AND name = '[memory]')
+              FROM {ev} WHERE ph IN ('i', 'I') AND cat = 'cpu_instant_event' AND name = '[memory]')
         WHERE value IS NOT NULL""")
     skipped = con.execute(f"""
-        SELECT cat, count(*) FROM ev WHERE cat NOT IN {cats(OP_CATS + ANNOTATION_CATS + API_CATS + KERNEL_CATS
+        SELECT cat, count(*) FROM {ev} WHERE cat NOT IN {cats(OP_CATS + ANNOTATION_CATS + API_CATS + KERNEL_CATS
                                                             + MEMCPY_CATS + MEMSET_CATS + ('cuda_sync', 'cpu_instant_event'))}
         GROUP BY 1 ORDER BY 2 DESC""").fetchall()
-    out["_skipped"] = pa.table({"cat": [c for c, _ in skipped], "n": [n for _, n in skipped]})
-    return out
+    con.execute(f"DROP TABLE {launch}")
+    return out, [(c, int(n)) for c, n in skipped]
 
 
 def _mem_kind(expr: str) -> str:
@@ -344,45 +360,32 @@ def _mem_kind(expr: str) -> str:
                ELSE 'unknown' END"""
 
 
-def key_node_steps(tables: dict[str, pa.Table], key_node: str, rank: int) -> pa.Table:
+def key_node_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], key_node: str, rank: int, out: str) -> str:
     """Iterations from a named annotation or op, with DLProf's semantics (see analysis.iterations)."""
-    con = db.connect()
-    parts = []
-    for name in ("phases", "ops"):
-        t = tables.get(name)
-        if t is not None and t.num_rows:
-            con.register(f"t_{name}", t.select(["start_ns", "end_ns", "pid", "tid", "name"]))
-            parts.append(f"SELECT start_ns, end_ns, pid, tid FROM t_{name} WHERE name = $1")
-    if not parts:
-        raise InputError(f"--key-node {key_node!r}: the trace has no ranges or ops")
-    steps = db.query_arrow(con, f"""
+    parts = [f"SELECT start_ns, end_ns, pid, tid FROM {rels[n]} WHERE name = $1" for n in ("phases", "ops")]
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {out} AS
         SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
                coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
                'key_node' AS source, FALSE AS warmup, TRUE AS traced
         FROM ({' UNION ALL '.join(parts)}) WINDOW w AS (ORDER BY end_ns)""", [key_node])
-    con.close()
-    if not steps.num_rows:
+    if not _count(con, out):
         raise InputError(f"--key-node {key_node!r}: no range or op of that name in the trace")
-    return steps
+    return out
 
 
-def optimizer_steps(tables: dict[str, pa.Table], rank: int) -> pa.Table:
+def optimizer_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], rank: int, out: str) -> str:
     """Iterations ending at each ``Optimizer.step#...`` (the first starts with the trace)."""
-    con = db.connect()
-    con.register("ph", tables["phases"].select(["name", "start_ns", "end_ns", "pid", "tid"]))
-    first = min((int(pa.compute.min(t.column("start_ns")).as_py()) for n, t in tables.items()
-                 if n in ("ops", "phases", "api") and t.num_rows), default=0)
-    steps = db.query_arrow(con, f"""
+    first = " UNION ALL ".join(f"SELECT min(start_ns) AS t FROM {rels[n]}" for n in ("ops", "phases", "api"))
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {out} AS
         SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
-               coalesce(lag(end_ns) OVER w, {first}) AS start_ns, end_ns, pid, tid,
+               coalesce(lag(end_ns) OVER w, (SELECT min(t) FROM ({first}))) AS start_ns, end_ns, pid, tid,
                'optimizer' AS source, FALSE AS warmup, TRUE AS traced
-        FROM ph WHERE name LIKE 'Optimizer.step#%' WINDOW w AS (ORDER BY end_ns)""")
-    con.close()
-    return steps
+        FROM {rels["phases"]} WHERE name LIKE 'Optimizer.step#%' WINDOW w AS (ORDER BY end_ns)""")
+    return out
 
 
-def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, tables: dict[str, pa.Table],
-               skipped: pa.Table) -> None:
+def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict[str, int],
+               skipped: list[tuple[str, int]]) -> None:
     meta.ranks.append(rank)
     for d in _devices(md, rank):
         if d not in meta.devices:
@@ -391,7 +394,6 @@ def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, tables: di
                        ("cupti_version", "cupti")):
         if md.get(key) is not None:
             meta.frameworks[label] = str(md[key])
-    rows = {k: (v.num_rows if v is not None else 0) for k, v in tables.items() if not k.startswith("_")}
     meta.collectors.setdefault("kineto", CollectorStatus("ok", "", {"record_shapes": md.get("record_shapes")}))
     if not rows.get("ops"):
         meta.note(f"{path.name}: no framework ops (the trace was recorded without CPU activity)")
@@ -399,8 +401,7 @@ def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, tables: di
         meta.note(f"{path.name}: no GPU activity (CPU-only trace, or recorded without CUDA activity)")
     if not rows.get("steps"):
         meta.note(f"{path.name}: no ProfilerStep#N ranges (name an iteration marker with --key-node)")
-    if skipped.num_rows:
-        known = [f"{c} ({n})" for c, n in zip(skipped.column("cat").to_pylist(), skipped.column("n").to_pylist())
-                 if c not in KNOWN_SKIPPED and c]
+    if skipped:
+        known = [f"{c} ({n})" for c, n in skipped if c not in KNOWN_SKIPPED and c]
         if known:
             meta.note(f"{path.name}: events of unknown categories not imported: {', '.join(known[:8])}")

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-
-from ..store import db
+import duckdb
 
 TORCH_AUTO_DOMAIN = "torch"
-_AUTO = re.compile(r"^(enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#)")
+TORCH_AUTO_PATTERN = r"^(enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#)"
+_AUTO = re.compile(TORCH_AUTO_PATTERN)
 BACKWARD_OP_PREFIX = "autograd::engine::evaluate_function:"
 
 
@@ -34,65 +33,57 @@ def is_torch_auto_annotation(name: str | None) -> bool:
     return bool(name) and _AUTO.match(name) is not None
 
 
-def derive_torch_phases(tables: dict[str, pa.Table]) -> pa.Table | None:
-    """Derived phases (dataloader, forward, backward, optimizer) for one rank's tables, or None."""
-    ops, phases, steps = tables.get("ops"), tables.get("phases"), tables.get("steps")
-    if (ops is None or not ops.num_rows) and (phases is None or not phases.num_rows):
-        return None
-    con = db.connect()
-    cols = ["rank", "pid", "tid", "start_ns", "end_ns", "name"]
-    con.register("ops_t", (ops if ops is not None and ops.num_rows else _empty(cols + ["sequence_nr"]))
-                 .select(cols + ["sequence_nr"]))
-    con.register("ann_t", (phases if phases is not None and phases.num_rows else _empty(cols)).select(cols))
-    con.register("steps_t", (steps if steps is not None and steps.num_rows else _empty(["rank", "start_ns", "end_ns"]))
-                 .select(["rank", "start_ns", "end_ns"]))
+def derive_torch_phases(con: duckdb.DuckDBPyConnection, ops: str, phases: str, steps: str, out: str) -> str | None:
+    """Create ``out`` in ``con`` with the derived phases (dataloader, forward, backward, optimizer)
+    of one rank's ``ops``, ``phases`` (annotations) and ``steps`` relations; None if there are none."""
+    auto, win = f"{out}_auto", f"{out}_win"
     con.execute(f"""
-        CREATE TEMP TABLE auto AS
-        SELECT *, CASE WHEN name LIKE 'enumerate(DataLoader)#%' THEN 'dataloader' ELSE 'optimizer' END AS phase,
+        CREATE OR REPLACE TEMP TABLE {auto} AS
+        SELECT rank, pid, tid, start_ns, end_ns, name,
+               CASE WHEN name LIKE 'enumerate(DataLoader)#%' THEN 'dataloader' ELSE 'optimizer' END AS phase,
                name LIKE 'Optimizer.step#%' AS is_opt_step
-        FROM ann_t WHERE regexp_matches(name, '{_AUTO.pattern.replace("'", "''")}')""")
+        FROM {phases} WHERE regexp_matches(name, '{TORCH_AUTO_PATTERN.replace("'", "''")}')""")
     # iterations: steps, else optimizer-step ends, else everything
-    con.execute("""
-        CREATE TEMP TABLE win AS
-        WITH opt AS (SELECT rank, end_ns FROM auto WHERE is_opt_step),
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {win} AS
+        WITH opt AS (SELECT rank, end_ns FROM {auto} WHERE is_opt_step),
              by_opt AS (SELECT rank, coalesce(lag(end_ns) OVER (PARTITION BY rank ORDER BY end_ns), -1) AS start_ns,
                                end_ns FROM opt),
              everything AS (SELECT rank, -1 AS start_ns, 9223372036854775807 AS end_ns FROM
-                            (SELECT DISTINCT rank FROM ops_t UNION SELECT DISTINCT rank FROM ann_t))
+                            (SELECT DISTINCT rank FROM {ops} UNION SELECT DISTINCT rank FROM {phases}))
         SELECT row_number() OVER () AS wid, * FROM (
-            SELECT rank, start_ns, end_ns FROM steps_t
-            UNION ALL SELECT * FROM by_opt WHERE NOT EXISTS (SELECT 1 FROM steps_t)
+            SELECT rank, start_ns, end_ns FROM {steps}
+            UNION ALL SELECT * FROM by_opt WHERE NOT EXISTS (SELECT 1 FROM {steps})
             UNION ALL SELECT * FROM everything
-                      WHERE NOT EXISTS (SELECT 1 FROM steps_t) AND NOT EXISTS (SELECT 1 FROM opt))""")
-    derived = db.query_arrow(con, f"""
+                      WHERE NOT EXISTS (SELECT 1 FROM {steps}) AND NOT EXISTS (SELECT 1 FROM opt))""")
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {out} AS
         WITH bw AS (
             SELECT w.wid, o.rank, any_value(o.pid) AS pid, any_value(o.tid) AS btid,
                    min(o.start_ns) AS s, max(o.end_ns) AS e,
                    min(o.sequence_nr) AS lo, max(o.sequence_nr) AS hi
-            FROM ops_t o JOIN win w ON o.rank = w.rank AND o.start_ns >= w.start_ns AND o.start_ns < w.end_ns
+            FROM {ops} o JOIN {win} w ON o.rank = w.rank AND o.start_ns >= w.start_ns AND o.start_ns < w.end_ns
             WHERE o.name LIKE '{BACKWARD_OP_PREFIX}%' GROUP BY ALL),
         fw AS (
             SELECT bw.wid,
                    arg_max(o.start_ns, o.start_ns) FILTER (WHERE o.sequence_nr = bw.lo) AS s,
                    arg_max(o.tid, o.start_ns) FILTER (WHERE o.sequence_nr = bw.lo) AS tid,
                    max(o.end_ns) FILTER (WHERE o.sequence_nr = bw.hi) AS e
-            FROM bw JOIN win w USING (wid) JOIN ops_t o
+            FROM bw JOIN {win} w USING (wid) JOIN {ops} o
               ON o.rank = bw.rank AND o.start_ns >= w.start_ns AND o.start_ns < bw.s
             GROUP BY bw.wid)
-        SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid) AS tid, fw.s AS start_ns, fw.e AS end_ns, 'forward' AS name
-        FROM bw JOIN fw USING (wid) WHERE fw.s IS NOT NULL AND fw.e IS NOT NULL AND fw.e > fw.s
-        UNION ALL
-        SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid), bw.s, bw.e, 'backward' FROM bw LEFT JOIN fw USING (wid)
-        UNION ALL
-        SELECT rank, pid, tid, start_ns, end_ns, phase FROM auto
-        ORDER BY start_ns""")
-    con.close()
-    if not derived.num_rows:
+        SELECT *, 'range' AS kind, 'derived' AS source FROM (
+            SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid) AS tid, fw.s AS start_ns, fw.e AS end_ns, 'forward' AS name
+            FROM bw JOIN fw USING (wid) WHERE fw.s IS NOT NULL AND fw.e IS NOT NULL AND fw.e > fw.s
+            UNION ALL
+            SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid), bw.s, bw.e, 'backward' FROM bw LEFT JOIN fw USING (wid)
+            UNION ALL
+            SELECT rank, pid, tid, start_ns, end_ns, phase FROM {auto})""")
+    con.execute(f"DROP TABLE {auto}")
+    con.execute(f"DROP TABLE {win}")
+    if not con.execute(f"SELECT count(*) FROM {out}").fetchall()[0][0]:
+        con.execute(f"DROP TABLE {out}")
         return None
-    n = derived.num_rows
-    return derived.append_column("kind", pa.array(["range"] * n)).append_column("source", pa.array(["derived"] * n))
+    return out
 
 
-def _empty(cols: list[str]) -> pa.Table:
-    types = {"name": pa.string(), "rank": pa.int32()}
-    return pa.table({c: pa.array([], types.get(c, pa.int64())) for c in cols})

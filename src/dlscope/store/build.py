@@ -2,13 +2,19 @@
 
 Collectors' decoders and importers produce tables whose name columns hold text (``name``,
 ``domain``, ``input_shapes``, ``input_types``, ``metric``). :class:`ProfileBuilder` interns all of
-them into one ``strings`` table (vectorized: one hash pass per column), computes what every
-source needs alike (nesting depth and parent of ranges, ops' self time, the step of every
-event) with DuckDB, and writes the profile.
+them into one ``strings`` table, computes what every source needs alike (nesting depth and
+parent of ranges, ops' self time, the step of every event) and writes the profile.
+
+Everything happens in one DuckDB connection, :attr:`ProfileBuilder.con`: Arrow tables handed to
+:meth:`~ProfileBuilder.add` are scanned in place, and importers may build their tables directly
+in that connection (:meth:`~ProfileBuilder.add_relation`), so large imports never copy events
+into Python. Only distinct strings pass through Python, to be interned.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -18,10 +24,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import InputError
 from . import db
 from .meta import Meta
-from .schema import NAME_COLUMNS, TABLES, TABLES_BY_NAME, conform, empty_table
+from .schema import NAME_COLUMNS, TABLES, TABLES_BY_NAME
 from .writer import write_profile
+
+_ids = itertools.count()
+
+# DuckDB's memory while building: beyond this it spills to disk. Measured on the 504k-event trace:
+# peak RSS 344 MB instead of 438 MB, 4% slower (bench/import_speed.py). Override with the
+# environment variable DLSCOPE_BUILD_MEMORY.
+BUILD_MEMORY_LIMIT = os.environ.get("DLSCOPE_BUILD_MEMORY", "200MB")
 
 
 class Interner:
@@ -62,66 +76,116 @@ class Interner:
 
 
 class ProfileBuilder:
-    """Collect named tables, then build the stored tables."""
+    """Collect named tables (Arrow tables or relations in :attr:`con`), then build and write the
+    stored tables."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[pa.Table]] = defaultdict(list)
+        self.con = db.connect(memory_limit=BUILD_MEMORY_LIMIT)
+        self.parts: dict[str, list[str]] = defaultdict(list)
         self.interner = Interner()
 
     def add(self, table: str, data: pa.Table | None) -> None:
+        """Add an Arrow table (scanned in place; keep it alive until write)."""
         if data is not None and data.num_rows:
-            if table not in TABLES_BY_NAME or table == "strings":
-                raise ValueError(f"unknown table {table}")
-            self.parts[table].append(data)
+            self._check(table)
+            name = f"part{next(_ids)}"
+            self.con.register(name, data)
+            self.parts[table].append(name)
+
+    def add_relation(self, table: str, relation: str) -> None:
+        """Add a table or view that already lives in :attr:`con`."""
+        self._check(table)
+        if self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]:
+            self.parts[table].append(relation)
 
     def add_all(self, tables: dict[str, pa.Table]) -> None:
         for name, t in tables.items():
             self.add(name, t)
 
-    def _intern(self, name: str, t: pa.Table) -> pa.Table:
-        for text_col, id_col in NAME_COLUMNS.get(name, {}).items():
-            if text_col in t.column_names:
-                ids = self.interner.intern_array(t.column(text_col))
-                t = t.drop_columns([text_col])
-                if id_col in t.column_names:
-                    t = t.drop_columns([id_col])
-                t = t.append_column(id_col, ids)
-        return t
+    @staticmethod
+    def _check(table: str) -> None:
+        if table not in TABLES_BY_NAME or table == "strings":
+            raise ValueError(f"unknown table {table}")
 
-    def _inputs(self) -> dict[str, pa.Table]:
-        """Every table interned and conformed to its schema (without the derived columns)."""
-        tables: dict[str, pa.Table] = {}
+    def _columns(self, relation: str) -> set[str]:
+        return {r[0] for r in self.con.execute(f"DESCRIBE {relation}").fetchall()}
+
+    def _prepare(self) -> dict[str, int]:
+        """Intern every text name column and create ``in_<table>``: the parts conformed to the
+        schema (ids instead of text, missing nullable columns as NULL), with a row id.
+        Returns table -> row count."""
+        counts: dict[str, int] = {}
         for spec in TABLES:
             if spec.name == "strings":
                 continue
-            parts = [self._intern(spec.name, p) for p in self.parts.get(spec.name, [])]
-            parts = [conform(spec.name, p) for p in parts]
-            tables[spec.name] = pa.concat_tables(parts) if parts else empty_table(spec.name)
-        return tables
+            text_cols = NAME_COLUMNS.get(spec.name, {})
+            selects = []
+            for rel in self.parts.get(spec.name, []):
+                have = self._columns(rel)
+                joins, exprs = [], []
+                for col in spec.columns:
+                    text = next((t for t, i in text_cols.items() if i == col.name and t in have), None)
+                    if text is not None:
+                        m = self._intern_column(rel, text)
+                        joins.append(f"LEFT JOIN {m} ON {m}.value = p.\"{text}\"")
+                        exprs.append(f"{m}.id")
+                    elif col.name in have:
+                        exprs.append(f'p."{col.name}"')
+                    elif col.nullable:
+                        exprs.append("NULL")
+                    else:
+                        raise InputError(f"table {spec.name}: required column {col.name} is missing")
+                cols = ", ".join(f"CAST({e} AS {_duck_type(c.type)}) AS \"{c.name}\"" for e, c in zip(exprs, spec.columns))
+                selects.append(f"SELECT {cols} FROM {rel} p {' '.join(joins)}")
+            if not selects:
+                cols = ", ".join(f"CAST(NULL AS {_duck_type(c.type)}) AS \"{c.name}\"" for c in spec.columns)
+                selects = [f"SELECT {cols} WHERE FALSE"]
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_{spec.name} AS "
+                             f"SELECT row_number() OVER () AS rid, * FROM ({' UNION ALL '.join(selects)})")
+            counts[spec.name] = self.con.execute(f"SELECT count(*) FROM in_{spec.name}").fetchall()[0][0]
+            for rel in self.parts.pop(spec.name, []):  # the copy above replaces them: free them now
+                self._drop(rel)
+        return counts
+
+    def _intern_column(self, relation: str, column: str) -> str:
+        """A (value, id) table for the distinct values of one text column."""
+        values = [r[0] for r in self.con.execute(
+            f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL').fetchall()]
+        name = f"strmap{next(_ids)}"
+        self.con.register(name, pa.table({"value": pa.array(values, pa.string()),
+                                          "id": pa.array([self.interner.intern(v) for v in values], pa.int32())}))
+        return name
+
+    def _drop(self, relation: str) -> None:
+        for kind in ("VIEW", "TABLE"):
+            try:
+                self.con.execute(f"DROP {kind} IF EXISTS {relation}")
+            except duckdb.Error:
+                pass
+        try:
+            self.con.unregister(relation)
+        except (duckdb.Error, KeyError):
+            pass
 
     def build(self) -> dict[str, pa.Table]:
-        """The stored tables, in memory (strings included)."""
-        con = db.connect()
-        views = link(self._inputs(), con)
-        out = {name: db.query_arrow(con, f"SELECT * FROM {view}") for name, view in views.items()}
+        """The stored tables, in memory (strings included). For tests and small profiles."""
+        views = link(self.con, self._prepare())
+        out = {name: db.query_arrow(self.con, f"SELECT * FROM {view}") for name, view in views.items()}
         out["strings"] = self.interner.table()
-        con.close()
         return out
 
     def write(self, profile_dir: Path, meta: Meta) -> Path:
         """Build and write the profile: each table goes from its SQL view straight to Parquet."""
         t0 = time.perf_counter()
-        inputs = self._inputs()
-        con = db.connect()
-        views = link(inputs, con)
-        con.register("strings_in", self.interner.table())
+        views = link(self.con, self._prepare())
+        self.con.register("strings_in", self.interner.table())
         views["strings"] = "strings_in"
         meta.timed("intern", time.perf_counter() - t0)
-        t1 = time.perf_counter()
-        write_profile(profile_dir, con, views, meta)
-        meta.timed("link_write", time.perf_counter() - t1)
-        con.close()
+        write_profile(profile_dir, self.con, views, meta)
         return profile_dir
+
+    def close(self) -> None:
+        self.con.close()
 
 
 # ---- linking: nesting, self time and steps, in SQL ---------------------------------------------
@@ -161,19 +225,14 @@ def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in"
     """
 
 
-def link(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = None) -> dict[str, str]:
-    """Create, in ``con``, one view per table (``final_<name>``) with the derived columns filled:
-    depth of phases; depth, parent and self time of ops (when the source did not give them);
-    and ``step`` of every event. GPU activity takes the step of the API call that launched it (a
-    kernel launched in step 3 belongs to step 3 even if it runs later). Inputs are registered
-    zero-copy; nothing is materialized until the views are read or written. Returns
-    table -> view name."""
-    con = con or db.connect()
+def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, str]:
+    """Create, in ``con``, one view per table (``final_<name>``) over its ``in_<name>`` table
+    with the derived columns filled: depth of phases; depth, parent and self time of ops (when
+    the source did not give them); and ``step`` of every event. GPU activity takes the step of
+    the API call that launched it (a kernel launched in step 3 belongs to step 3 even if it runs
+    later). Returns table -> view name."""
     views: dict[str, str] = {}
-    for name, t in tables.items():
-        con.register(f"in0_{name}", t)
-        con.execute(f"CREATE OR REPLACE VIEW in_{name} AS SELECT row_number() OVER () AS rid, * FROM in0_{name}")
-    has = {name: t.num_rows > 0 for name, t in tables.items()}
+    has = {name: n > 0 for name, n in counts.items()}
     has_steps = has.get("steps", False)
 
     def final(name: str, select: str) -> None:
@@ -195,8 +254,7 @@ def link(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = No
         LEFT JOIN ({nesting_sql(nested, "rank, pid, tid")}) n ON n.rid = t.rid {j}""")
     # ops: depth, parent and self time unless the source gave them
     j, st = step_join("ops", "start_ns")
-    ops = tables.get("ops")
-    if ops is not None and ops.num_rows and ops.column("depth").null_count == ops.num_rows:
+    if has.get("ops") and not con.execute("SELECT count(depth) FROM in_ops").fetchall()[0][0]:
         final("ops", f"""
             WITH n AS ({nesting_sql("in_ops", "rank, pid, tid")}),
                  child AS (SELECT n.parent_rid AS rid, sum(o.end_ns - o.start_ns)::BIGINT AS child_ns
@@ -210,13 +268,16 @@ def link(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = No
     for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns")):
         j, st = step_join(name, time_col)
         final(name, f"SELECT t.* REPLACE ({st} AS step) FROM in_{name} t {j}")
+    # GPU work takes its launch's step: the steps of launches, computed once
+    if has_steps and has.get("api"):
+        con.execute("""CREATE OR REPLACE TEMP TABLE launch_step AS
+            SELECT rank, correlation_id, any_value(step) AS step FROM final_api
+            WHERE correlation_id IS NOT NULL GROUP BY ALL""")
     for name in ("kernels", "memcpy", "memset"):
         j, st = step_join(name, "start_ns")
         launch, step = "", st
         if has_steps and has.get("api"):
-            launch = """LEFT JOIN (SELECT rank, correlation_id, any_value(step) AS step FROM final_api
-                                   WHERE correlation_id IS NOT NULL GROUP BY ALL) a
-                        ON a.rank = t.rank AND a.correlation_id = t.correlation_id"""
+            launch = "LEFT JOIN launch_step a ON a.rank = t.rank AND a.correlation_id = t.correlation_id"
             step = f"coalesce(a.step, {st})"
         final(name, f"SELECT t.* REPLACE ({step} AS step) FROM in_{name} t {launch} {j}")
     final("steps", "SELECT * FROM in_steps")

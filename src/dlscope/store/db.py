@@ -4,19 +4,27 @@ between DuckDB releases)."""
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 
-def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def connect(threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection. Threads default to the machine's cores (at most 8: the
-    tables are small enough that more threads only add start-up cost)."""
+    tables are small enough that more threads only add start-up cost). With ``memory_limit``
+    DuckDB spills what does not fit to a directory under the system's temporary directory
+    (never the user's working directory, DuckDB's default)."""
     con = duckdb.connect(":memory:")
     n = threads or min(os.cpu_count() or 1, 8)
     con.execute(f"SET threads = {int(n)}")
     con.execute("SET preserve_insertion_order = true")
+    if memory_limit:
+        spill = Path(tempfile.gettempdir()) / f"dlscope-duckdb-{os.getpid()}"
+        con.execute(f"SET temp_directory = {sql_str(str(spill))}")
+        con.execute(f"SET memory_limit = {sql_str(memory_limit)}")
     return con
 
 

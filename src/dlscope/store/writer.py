@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -30,18 +31,20 @@ def write_table(con: duckdb.DuckDBPyConnection, source: str, profile_dir: Path, 
     tmp = profile_dir / (fname + ".tmp")
     cols = ", ".join(f'"{c.name}"' for c in spec.columns)
     order = f"ORDER BY {', '.join(spec.sort_by)}" if spec.sort_by else ""
-    con.execute(f"COPY (SELECT {cols} FROM {source} {order}) TO {db.sql_str(str(tmp))} "
-                "(FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2)")
+    written = con.execute(f"COPY (SELECT {cols} FROM {source} {order}) TO {db.sql_str(str(tmp))} "
+                          "(FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2)").fetchall()
     os.replace(tmp, profile_dir / fname)
-    return int(con.execute(f"SELECT count(*) FROM {source}").fetchall()[0][0])
+    return int(written[0][0])
 
 
 def write_profile(profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: dict[str, str], meta: Meta) -> Path:
     """Write every table (``sources``: table -> relation in ``con``), then meta.json."""
+    t = time.perf_counter()
     profile_dir.mkdir(parents=True, exist_ok=True)
     for old in profile_dir.glob("*.parquet"):
         old.unlink()
     rows = {spec.name: write_table(con, sources[spec.name], profile_dir, spec.name) for spec in TABLES}
+    meta.timed("link_write", time.perf_counter() - t)
     meta.table_rows = rows
     meta.dlscope_version = __version__
     write_json_atomic(profile_dir / "meta.json", meta.to_dict())
