@@ -8,13 +8,15 @@ import sys
 from .. import __version__
 from ..errors import DlscopeError
 from .base import Command, Parser
+from .export import ExportCommand
 from .imports import ImportCommand
 from .profile import ProfileCommand
 from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand]
+COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand,
+                                 ExportCommand]
 
 
 def build_parser() -> Parser:
