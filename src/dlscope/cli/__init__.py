@@ -11,12 +11,13 @@ from .base import Command, Parser
 from .export import ExportCommand
 from .imports import ImportCommand
 from .profile import ProfileCommand
+from .report import ReportCommand
 from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand,
-                                 ExportCommand]
+                                 ExportCommand, ReportCommand]
 
 
 def build_parser() -> Parser:
