@@ -113,8 +113,9 @@ def open_page(path: Path, expressions: dict[str, str] | None = None, width: int 
     to_chrome_r, to_chrome_w = os.pipe()
     from_chrome_r, from_chrome_w = os.pipe()
     profile = tempfile.mkdtemp(prefix="dlscope-chromium-")
-    # the shell puts the pipe ends on fds 3 and 4, where Chromium looks for them
-    cmd = ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', exe, *FLAGS,
+    # bash (dash takes single-digit fds only) puts the pipe ends on fds 3 and 4, where Chromium reads
+    # and writes the protocol
+    cmd = ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', exe, *FLAGS,
            f"--user-data-dir={profile}", "about:blank"]
     proc = subprocess.Popen(cmd, pass_fds=(to_chrome_r, from_chrome_w), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

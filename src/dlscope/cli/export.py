@@ -38,7 +38,7 @@ def default_output(profile: str, kind: str) -> Path:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
 
 
 class ExportCommand(Command):

@@ -64,7 +64,8 @@ def render_report(data: ProfileData, progress: ProgressCallback | None = None) -
         gpu = plots.gpu_section(None, None, None, None, colors)
     else:
         busy = gpu_busy(data, bins)
-        gpu = plots.gpu_section(bins, busy, counters_binned(data, bins), phase_bands(data, bins), colors)
+        gpu = plots.gpu_section(bins, busy, counters_binned(data, bins), phase_bands(data, bins), colors,
+                                from_steps=bool(s.steps.count))
         if busy.num_rows:
             vals = busy.column("busy_pct").to_pylist()
             busy_pct = sum(vals) / len(vals)

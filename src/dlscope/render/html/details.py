@@ -36,7 +36,8 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
                       f"{blocks.num(st.samples_per_s, 1)} samples/s" if st.samples_per_s else "batch size unknown"))
     else:
         items.append(("steps", "none", "no iteration markers: statistics cover the whole run"))
-    items.append(("wall time", f"{s.wall_ms / 1000:,.3f} s", s.source))
+    if s.wall_ms > 0:
+        items.append(("wall time", f"{s.wall_ms / 1000:,.3f} s", s.source))
     if busy_pct is not None:
         items.append(("GPU busy", blocks.pct(busy_pct), "share of the measured time a kernel, copy or set ran"))
     if kernel_ns_per_step is not None:

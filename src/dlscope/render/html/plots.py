@@ -31,7 +31,7 @@ def steps_section(durations: pa.Table) -> str:
     ms = [d / 1e6 for d in durations.column("duration_ns").to_pylist()]
     hist = svg.histogram(ms, "step time (ms)", bins=20 if len(ms) < 200 else 40)
     seq = svg.line_chart([svg.Line("step time", svg.color(0), steps, ms)], (min(steps) - 0.5, max(steps) + 0.5),
-                         "ms", "step", value_fmt=lambda v: f"{v:,.3f} ms", height=200)
+                         "ms", "step", value_fmt=lambda v: f"{v:,.3f} ms", height=200, integer_x=True)
     return blocks.section("steps", "Step time", f"<figure>{hist}<figcaption>Distribution of {len(ms):,} step "
                           f"times</figcaption></figure><figure>{seq}<figcaption>Each step in order</figcaption>"
                           "</figure>")
@@ -86,7 +86,7 @@ def _unit_scale(unit: str) -> tuple[float, str]:
 
 
 def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | None, bands: pa.Table | None,
-                colors: dict[str, str]) -> str:
+                colors: dict[str, str], from_steps: bool = True) -> str:
     if bins is None or busy is None or counters is None or bands is None or (
             not busy.num_rows and not counters.num_rows):
         return blocks.section("gpu", "GPU over time", blocks.note(
@@ -119,8 +119,9 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
         lines = []
         for i, ((rk, dev), ys) in enumerate(sorted(by_metric[metric].items())):
             who = "host" if dev < 0 else f"GPU {dev}"
+            # samples come every few bins or so: join them rather than draw a dotted line
             lines.append(svg.Line(f"rank {rk} {who}" if len({k[0] for k in by_metric[metric]}) > 1 else who,
-                                  svg.color(i), xs, [None if y is None else y * scale for y in ys]))
+                                  svg.color(i), xs, [None if y is None else y * scale for y in ys], gaps=False))
         chart = svg.line_chart(lines, x_range, f"{metric} ({shown})" if shown else metric, "s", band_list,
                                y_max=100 if unit == "%" else None,
                                value_fmt=lambda v, s=shown: f"{v:,.3g} {s}".strip())
@@ -134,6 +135,7 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
             continue
         series_legend = svg.legend([(ln.label, ln.color) for ln in lines]) if len(lines) > 1 else ""
         body += f"<figure>{chart}<figcaption>{svg.esc(caption)}</figcaption>{series_legend}</figure>"
-    intro = (f"Seconds from the start of the first selected step, in {bins.count} bins of "
-             f"{bins.width_ns / 1e6:,.3f} ms; the outermost phases are shaded behind.")
+    origin = "the start of the first selected step" if from_steps else "the first event"
+    intro = (f"Seconds from {origin}, in {bins.count} bins of {bins.width_ns / 1e6:,.3f} ms"
+             + ("; the outermost phases are shaded behind." if band_list else "."))
     return blocks.section("gpu", "GPU over time", body, intro)

@@ -35,11 +35,14 @@ def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values (1, 2 or 5 times a power of ten) covering [lo, hi]."""
+def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering [lo, hi]; whole numbers only
+    with ``integer`` (steps, counts)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo]
     raw = (hi - lo) / max(count, 1)
+    if integer:
+        raw = max(raw, 1.0)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step - 1e-9) * step
@@ -49,6 +52,17 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
         ticks.append(round(t, 12))
         t += step
     return ticks
+
+
+def tick_labels(ticks: Sequence[float]) -> list[tuple[float, str]]:
+    """Ticks with labels of as many decimals as their spacing needs (9.95, 10, 10.05; not 10.1 twice)."""
+    if len(ticks) < 2:
+        return [(t, fmt_num(t)) for t in ticks]
+    step = abs(ticks[1] - ticks[0])
+    digits = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
+    if max(abs(t) for t in ticks) >= 1e6:
+        return [(t, fmt_num(t)) for t in ticks]
+    return [(t, f"{t:,.{digits}f}") for t in ticks]
 
 
 def fmt_num(v: float) -> str:
@@ -102,14 +116,15 @@ def _open(frame: Frame, label: str) -> list[str]:
             f'xmlns="http://www.w3.org/2000/svg">']
 
 
-def _axes(frame: Frame, x_label: str, y_label: str, x_ticks: Sequence[tuple[float, str]] | None = None) -> list[str]:
+def _axes(frame: Frame, x_label: str, y_label: str, x_ticks: Sequence[tuple[float, str]] | None = None,
+          integer_x: bool = False, integer_y: bool = False) -> list[str]:
     out = []
-    for t in nice_ticks(frame.y0, frame.y1):
+    for t, text in tick_labels(nice_ticks(frame.y0, frame.y1, integer=integer_y)):
         y = frame.y(t)
         out.append(f'<line class="grid" x1="{frame.left}" x2="{frame.right}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(fmt_num(t))}</text>')
+        out.append(f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(text)}</text>')
     if x_ticks is None:
-        x_ticks = [(t, fmt_num(t)) for t in nice_ticks(frame.x0, frame.x1, 8)]
+        x_ticks = tick_labels(nice_ticks(frame.x0, frame.x1, 8, integer=integer_x))
     for v, text in x_ticks:
         x = frame.x(v)
         out.append(f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.bottom}" y2="{frame.bottom + 4}"/>')
@@ -137,7 +152,7 @@ def histogram(values: Sequence[float], x_label: str, bins: int = 30, height: int
     for v in vals:
         counts[min(n - 1, int((v - lo) / width))] += 1
     frame = Frame(height, lo, hi, 0, max(counts) * 1.1)
-    out = _open(frame, "histogram of " + x_label) + _axes(frame, x_label, "steps")
+    out = _open(frame, "histogram of " + x_label) + _axes(frame, x_label, "steps", integer_y=True)
     for i, c in enumerate(counts):
         if not c:
             continue
@@ -183,7 +198,8 @@ class Line:
     label: str
     color: str
     xs: Sequence[float]
-    ys: Sequence[float | None]  # None: no sample (a gap in the line)
+    ys: Sequence[float | None]  # None: no value there
+    gaps: bool = True  # break the line where there is no value (else join the neighbours)
 
 
 @dataclass
@@ -196,7 +212,7 @@ class Band:
 
 def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str, x_label: str,
                bands: Sequence[Band] = (), y_max: float | None = None, height: int = 220,
-               value_fmt: Callable[[float], str] = fmt_num) -> str:
+               value_fmt: Callable[[float], str] = fmt_num, integer_x: bool = False) -> str:
     """Lines over a shared x axis, with shaded ``bands`` (phases) behind them."""
     ys = [y for ln in lines for y in ln.ys if y is not None and math.isfinite(y)]
     if not ys:
@@ -210,13 +226,14 @@ def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str
             continue
         out.append(f'<rect class="band" x="{a:.1f}" y="{frame.top}" width="{max(z - a, 0.5):.1f}" '
                    f'height="{frame.bottom - frame.top:.1f}" fill="{b.color}"><title>{esc(b.label)}</title></rect>')
-    out += _axes(frame, x_label, y_label)
+    out += _axes(frame, x_label, y_label, integer_x=integer_x)
     for ln in lines:
         runs: list[list[str]] = [[]]
         points = []
         for x, y in zip(ln.xs, ln.ys):
             if y is None or not math.isfinite(y):
-                runs.append([])
+                if ln.gaps:
+                    runs.append([])
                 continue
             px, py = frame.x(x), frame.y(y)
             runs[-1].append(f"{px:.1f},{py:.1f}")
