@@ -55,3 +55,34 @@ def test_progress_is_silent_off_a_terminal_and_shown_on_one():
     with progress("exporting", total=2, console=Console(file=loud, force_terminal=True, width=80)) as bar:
         bar("writing part 1", 0.5)
     assert bar.shown and "writing part 1" in loud.getvalue()
+
+
+def test_findings_in_the_terminal_show_saving_evidence_and_names_verbatim():
+    from dataclasses import dataclass
+
+    from dlscope.render.findings import render_findings
+
+    @dataclass
+    class F:
+        id: str
+        title: str
+        severity: str
+        evidence: object
+        saving_ms_per_step: float | None
+        saving_pct: float | None
+        advice: str
+        url: str
+
+    buf = io.StringIO()
+    rows = [{"kernel": f"[bold]k{i}[/bold]", "ms": 1.5 * i} for i in range(8)]
+    render_findings([F("h2d", "Pageable copies", "high", rows, 4.7, 3.6, "Pin memory [red]now[/red]", "https://x.y"),
+                     F("sync", "Syncs", "low", "3 cudaDeviceSynchronize per step", None, None, "", "")],
+                    Console(file=buf, width=120))
+    text = buf.getvalue()
+    assert "HIGH Pageable copies (h2d)" in text and "up to 4.70 ms per step, 3.6% of step time" in text
+    assert "[bold]k0[/bold]" in text and "Pin memory [red]now[/red]" in text  # markup in names shown, not applied
+    assert "k4" in text and "k5" not in text and "3 more rows" in text
+    assert "evidence: 3 cudaDeviceSynchronize per step" in text and "see https://x.y" in text
+    buf = io.StringIO()
+    render_findings([], Console(file=buf))
+    assert "No rule found a problem" in buf.getvalue()
