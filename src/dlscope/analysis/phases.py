@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..store.build import nesting_sql
 from .context import ProfileData
 from .phase_gpu import gpu_activity_sql
 
-# Phases whose domain is listed here cover a whole process, not part of a step.
-_WHOLE_RUN_DOMAINS = ("process",)
+# Phases of these domains are left out of the breakdown: 'process' covers a whole program run;
+# 'torch' marks PyTorch's own annotations (DataLoader, optimizer), shown as derived phases instead.
+EXCLUDED_DOMAINS = ("process", "torch")
 
 
 @dataclass
@@ -35,7 +37,7 @@ class PhaseRow:
 def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
     rows = _breakdown(data)
     n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
-    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
+    excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
     sql = gpu_activity_sql(data, f"coalesce(domain, '') NOT IN ({excluded})")
     if sql is None:
         return rows
@@ -52,8 +54,13 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
 
 def _breakdown(data: ProfileData) -> list[PhaseRow]:
     n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
-    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
-    base = f"SELECT * FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})"
+    excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
+    # depth among the phases shown (a hidden torch annotation under a derived phase of the same
+    # span must not push it a level down)
+    data.con.execute(f"""CREATE OR REPLACE TEMP TABLE shown_phases AS SELECT row_number() OVER () AS rid, *
+        FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
+    base = f"""SELECT p.* REPLACE (n.depth AS depth) FROM shown_phases p
+               JOIN ({nesting_sql("shown_phases", "rank, pid, tid")}) n USING (rid)"""
     if n_steps:
         step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM sel_steps") or 0)
         rows = data.rows(f"""

@@ -7,7 +7,8 @@ line here. The application layer is not a collector; it is the session itself.
 from __future__ import annotations
 
 from .base import Collector
+from .torch import TorchCollector
 
-COLLECTORS: list[type[Collector]] = []
+COLLECTORS: list[type[Collector]] = [TorchCollector]
 
 __all__ = ["COLLECTORS", "Collector"]

@@ -141,9 +141,10 @@ class AppRecorder:
         self._new_names: list[tuple[int, str]] = []
         self._ranges: list[Range] = []
         self._marks: list[tuple[int, int, int]] = []  # (name_id, tid, t)
-        self._steps: list[tuple[int, int]] = []  # (tid, t)
+        self._steps: list[tuple[int, int, int]] = []  # (source, tid, t)
         self.recording = True
-        self.step_count = 0  # step() calls so far = index of the step now running
+        self.step_count = 0  # boundaries so far (of the source in use) = index of the running step
+        self.explicit_steps = False  # the program calls step() itself
 
     # ---- names -------------------------------------------------------------------------------
     def intern(self, name: str) -> int:
@@ -179,9 +180,20 @@ class AppRecorder:
         if self.recording:
             self._marks.append((self.intern(name), threading.get_native_id(), self.clock()))
 
-    def step_boundary(self) -> int:
-        """Record a step() call; returns the index of the step that starts now."""
-        self._steps.append((threading.get_native_id(), self.clock()))
+    def step_boundary(self, source: int = spool.STEP_EXPLICIT) -> int | None:
+        """Record a step boundary; returns the index of the step that starts now, or None when
+        the boundary does not count (an optimizer step in a program that calls step() itself).
+
+        Both kinds are spooled with their source; finalize uses explicit steps when there are
+        any. Live decisions (the step window) follow the same rule: the first explicit step()
+        restarts the count."""
+        self._steps.append((source, threading.get_native_id(), self.clock()))
+        if source == spool.STEP_EXPLICIT:
+            if not self.explicit_steps:
+                self.explicit_steps = True
+                self.step_count = 0
+        elif self.explicit_steps:
+            return None
         self.step_count += 1
         return self.step_count
 
@@ -207,7 +219,6 @@ class AppRecorder:
             del src[:n]
             groups: dict[tuple[int, int], list[int]] = {}
             for item in items:
-                key = (item[0], item[1]) if kind == spool.MARK else (0, item[0])
-                groups.setdefault(key, []).append(item[-1])
+                groups.setdefault((item[0], item[1]), []).append(item[-1])
             blocks += [(kind, a, b, ts) for (a, b), ts in groups.items()]
         return blocks, names

@@ -135,9 +135,12 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
         })
         out["phases"] = pa.concat_tables([out["phases"], marks], promote_options="default") if "phases" in out else marks
     st = [b for b in blocks if b.kind == spool.STEP]
+    explicit = [b for b in st if b.a == spool.STEP_EXPLICIT]
+    st = explicit or st  # steps the program marked itself win over optimizer steps
     if st:
         bounds = np.sort(np.concatenate([b.values for b in st]).astype(np.int64)) + off
         step_tid = st[0].b
+        source = spool.STEP_SOURCES.get(st[0].a, "dlscope")
         sched_d = ctx.session.get("schedule") or {}
         sched = StepSchedule(int(sched_d.get("start", 0)), sched_d.get("stop"), int(sched_d.get("warmup", 0)))
         starts = np.concatenate([[int(ctx.session["start_ns"])], bounds[:-1]])
@@ -149,7 +152,7 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
             "rank": pa.array(np.full(n, ctx.rank, np.int32)), "step": pa.array(idx[keep].astype(np.int32)),
             "start_ns": starts[keep], "end_ns": bounds[keep],
             "pid": pa.array(np.full(n, ctx.pid, np.int64)), "tid": pa.array(np.full(n, step_tid, np.int64)),
-            "source": pa.array(["dlscope"] * n),
+            "source": pa.array([source] * n),
             "warmup": pa.array([a is Action.WARMUP for a, k in zip(actions, keep) if k], pa.bool_()),
         })
     return out

@@ -86,6 +86,8 @@ class Session:
         self._events: spool.EventSpoolWriter | None = None
         self._strings: spool.StringSpoolWriter | None = None
         self._prev_sigterm: Any = None
+        self.cupti_owner: str | None = None
+        self._cupti_lock = threading.Lock()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Session:
@@ -124,11 +126,13 @@ class Session:
         self.collectors.append(c)
         self.statuses[c.name] = CollectorStatus("ok", "", c.describe())
 
-    def step(self) -> int:
+    def step(self, source: int = spool.STEP_EXPLICIT) -> int:
         """Mark a step boundary; returns the index of the step that begins."""
         if not self.started or self.stopped:
             return self.recorder.step_count
-        idx = self.recorder.step_boundary()
+        idx = self.recorder.step_boundary(source)
+        if idx is None:
+            return self.recorder.step_count
         action = self.schedule.action(idx)
         want = action is not Action.SKIP
         if want != self.recorder.recording:
@@ -139,6 +143,14 @@ class Session:
             except Exception as e:
                 self._collector_failed(c, e)
         return idx
+
+    def claim_cupti(self, owner: str) -> bool:
+        """CUPTI serves one client per process: the first collector to ask gets it."""
+        with self._cupti_lock:
+            if self.cupti_owner in (None, owner):
+                self.cupti_owner = owner
+                return True
+            return False
 
     def stop(self, reason: str = "exit") -> None:
         """Stop every collector, flush everything, write PID.end.json. Idempotent."""

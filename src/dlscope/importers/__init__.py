@@ -4,7 +4,10 @@ module with an Importer subclass plus one line here (order matters: first match 
 from __future__ import annotations
 
 from .base import Importer, ImportOptions
+from .execution_trace import ExecutionTraceImporter
+from .kineto import KinetoImporter
+from .memory_timeline import MemoryTimelineImporter
 
-IMPORTERS: list[Importer] = []
+IMPORTERS: list[Importer] = [ExecutionTraceImporter(), MemoryTimelineImporter(), KinetoImporter()]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]

@@ -65,6 +65,9 @@ class Importer:
         with one line for a truncated or corrupt file."""
         raise NotImplementedError
 
+    def finish(self, builder: ProfileBuilder, meta: Meta) -> None:
+        """Called once after every importer has loaded (to link files of different formats)."""
+
     def expand_dir(self, directory: Path) -> list[Path]:
         """Files of this format in a directory (e.g. a tensorboard_trace_handler folder)."""
         return []

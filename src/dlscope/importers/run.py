@@ -64,6 +64,8 @@ def import_files(paths: list[str | Path], output: str | Path, options: ImportOpt
     meta.ranks = []
     for imp, group in groups.values():
         imp.load(group, options, builder, meta)
+    for imp, _ in groups.values():
+        imp.finish(builder, meta)
     meta.ranks = sorted(set(meta.ranks)) or [0]
     meta.key_node = options.key_node
     tmp = out.with_name(out.name + ".importing")

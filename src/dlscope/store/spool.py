@@ -33,7 +33,11 @@ _HEADER = struct.Struct("<4q")
 # Block kinds of *.events.spool.
 PHASE = 1  # a = name_id, b = tid; values: +monotonic ns at enter, -monotonic ns at exit
 MARK = 2  # a = name_id, b = tid; values: monotonic ns
-STEP = 3  # a = 0, b = tid; values: monotonic ns of each step() call (a step boundary)
+STEP = 3  # a = source (below), b = tid; values: monotonic ns of each step boundary
+
+STEP_EXPLICIT = 0  # the program called step()
+STEP_OPTIMIZER = 1  # an optimizer step (programs that never call step())
+STEP_SOURCES = {STEP_EXPLICIT: "dlscope", STEP_OPTIMIZER: "optimizer"}
 
 if array("q").itemsize != 8:  # pragma: no cover - every supported platform has 64-bit 'q'
     raise ImportError("dlscope needs a 64-bit array('q')")

@@ -1,0 +1,392 @@
+"""Import PyTorch profiler (Kineto) traces and other Chrome-trace JSON.
+
+Reads what ``export_chrome_trace`` and ``tensorboard_trace_handler`` write (also gzipped, also
+several ranks at once) and the older, ROCm, MTIA and CPU-only dialects found in the wild. Events
+are parsed by DuckDB in C++ (see :mod:`.trace_json`) and split into the profile's tables with
+one SQL query each; no Python object is made per event.
+
+Timestamps are microseconds, relative to ``baseTimeNanoseconds`` when the trace has it (else
+since the Unix epoch). They are read as text and converted to integer nanoseconds exactly
+(a double cannot hold epoch microseconds to the nanosecond).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+
+from ..errors import InputError
+from ..store import db
+from ..store.build import ProfileBuilder
+from ..store.meta import CollectorStatus, Meta
+from .base import Importer, ImportOptions
+from .torch_phases import TORCH_AUTO_DOMAIN, derive_torch_phases, is_torch_auto_annotation
+from .trace_json import carve
+
+# args read from each event. Numbers are parsed as numbers (fast); a trace whose values do not
+# fit (a string where a number is expected) is re-read with every field as text and cast (slow,
+# tolerant). Key spellings differ in case between Kineto versions and DuckDB struct keys are
+# case-insensitive, so the legacy spelling is read with its own spec.
+_ARGS_TYPED = """
+    "External id" BIGINT, correlation BIGINT, cbid BIGINT, device BIGINT, stream BIGINT,
+    "registers per thread" BIGINT, "shared memory" BIGINT, grid BIGINT[], block BIGINT[], bytes BIGINT,
+    size BIGINT, direction VARCHAR, "Sequence number" BIGINT, "Fwd thread id" BIGINT,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" BIGINT, cuda_sync_kind VARCHAR,
+    "Device Id" BIGINT, "Device Type" BIGINT, "Total Allocated" BIGINT, "Total Reserved" BIGINT"""
+_ARGS_TEXT = """
+    "External id" VARCHAR, correlation VARCHAR, cbid VARCHAR, device VARCHAR, stream VARCHAR,
+    "registers per thread" VARCHAR, "shared memory" VARCHAR, grid JSON, block JSON, bytes VARCHAR,
+    size VARCHAR, direction VARCHAR, "Sequence number" VARCHAR, "Fwd thread id" VARCHAR,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" VARCHAR, cuda_sync_kind VARCHAR,
+    "Device Id" VARCHAR, "Device Type" VARCHAR, "Total Allocated" VARCHAR, "Total Reserved" VARCHAR"""
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+API_CATS = ("cuda_runtime", "cuda_driver", "runtime", "driver", "mtia_runtime", "hip_runtime")
+KERNEL_CATS = ("kernel", "mtia_ccp_events")
+MEMCPY_CATS = ("gpu_memcpy", "memcpy")
+MEMSET_CATS = ("gpu_memset", "memset")
+OP_CATS = ("cpu_op", "operator")
+ANNOTATION_CATS = ("user_annotation",)
+# categories read on purpose elsewhere or deliberately left out (flows are rebuilt from ids)
+KNOWN_SKIPPED = ("ac2g", "fwdbwd", "async_gpu", "async_cpu_to_gpu", "critical_path", "trace",
+                 "gpu_user_annotation", "cuda_profiler_range", "python_function", "overhead")
+
+
+def _ns(col: str) -> str:
+    """SQL: a JSON number read as text (microseconds) -> exact integer nanoseconds. Digits past
+    the third decimal are dropped; exponent notation (never written by Kineto) goes through a
+    double. CASE, not coalesce: the fallback must not be computed for every row."""
+    dot = f"strpos({col}, '.')"
+    return f"""(CASE WHEN {col} LIKE '%e%' OR {col} LIKE '%E%' THEN round(TRY_CAST({col} AS DOUBLE) * 1000)::BIGINT
+        WHEN {dot} = 0 THEN TRY_CAST({col} AS BIGINT) * 1000
+        ELSE TRY_CAST(replace(left({col}, {dot} + 3), '.', '') AS BIGINT)
+             * (CASE length({col}) - {dot} WHEN 1 THEN 100 WHEN 2 THEN 10 ELSE 1 END) END)"""
+
+
+def _int(expr: str) -> str:
+    return f"TRY_CAST({expr} AS BIGINT)"
+
+
+def _rank_of(path: Path, metadata: dict[str, Any]) -> int | None:
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    if isinstance(info, str):  # some writers store a Python repr
+        m = re.search(r"['\"]rank['\"]\s*:\s*(\d+)", info)
+        if m:
+            return int(m.group(1))
+    m = re.search(r"rank[-_]?(\d+)", path.name, re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+def _devices(metadata: dict[str, Any], rank: int) -> list[dict[str, Any]]:
+    props = metadata.get("deviceProperties")
+    out = []
+    if isinstance(props, list):
+        for p in props:
+            if isinstance(p, dict):
+                cc = f"{p.get('computeMajor')}.{p.get('computeMinor')}" if "computeMajor" in p else None
+                out.append({"rank": rank, "index": p.get("id"), "name": p.get("name"),
+                            "sms": p.get("numSms"), "memory_bytes": p.get("totalGlobalMem"),
+                            "compute_capability": cc})
+    return out
+
+
+class KinetoImporter(Importer):
+    name = "kineto"
+    description = "PyTorch profiler / Kineto and Chrome trace JSON (.json, .json.gz, tensorboard_trace_handler folders)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        text = head.lstrip()
+        if text[:1] == b"{":
+            return b'"traceEvents"' in head or (b'"ph"' in head[:4096] and b'"nodes"' not in head[:4096])
+        return text[:1] == b"[" and text[1:].lstrip()[:1] == b"{"
+
+    def expand_dir(self, directory: Path) -> list[Path]:
+        return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                      and not p.name.endswith(".et.json") and "_et." not in p.name)
+
+    def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
+        op_base = 0
+        for i, path in enumerate(files):
+            if options.progress:
+                options.progress(f"reading {path.name}", i / len(files))
+            op_base = load_trace(path, options, builder, meta, op_base)
+
+
+@dataclass
+class TraceTables:
+    """One trace file read into named tables (text name columns), with its metadata."""
+
+    tables: dict[str, pa.Table]
+    metadata: dict[str, Any]
+    skipped: pa.Table
+    rank: int
+
+
+def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: str | None = None,
+               with_steps: bool = True) -> TraceTables:
+    """Read one Kineto/Chrome trace file. ``with_steps=False`` leaves iterations to the caller
+    (dlscope's own recording defines them)."""
+    work = Path(tempfile.mkdtemp(prefix="dlscope-import-"))
+    try:
+        carved = carve(path, work)
+        md = carved.metadata
+        if rank is None:
+            rank = _rank_of(path, md)
+        con = db.connect()
+        try:
+            _read_events(con, carved.events_path, md, _is_legacy(carved.events_path))
+        except duckdb.Error as e:
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+            raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
+        tables = _split(con, rank if rank is not None else 0, op_base)
+        con.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    skipped = tables.pop("_skipped")
+    derived = derive_torch_phases(tables)
+    if derived is not None and derived.num_rows:
+        tables["phases"] = pa.concat_tables([tables["phases"], derived], promote_options="default")
+    if not with_steps:
+        tables.pop("steps", None)
+    elif key_node:
+        tables["steps"] = key_node_steps(tables, key_node, rank or 0)
+    elif not tables["steps"].num_rows:
+        tables["steps"] = optimizer_steps(tables, rank or 0)
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank)
+
+
+def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0) -> int:
+    """Import one trace file into ``builder``; returns the next free op id."""
+    rank = options.rank
+    tt = read_trace(path, rank, op_base, options.key_node)
+    if tt.rank < 0:  # the tables were written with rank 0
+        meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
+        tt.rank = 0
+    steps = tt.tables.get("steps")
+    if steps is not None and steps.num_rows and steps.column("source")[0].as_py() == "optimizer":
+        meta.note(f"{path.name}: no ProfilerStep#N ranges; iterations end at each optimizer step")
+    for name, t in tt.tables.items():
+        builder.add(name, t)
+    _fill_meta(meta, path, tt.metadata, tt.rank, tt.tables, tt.skipped)
+    ops = tt.tables.get("ops")
+    return op_base + (ops.num_rows if ops is not None else 0)
+
+
+def _is_legacy(events: Path) -> bool:
+    """Old Kineto wrote ``"external id"``; newer writes ``"External id"``."""
+    with open(events, "rb") as f:
+        head = f.read(1 << 20)
+    return b'"external id"' in head and b'"External id"' not in head
+
+
+def _read_events(con: duckdb.DuckDBPyConnection, events: Path, md: dict[str, Any], legacy: bool) -> None:
+    base = md.get("baseTimeNanoseconds")
+    try:
+        base_ns = int(base) if base is not None else 0
+    except (TypeError, ValueError):
+        base_ns = 0
+    try:
+        _create_ev(con, events, base_ns, legacy, typed=True)
+    except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
+        _create_ev(con, events, base_ns, legacy, typed=False)
+
+
+def _create_ev(con: duckdb.DuckDBPyConnection, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
+    fields = _ARGS_TYPED if typed else _ARGS_TEXT
+    if legacy:
+        fields = fields.replace('"External id"', '"external id"')
+    cols = ("{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', ts: 'VARCHAR', "
+            "dur: 'VARCHAR', args: 'STRUCT(" + fields.replace("'", "''") + ")'}")
+    num = (lambda e: e) if typed else (lambda e: f"TRY_CAST({e} AS BIGINT)")  # noqa: E731
+
+    def dim(field: str, i: int) -> str:
+        return f"args.{field}[{i}]" if typed else f"TRY_CAST(args.{field}->>'$[{i - 1}]' AS BIGINT)"
+
+    ext = '"external id"' if legacy else '"External id"'
+    a = "args."
+    tid_digits = "TRY_CAST(regexp_extract(tid, '(\\d+)\\s*$', 1) AS BIGINT)"  # 'stream 7' -> 7
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE ev AS
+        SELECT ph, lower(coalesce(cat, '')) AS cat, coalesce(name, '') AS name, pid AS pid_text,
+               TRY_CAST(pid AS BIGINT) AS pid_int,
+               CASE WHEN TRY_CAST(tid AS BIGINT) IS NOT NULL THEN TRY_CAST(tid AS BIGINT) ELSE {tid_digits} END AS tid_int,
+               {base_ns} + {_ns('ts')} AS start_ns,
+               greatest(coalesce({_ns('dur')}, 0), 0) AS dur_ns,
+               {num(a + ext)} AS external_id, {num(a + 'correlation')} AS correlation_id, {num(a + 'cbid')} AS cbid,
+               {num(a + 'device')} AS device_arg, {num(a + 'stream')} AS stream_arg,
+               {num(a + '"registers per thread"')} AS registers, {num(a + '"shared memory"')} AS shared_bytes,
+               {dim('grid', 1)} AS grid_x, {dim('grid', 2)} AS grid_y, {dim('grid', 3)} AS grid_z,
+               {dim('block', 1)} AS block_x, {dim('block', 2)} AS block_y, {dim('block', 3)} AS block_z,
+               coalesce({num(a + 'bytes')}, {num(a + 'size')}) AS bytes, args.direction AS direction,
+               {num(a + '"Sequence number"')} AS sequence_nr, {num(a + '"Fwd thread id"')} AS fwd_tid,
+               args."Input Dims" AS input_shapes, args."Input type" AS input_types,
+               {num(a + '"Record function id"')} AS rf_id, args.cuda_sync_kind AS sync_kind,
+               {num(a + '"Device Id"')} AS mem_device, {num(a + '"Device Type"')} AS mem_device_type,
+               {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved
+        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array',
+                       maximum_object_size=268435456)
+        WHERE ph IN ('X', 'i', 'I')
+    """)
+
+
+def _split(con: duckdb.DuckDBPyConnection, rank: int, op_base: int) -> dict[str, pa.Table]:
+    """One query per table over the normalized events."""
+    q = lambda sql: db.query_arrow(con, sql)  # noqa: E731
+    cats = lambda xs: "(" + ", ".join(f"'{c}'" for c in xs) + ")"  # noqa: E731
+    # the host process of each correlation id (GPU events carry the device as pid)
+    con.execute(f"""CREATE TEMP TABLE launch AS
+        SELECT correlation_id, any_value(pid_int) AS pid, any_value(tid_int) AS tid FROM ev
+        WHERE cat IN {cats(API_CATS)} AND correlation_id IS NOT NULL GROUP BY ALL""")
+    main_pid = con.execute(f"""SELECT pid_int FROM ev WHERE cat IN {cats(OP_CATS + API_CATS)} AND pid_int IS NOT NULL
+                               GROUP BY 1 ORDER BY count(*) DESC LIMIT 1""").fetchall()
+    host_pid = main_pid[0][0] if main_pid else None
+    out: dict[str, pa.Table] = {}
+    out["ops"] = q(f"""
+        SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
+               {op_base} + row_number() OVER (ORDER BY start_ns) - 1 AS op_id, external_id, sequence_nr,
+               fwd_tid, nullif(replace(input_shapes, ' ', ''), '[]') AS input_shapes, nullif(replace(input_types, ' ', ''), '[]') AS input_types,
+               cat AS category, rf_id
+        FROM ev WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""")
+    ann = q(f"""
+        SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
+               'range' AS kind, 'record_function' AS source
+        FROM ev WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND NOT regexp_matches(name, '^ProfilerStep#\\d+$')""")
+    domains = pa.array([TORCH_AUTO_DOMAIN if is_torch_auto_annotation(n) else None
+                        for n in ann.column("name").to_pylist()], pa.string())
+    out["phases"] = ann.append_column("domain", domains)
+    out["steps"] = q(f"""
+        SELECT {rank} AS rank, TRY_CAST(regexp_extract(name, '#(\\d+)$', 1) AS INTEGER) AS step,
+               start_ns, start_ns + dur_ns AS end_ns, pid_int AS pid, tid_int AS tid,
+               'profiler_step' AS source, FALSE AS warmup
+        FROM ev WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND regexp_matches(name, '^ProfilerStep#\\d+$')
+        QUALIFY row_number() OVER (PARTITION BY step ORDER BY start_ns) = 1""")
+    out["api"] = q(f"""
+        SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
+               correlation_id, external_id, cbid,
+               CASE WHEN cat LIKE '%driver%' THEN 'driver' ELSE 'runtime' END AS kind
+        FROM ev WHERE ph = 'X' AND cat IN {cats(API_CATS)}""")
+    src_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\s*->', 1)")
+    dst_kind = _mem_kind("regexp_extract(e.name, '->\\s*(\\w+)\\)', 1)")
+    set_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\)', 1)")
+    gpu_common = f"""{rank} AS rank, coalesce(e.device_arg, e.pid_int) AS device,
+               coalesce(e.stream_arg, e.tid_int) AS stream, e.start_ns, e.start_ns + e.dur_ns AS end_ns,
+               e.correlation_id, e.external_id, coalesce(l.pid, {host_pid if host_pid is not None else 'NULL'}) AS pid"""
+    launch_join = "LEFT JOIN launch l ON l.correlation_id = e.correlation_id"
+    out["kernels"] = q(f"""
+        SELECT {gpu_common}, e.name, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_bytes
+        FROM ev e {launch_join}
+        WHERE e.ph = 'X' AND e.cat IN {cats(KERNEL_CATS)} AND NOT (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request')""")
+    out["memcpy"] = q(f"""
+        SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
+               CASE WHEN e.cat = 'mtia_ccp_events' THEN
+                        CASE e.direction WHEN 'DEVICE_TO_HOST' THEN 'DtoH' WHEN 'HOST_TO_DEVICE' THEN 'HtoD'
+                             WHEN 'DEVICE_TO_DEVICE' THEN 'DtoD' ELSE 'unknown' END
+                    ELSE coalesce(nullif(regexp_extract(e.name, '(HtoD|DtoH|DtoD|HtoH|PtoP)', 1), ''), 'unknown')
+               END AS copy_kind,
+               {src_kind} AS src_kind, {dst_kind} AS dst_kind
+        FROM ev e {launch_join}
+        WHERE e.ph = 'X' AND (e.cat IN {cats(MEMCPY_CATS)} OR (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request'))""")
+    out["memset"] = q(f"""
+        SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
+               {set_kind} AS mem_kind
+        FROM ev e {launch_join} WHERE e.ph = 'X' AND e.cat IN {cats(MEMSET_CATS)}""")
+    out["sync"] = q(f"""
+        SELECT {rank} AS rank, l.pid, l.tid, e.device_arg AS device, coalesce(e.stream_arg, e.tid_int) AS stream,
+               e.start_ns, e.start_ns + e.dur_ns AS end_ns, e.correlation_id,
+               CASE lower(coalesce(e.sync_kind, e.name))
+                   WHEN 'stream sync' THEN 'stream' WHEN 'event sync' THEN 'event'
+                   WHEN 'context sync' THEN 'context' WHEN 'stream wait event' THEN 'stream_wait_event'
+                   WHEN 'wait event' THEN 'stream_wait_event' ELSE 'unknown' END AS kind
+        FROM ev e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
+    out["counters"] = q(f"""
+        SELECT {rank} AS rank, CASE WHEN mem_device_type = 0 THEN -1 ELSE mem_device END AS device,
+               start_ns AS ts_ns, metric, value
+        FROM (SELECT *, UNNEST(['torch_allocated', 'torch_reserved']) AS metric,
+                        UNNEST([mem_allocated, mem_reserved])::DOUBLE AS value
+              FROM ev WHERE ph IN ('i', 'I') AND cat = 'cpu_instant_event' AND name = '[memory]')
+        WHERE value IS NOT NULL""")
+    skipped = con.execute(f"""
+        SELECT cat, count(*) FROM ev WHERE cat NOT IN {cats(OP_CATS + ANNOTATION_CATS + API_CATS + KERNEL_CATS
+                                                            + MEMCPY_CATS + MEMSET_CATS + ('cuda_sync', 'cpu_instant_event'))}
+        GROUP BY 1 ORDER BY 2 DESC""").fetchall()
+    out["_skipped"] = pa.table({"cat": [c for c, _ in skipped], "n": [n for _, n in skipped]})
+    return out
+
+
+def _mem_kind(expr: str) -> str:
+    return f"""CASE lower({expr}) WHEN 'pageable' THEN 'pageable' WHEN 'pinned' THEN 'pinned'
+               WHEN 'device' THEN 'device' WHEN 'managed' THEN 'managed' WHEN 'array' THEN 'array'
+               ELSE 'unknown' END"""
+
+
+def key_node_steps(tables: dict[str, pa.Table], key_node: str, rank: int) -> pa.Table:
+    """Iterations from a named annotation or op, with DLProf's semantics (see analysis.iterations)."""
+    con = db.connect()
+    parts = []
+    for name in ("phases", "ops"):
+        t = tables.get(name)
+        if t is not None and t.num_rows:
+            con.register(f"t_{name}", t.select(["start_ns", "end_ns", "pid", "tid", "name"]))
+            parts.append(f"SELECT start_ns, end_ns, pid, tid FROM t_{name} WHERE name = $1")
+    if not parts:
+        raise InputError(f"--key-node {key_node!r}: the trace has no ranges or ops")
+    steps = db.query_arrow(con, f"""
+        SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
+               coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
+               'key_node' AS source, FALSE AS warmup
+        FROM ({' UNION ALL '.join(parts)}) WINDOW w AS (ORDER BY end_ns)""", [key_node])
+    con.close()
+    if not steps.num_rows:
+        raise InputError(f"--key-node {key_node!r}: no range or op of that name in the trace")
+    return steps
+
+
+def optimizer_steps(tables: dict[str, pa.Table], rank: int) -> pa.Table:
+    """Iterations ending at each ``Optimizer.step#...`` (the first starts with the trace)."""
+    con = db.connect()
+    con.register("ph", tables["phases"].select(["name", "start_ns", "end_ns", "pid", "tid"]))
+    first = min((int(pa.compute.min(t.column("start_ns")).as_py()) for n, t in tables.items()
+                 if n in ("ops", "phases", "api") and t.num_rows), default=0)
+    steps = db.query_arrow(con, f"""
+        SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
+               coalesce(lag(end_ns) OVER w, {first}) AS start_ns, end_ns, pid, tid,
+               'optimizer' AS source, FALSE AS warmup
+        FROM ph WHERE name LIKE 'Optimizer.step#%' WINDOW w AS (ORDER BY end_ns)""")
+    con.close()
+    return steps
+
+
+def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, tables: dict[str, pa.Table],
+               skipped: pa.Table) -> None:
+    meta.ranks.append(rank)
+    for d in _devices(md, rank):
+        if d not in meta.devices:
+            meta.devices.append(d)
+    for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
+                       ("cupti_version", "cupti")):
+        if md.get(key) is not None:
+            meta.frameworks[label] = str(md[key])
+    rows = {k: (v.num_rows if v is not None else 0) for k, v in tables.items() if not k.startswith("_")}
+    meta.collectors.setdefault("kineto", CollectorStatus("ok", "", {"record_shapes": md.get("record_shapes")}))
+    if not rows.get("ops"):
+        meta.note(f"{path.name}: no framework ops (the trace was recorded without CPU activity)")
+    if not (rows.get("kernels") or rows.get("memcpy") or rows.get("memset")):
+        meta.note(f"{path.name}: no GPU activity (CPU-only trace, or recorded without CUDA activity)")
+    if not rows.get("steps"):
+        meta.note(f"{path.name}: no ProfilerStep#N ranges (name an iteration marker with --key-node)")
+    if skipped.num_rows:
+        known = [f"{c} ({n})" for c, n in zip(skipped.column("cat").to_pylist(), skipped.column("n").to_pylist())
+                 if c not in KNOWN_SKIPPED and c]
+        if known:
+            meta.note(f"{path.name}: events of unknown categories not imported: {', '.join(known[:8])}")

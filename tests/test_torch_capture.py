@@ -1,0 +1,72 @@
+"""The PyTorch layer on the CPU: an unmodified script gets steps, ops and derived phases; clocks
+align with dlscope's; the program's output is unchanged; windows and 'off' work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from dlscope.analysis.context import ProfileData
+from dlscope.analysis.summary import summarize
+
+from .conftest import q, run_dlscope
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def profile(tmp_path: Path, *args: str, script: str = "unmodified_train.py", script_args: tuple[str, ...] = ()):
+    out = tmp_path / "p.dlscope"
+    r = run_dlscope("profile", "-o", out, "--quiet", *args, "--", sys.executable, PROGRAMS / script, *script_args,
+                    cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return r, ProfileData.open(out)
+
+
+def test_unmodified_script_gets_steps_ops_and_derived_phases(tmp_path):
+    r, data = profile(tmp_path, script_args=("6",))
+    assert q(data.con, "SELECT count(*), min(source) FROM steps") == [(6, "optimizer")]
+    assert data.count("ops") > 100
+    names = {p.name for p in summarize(data).phases}
+    assert {"dataloader", "forward", "backward", "optimizer"} <= names
+    # each step ends inside an optimizer step (the post-hook runs within PyTorch's annotation)
+    inside = q(data.con, """SELECT count(DISTINCT s.step) FROM steps s JOIN phases p
+                            ON p.name = 'Optimizer.step#SGD.step' AND p.start_ns <= s.end_ns AND s.end_ns <= p.end_ns""")
+    assert inside == [(6,)]
+    # forward comes before backward in every step
+    bad = q(data.con, """SELECT count(*) FROM phases f JOIN phases b ON f.step = b.step
+                         WHERE f.name = 'forward' AND b.name = 'backward' AND f.end_ns > b.start_ns""")
+    assert bad == [(0,)]
+    assert data.meta.collectors["torch"].status == "ok"
+
+
+def test_program_output_is_unchanged(tmp_path):
+    plain = subprocess.run([sys.executable, PROGRAMS / "unmodified_train.py", "3"], capture_output=True, text=True)
+    r, _ = profile(tmp_path, script_args=("3",))
+    assert r.stdout == plain.stdout
+    assert [ln for ln in r.stderr.splitlines() if not ln.startswith("dlscope:")] == plain.stderr.splitlines()
+
+
+def test_torch_ops_lie_inside_the_dlscope_phase_around_them(tmp_path):
+    _, data = profile(tmp_path, script="phase_around_op.py")
+    rows = q(data.con, """SELECT count(*) FROM ops o JOIN phases p ON p.name = 'matmul_phase' AND p.step = o.step
+                          WHERE o.name = 'aten::mm' AND o.start_ns >= p.start_ns AND o.end_ns <= p.end_ns""")
+    assert rows == [(3,)]
+
+
+def test_step_window_limits_the_torch_layer(tmp_path):
+    _, data = profile(tmp_path, "--steps", "3:4", script_args=("8",))
+    assert [r[0] for r in q(data.con, "SELECT step FROM steps ORDER BY step")] == [3, 4]
+    # ops exist only from the start of step 3 to the end of step 4
+    lo, hi = q(data.con, "SELECT min(start_ns), max(end_ns) FROM steps")[0]
+    assert q(data.con, f"SELECT count(*) FROM ops WHERE start_ns < {lo} OR start_ns > {hi}") == [(0,)]
+    assert data.count("ops") > 0
+
+
+def test_torch_off_and_no_torch_say_why(tmp_path):
+    _, data = profile(tmp_path, "--torch", "off", script_args=("2",))
+    assert data.count("ops") == 0
+    assert "turned off" in summarize(data).layers["framework"].reason
+    (tmp_path / "b").mkdir()
+    _, data = profile(tmp_path / "b", script="no_torch.py")
+    assert "never imported torch" in summarize(data).layers["framework"].reason
