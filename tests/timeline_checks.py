@@ -36,7 +36,8 @@ def check_structure(events: list[dict[str, Any]]) -> dict[str, Any]:
                 procs[e["pid"]] = e["args"]["name"]
             elif e["name"] == "thread_name":
                 threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    slices: dict[tuple[int, int], list[tuple[float, float, dict]]] = defaultdict(list)
+    # times in integer ns: ts + dur in floats can end a hair after the next slice's start
+    slices: dict[tuple[int, int], list[tuple[int, int, dict]]] = defaultdict(list)
     flows: dict[int, dict[str, dict]] = defaultdict(dict)
     for e in events:
         ph = e["ph"]
@@ -50,7 +51,8 @@ def check_structure(events: list[dict[str, Any]]) -> dict[str, Any]:
             assert isinstance(e["name"], str) and isinstance(e["cat"], str) and isinstance(e["args"], dict), e
             assert _is_us(e["dur"]) and e["dur"] >= 0, e
             assert (e["pid"], e["tid"]) in threads, f"slice on an unnamed track: {e}"
-            slices[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e))
+            start = round(e["ts"] * 1000)
+            slices[(e["pid"], e["tid"])].append((start, start + round(e["dur"] * 1000), e))
         elif ph == "i":
             assert e["s"] == "t" and (e["pid"], e["tid"]) in threads, e
         elif ph == "C":
@@ -63,16 +65,16 @@ def check_structure(events: list[dict[str, Any]]) -> dict[str, Any]:
                 assert e["bp"] == "e", e
     # slices of one track nest (Perfetto drops a slice that crosses its neighbour)
     for track, items in slices.items():
-        stack: list[float] = []
+        stack: list[int] = []
         for s, t, e in sorted(items, key=lambda x: (x[0], -x[1])):
             while stack and stack[-1] <= s:
                 stack.pop()
-            assert not stack or t <= stack[-1] + 1e-6, f"slice crosses its parent on {threads[track]}: {e}"
+            assert not stack or t <= stack[-1], f"slice crosses its parent on {threads[track]}: {e}"
             stack.append(t)
     # flows come in pairs: start on the launching call's track at its start, finish at the start
     # of GPU work on a stream track
-    starts = {(k, round(s * 1000)) for k, v in slices.items() for s, _, _ in v}
-    gpu_starts = {(k, round(s * 1000)) for k, v in slices.items() for s, _, e in v if e["cat"] in GPU_CATS}
+    starts = {(k, s) for k, v in slices.items() for s, _, _ in v}
+    gpu_starts = {(k, s) for k, v in slices.items() for s, _, e in v if e["cat"] in GPU_CATS}
     for fid, pair in flows.items():
         assert set(pair) == {"s", "f"}, f"flow {fid} is not paired: {pair}"
         s, f = pair["s"], pair["f"]

@@ -6,19 +6,17 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .context import ProfileData
-
-_WHOLE_RUN_DOMAINS = ("process",)
+from .phases import shown_phases_sql
 
 
 def step_phases(data: ProfileData) -> pa.Table:
     """Rows (step, duration_ns, phase, ns) for the selected steps of the first rank; ``phase`` is
     NULL for the part of the step outside every phase."""
-    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
+    shown = shown_phases_sql(data)
     return data.table(f"""
         WITH s AS (SELECT * FROM sel_steps WHERE rank = (SELECT min(rank) FROM sel_steps)),
         p AS (SELECT s.step, p.name, sum(least(p.end_ns, s.end_ns) - greatest(p.start_ns, s.start_ns))::BIGINT AS ns
-              FROM s JOIN phases p ON p.rank = s.rank AND p.kind = 'range' AND p.depth = 0
-               AND coalesce(p.domain, '') NOT IN ({excluded})
+              FROM s JOIN ({shown}) p ON p.rank = s.rank AND p.depth = 0
                AND (s.tid IS NULL OR p.tid = s.tid) AND (s.pid IS NULL OR p.pid = s.pid)
                AND p.start_ns < s.end_ns AND p.end_ns > s.start_ns
               GROUP BY ALL),

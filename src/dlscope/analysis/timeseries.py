@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from .context import ProfileData
+from .phases import shown_phases_sql
 from .window import selected_span
 
 _GPU_TABLES = ("kernels", "memcpy", "memset")
-_WHOLE_RUN_DOMAINS = ("process",)
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,10 @@ def counters_binned(data: ProfileData, bins: Bins) -> pa.Table:
 
 
 def phase_bands(data: ProfileData, bins: Bins) -> pa.Table:
-    """The outermost phases of the first rank inside the span: (name, start_ns, end_ns)."""
-    excluded = ", ".join(f"'{d}'" for d in _WHOLE_RUN_DOMAINS)
+    """The outermost phases (of those a breakdown shows) of the first rank inside the span:
+    (name, start_ns, end_ns)."""
     return data.table(f"""
-        SELECT name, start_ns, end_ns FROM phases
-        WHERE kind = 'range' AND depth = 0 AND coalesce(domain, '') NOT IN ({excluded})
-          AND rank = (SELECT min(rank) FROM phases)
+        SELECT name, start_ns, end_ns FROM ({shown_phases_sql(data)})
+        WHERE depth = 0 AND rank = (SELECT min(rank) FROM phases)
           AND end_ns > {bins.start_ns} AND start_ns < {bins.end_ns}
         ORDER BY start_ns""")
