@@ -277,3 +277,53 @@ def test_the_504k_event_trace_comes_out_in_parts_under_the_limits(tmp_path):
         flows += timeline_checks.check_structure(events)["flows"]
         kernels += sum(e.get("cat") == "kernel" for e in events)
     assert kernels == 33920 and flows == res.flows == want.launched
+
+
+def test_every_table_becomes_well_formed_events(tmp_path):
+    """Marks, syncs, copies, sets, host and GPU counters, shapes: each in its place, valid JSON."""
+    t = EPOCH
+    data = _profile(
+        tmp_path,
+        steps=pa.table({"rank": [0], "step": [5], "start_ns": [t], "end_ns": [t + 10_000], "pid": [1], "tid": [1],
+                        "source": ["dlscope"], "warmup": [True]}),
+        phases=pa.table({"rank": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [t, t + 500],
+                         "end_ns": [t + 9_000, t + 500], "name": ["run", "checkpoint"], "kind": ["range", "mark"],
+                         "source": ["dlscope", "dlscope"]}),
+        ops=pa.table({"rank": [0], "pid": [1], "tid": [1], "start_ns": [t + 100], "end_ns": [t + 2_000],
+                      "name": ["aten::mm"], "op_id": [0], "external_id": [7], "input_shapes": ["[[64, 32], [32, 8]]"],
+                      "input_types": ['["float", "float"]']}),
+        api=pa.table({"rank": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [t + 200, t + 300],
+                      "end_ns": [t + 250, t + 350], "name": ["cudaMemcpyAsync", "cudaMemsetAsync"],
+                      "correlation_id": [11, 12], "kind": ["runtime", "runtime"]}),
+        memcpy=pa.table({"rank": [0], "device": [0], "stream": [3], "start_ns": [t + 400], "end_ns": [t + 900],
+                         "correlation_id": [11], "bytes": [4096], "copy_kind": ["HtoD"], "src_kind": ["pinned"],
+                         "dst_kind": ["device"]}),
+        memset=pa.table({"rank": [0], "device": [0], "stream": [3], "start_ns": [t + 950], "end_ns": [t + 990],
+                         "correlation_id": [12], "bytes": [64], "mem_kind": ["device"]}),
+        sync=pa.table({"rank": [0], "pid": [1], "tid": [1], "device": [0], "stream": [3], "start_ns": [t + 1000],
+                       "end_ns": [t + 1500], "kind": ["stream"]}),
+        counters=pa.table({"rank": [0, 0, 0], "device": [0, -1, 0], "ts_ns": [t, t, t + 5],
+                           "metric": ["power", "torch_allocated", "sm_clock"], "value": [250.0, 1e9, float("nan")]}),
+    )
+    out = tmp_path / "t.json"
+    res = export_timeline(data, out)
+    _, events, _ = timeline_checks.read(out)
+    found = timeline_checks.check_structure(events)
+    by = {(e["ph"], e.get("cat"), e["name"]): e for e in events if e["ph"] != "M"}
+    assert by[("X", "user_annotation", "ProfilerStep#5")]["args"] == {"step": 5, "warmup": True, "source": "dlscope"}
+    mark = by[("i", "user_annotation", "checkpoint")]
+    assert found["threads"][(mark["pid"], mark["tid"])] == "phases (thread 1)"
+    mm = by[("X", "cpu_op", "aten::mm")]
+    assert mm["args"]["Input Dims"] == [[64, 32], [32, 8]] and mm["args"]["Input type"] == ["float", "float"]
+    copy = by[("X", "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)")]
+    assert copy["args"]["bytes"] == 4096 and found["threads"][(copy["pid"], copy["tid"])] == "stream 3"
+    assert by[("X", "gpu_memset", "Memset (Device)")]["args"]["bytes"] == 64
+    assert by[("X", "cuda_sync", "Stream Sync")]["args"]["cuda_sync_kind"] == "Stream Sync"
+    assert res.flows == found["flows"] == 2
+    counters = [(found["processes"][e["pid"]], e["name"], e["args"]) for e in events if e["ph"] == "C"]
+    assert sorted(counters) == [("rank 0 GPU 0 (GPU X)", "power", {"W": 250.0}),
+                                ("rank 0 host", "torch_allocated", {"value": 1e9})]  # NaN left out
+    # times are relative to a whole second, so that microseconds keep their nanoseconds in a double
+    doc, _, _ = timeline_checks.read(out)
+    base = doc["baseTimeNanoseconds"]
+    assert base % 1_000_000_000 == 0 and base + round(mm["ts"] * 1000) == t + 100
