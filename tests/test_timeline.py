@@ -327,3 +327,14 @@ def test_every_table_becomes_well_formed_events(tmp_path):
     doc, _, _ = timeline_checks.read(out)
     base = doc["baseTimeNanoseconds"]
     assert base % 1_000_000_000 == 0 and base + round(mm["ts"] * 1000) == t + 100
+
+
+def test_tiny_max_events_and_an_empty_profile_still_give_valid_files(resnet_profile, tmp_path):
+    res = export_timeline(ProfileData.open(resnet_profile), tmp_path / "one.json", TimelineOptions(max_events=1))
+    _, events, _ = timeline_checks.read(tmp_path / "one.json")
+    timeline_checks.check_structure(events)
+    assert sum(e["ph"] != "M" for e in events) == res.events <= 1
+    ProfileBuilder().write(tmp_path / "empty.dlscope", Meta(source="test"))
+    res = export_timeline(ProfileData.open(tmp_path / "empty.dlscope"), tmp_path / "empty.json.gz")
+    doc, events, _ = timeline_checks.read(tmp_path / "empty.json.gz")
+    assert events == [] and res.events == 0 and len(res.files) == 1

@@ -82,6 +82,30 @@ def _check_window(data: ProfileData, window: StepWindow) -> None:
         raise UsageError(f"--steps selects no step of {data.path} (it has steps {steps[0]} to {steps[1]})")
 
 
+def _base_ns(data: ProfileData) -> int:
+    """The whole second at or before the first event: timestamps count from there."""
+    t0 = data.scalar("""SELECT min(t) FROM (
+        SELECT min(start_ns) t FROM phases UNION ALL SELECT min(start_ns) FROM steps UNION ALL
+        SELECT min(start_ns) FROM ops UNION ALL SELECT min(start_ns) FROM api UNION ALL
+        SELECT min(start_ns) FROM sync UNION ALL SELECT min(start_ns) FROM kernels UNION ALL
+        SELECT min(start_ns) FROM memcpy UNION ALL SELECT min(start_ns) FROM memset UNION ALL
+        SELECT min(ts_ns) FROM counters)""")
+    return (int(t0) // 1_000_000_000) * 1_000_000_000 if t0 is not None else 0
+
+
+def _windows(starts: list[int], anchors: np.ndarray) -> list[str]:
+    """SQL conditions on ``anchor_ns`` selecting the rows of each part (rows ``anchors[:len]`` kept)."""
+    if not len(anchors):
+        return ["FALSE"]
+    bounds = [int(anchors[s]) for s in starts[1:]]
+    lows = [None, *bounds]
+    highs = [*bounds, None]
+    last = int(anchors[-1])
+    return [" AND ".join([f"anchor_ns >= {lo}" if lo is not None else "TRUE",
+                          f"anchor_ns < {hi}" if hi is not None else f"anchor_ns <= {last}"])
+            for lo, hi in zip(lows, highs)]
+
+
 def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | None = None) -> TimelineResult:
     """Write the timeline of ``data`` to ``out`` (.json or .json.gz), in parts when it is large."""
     opt = options or TimelineOptions()
@@ -91,81 +115,61 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
         _check_window(data, opt.window)
     con = data.con
     progress("timeline: reading events", 0.0)
-    t0 = data.con.execute("""SELECT min(t) FROM (
-        SELECT min(start_ns) t FROM phases UNION ALL SELECT min(start_ns) FROM steps UNION ALL
-        SELECT min(start_ns) FROM ops UNION ALL SELECT min(start_ns) FROM api UNION ALL
-        SELECT min(start_ns) FROM sync UNION ALL SELECT min(start_ns) FROM kernels UNION ALL
-        SELECT min(start_ns) FROM memcpy UNION ALL SELECT min(start_ns) FROM memset UNION ALL
-        SELECT min(ts_ns) FROM counters)""").fetchall()[0][0]
-    base_ns = (int(t0) // 1_000_000_000) * 1_000_000_000 if t0 is not None else 0
+    base_ns = _base_ns(data)
     build_events(con, base_ns, opt.window)
     progress("timeline: placing tracks", 0.15)
     moved = assign_lanes(con)
     devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
                for d in data.meta.devices if isinstance(d.get("index"), int)}
-    procs, tracks = number_tracks(con, devices)
-    meta_lines = metadata_events(procs, tracks)
+    meta_lines = metadata_events(*number_tracks(con, devices))
     progress("timeline: making events", 0.3)
     build_lines(con)
-    flows = int(con.execute("SELECT count(*) FROM tl_rows WHERE nev = 2").fetchall()[0][0])
     rows = db.query_arrow(con, "SELECT anchor_ns, nev, nbytes FROM tl_rows ORDER BY anchor_ns, ord")
     anchors = rows.column("anchor_ns").to_numpy()
     nev = rows.column("nev").to_numpy()
     nbytes = rows.column("nbytes").to_numpy() + len(SEPARATOR)
+    flows = int((nev == 2).sum())
     total_events = int(nev.sum())
-    notes: list[str] = []
     cut_at_s = None
-    keep = len(anchors)
     if opt.max_events is not None and opt.max_events < total_events:
         keep = keep_first(anchors, nev, opt.max_events)
-        cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9 if keep < len(anchors) else None
+        cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
         anchors, nev, nbytes = anchors[:keep], nev[:keep], nbytes[:keep]
-    steps = np.array(sorted(r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()), dtype=np.int64)
-    fixed_meta = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
-                  "traceName": str(data.path), "deviceProperties": _device_properties(data),
-                  "dlscope": {"profile": str(data.path), "part": 1, "parts": 1}}
-    fixed_bytes = (len(header_bytes(fixed_meta)) + 64 + len(TAIL)
-                   + sum(len(m) + len(SEPARATOR) for m in meta_lines))
-    ev_cap = opt.part_events - len(meta_lines)
-    byte_cap = opt.part_bytes - fixed_bytes
+        flows = int((nev == 2).sum())
+    # each part repeats the header and the metadata events: the limits hold them too
+    header = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
+              "traceName": str(data.path), "deviceProperties": _device_properties(data)}
+    fixed_bytes = (len(header_bytes({**header, "dlscope": {"profile": str(data.path), "part": 10**6,
+                                                            "parts": 10**6}})) + len(TAIL)
+                   + sum(len(m.encode()) + len(SEPARATOR) for m in meta_lines))
+    ev_cap, byte_cap = opt.part_events - len(meta_lines), opt.part_bytes - fixed_bytes
     if ev_cap <= 0 or byte_cap <= 0:
         raise UsageError("the part limits are smaller than the metadata of the timeline")
-    starts = part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps)
-    bounds = [int(anchors[s]) for s in starts[1:]] if len(anchors) else []
-    paths = part_paths(out, len(starts))
-    hi_all = int(anchors[keep - 1]) if keep else None
-    written_bytes = 0
-    total_bytes = max(int(nbytes.sum()), 1)
-    done = 0
+    steps = np.sort(np.array([r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()], dtype=np.int64))
+    windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
+    paths = part_paths(out, len(windows))
+    total_bytes, done = max(int(nbytes.sum()), 1), 0
 
     def on_bytes(n: int) -> None:
         nonlocal done
         done += n
         progress(f"timeline: writing {len(paths)} file(s)", 0.4 + 0.6 * done / total_bytes)
 
-    for k, path in enumerate(paths):
-        lo = bounds[k - 1] if k else None
-        hi = bounds[k] if k < len(bounds) else None
-        cond = ["TRUE"]
-        if lo is not None:
-            cond.append(f"anchor_ns >= {lo}")
-        if hi is not None:
-            cond.append(f"anchor_ns < {hi}")
-        elif hi_all is not None:
-            cond.append(f"anchor_ns <= {hi_all}")
-        meta = dict(fixed_meta, dlscope={"profile": str(data.path), "part": k + 1, "parts": len(paths)})
-        sql = (f"SELECT chr(44) || chr(10) || line AS line FROM tl_rows WHERE {' AND '.join(cond)} "
-               "ORDER BY anchor_ns, ord")
-        reader = db.arrow_batches(con, sql)
-        written_bytes += write_file(path, meta, meta_lines if keep else [], reader, on_bytes)
+    written = 0
+    for k, (path, cond) in enumerate(zip(paths, windows)):
+        meta = {**header, "dlscope": {"profile": str(data.path), "part": k + 1, "parts": len(paths)}}
+        # rows begin with the separator: the metadata events (at least one per process) come first
+        rows_sql = f"SELECT chr(44) || chr(10) || line AS line FROM tl_rows WHERE {cond} ORDER BY anchor_ns, ord"
+        written += write_file(path, meta, meta_lines, db.arrow_batches(con, rows_sql), on_bytes)
     progress("timeline: done", 1.0)
+    notes = []
     if cut_at_s is not None:
         notes.append(f"kept the first {int(nev.sum()):,} of {total_events:,} events "
                      f"(the first {cut_at_s:.3f} s); use --steps or a larger --max-events for more")
     if moved:
         notes.append(f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
                      "started by programmatic dependent launch) are on 'overlap' tracks")
-    return TimelineResult(paths, int(nev.sum()), total_events, written_bytes, flows, moved, cut_at_s, notes)
+    return TimelineResult(paths, int(nev.sum()), total_events, written, flows, moved, cut_at_s, notes)
 
 
 def _device_properties(data: ProfileData) -> list[dict[str, object]]:
