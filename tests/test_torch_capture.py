@@ -70,3 +70,29 @@ def test_torch_off_and_no_torch_say_why(tmp_path):
     (tmp_path / "b").mkdir()
     _, data = profile(tmp_path / "b", script="no_torch.py")
     assert "never imported torch" in summarize(data).layers["framework"].reason
+
+
+def test_default_mode_traces_a_window_and_times_the_rest_untraced(tmp_path):
+    _, data = profile(tmp_path, script_args=("14",))
+    traced = [r[0] for r in q(data.con, "SELECT step FROM steps WHERE traced ORDER BY step")]
+    # warm-up step 0 and 5 detail steps, plus the step in which tracing stopped
+    assert traced[:6] == [0, 1, 2, 3, 4, 5] and len(traced) <= 7
+    last_traced_end = q(data.con, "SELECT max(end_ns) FROM phases WHERE domain = 'trace'")[0][0]
+    assert q(data.con, f"SELECT count(*) FROM ops WHERE start_ns > {last_traced_end}") == [(0,)]
+    s = summarize(data)
+    assert s.steps.traced_excluded == [t for t in traced if t >= 1]
+    assert s.steps.count == 13 - len(s.steps.traced_excluded)
+    untraced = q(data.con, "SELECT list(end_ns - start_ns ORDER BY step) FROM steps WHERE NOT traced AND NOT warmup")[0][0]
+    import numpy as np
+
+    assert s.steps.mean_ms == __import__("pytest").approx(np.mean(untraced) / 1e6)
+
+
+def test_full_mode_and_no_detail(tmp_path):
+    _, data = profile(tmp_path, "--mode", "full", script_args=("8",))
+    assert q(data.con, "SELECT bool_and(traced) FROM steps") == [(True,)], (data.meta.notes, data.meta.collectors)
+    assert q(data.con, "SELECT count(*) FROM ops WHERE input_shapes IS NOT NULL")[0][0] > 0
+    (tmp_path / "z").mkdir()
+    _, data = profile(tmp_path / "z", "--detail-steps", "0", script_args=("4",))
+    assert data.count("ops") == 0 and data.count("steps") == 4
+    assert "detail" in summarize(data).layers["framework"].reason

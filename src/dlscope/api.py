@@ -96,8 +96,8 @@ _current: Profile | None = None
 
 def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
             steps: str | tuple[int | None, int | None] | None = None, warmup: int | None = None,
-            mode: str = "default", torch: str = "auto", nvml: str = "auto", cupti: str = "auto",
-            nvtx: bool = False, key_node: str | None = None) -> Profile:
+            mode: str = "default", detail_steps: int | None = None, torch: str = "auto", nvml: str = "auto",
+            cupti: str = "auto", nvtx: bool = False, key_node: str | None = None) -> Profile:
     """Create a profile handle; use it as a context manager (or call start()/stop()).
 
     ``steps="A:B"`` records only steps A to B (inclusive); ``warmup=N`` flags the first N recorded
@@ -118,7 +118,8 @@ def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
         if s.batch_size is None and batch_size is not None:
             s.batch_size = batch_size
         return Profile(active.session, owns=False)
-    settings = Settings(batch_size=batch_size, steps=window, warmup=warmup, mode=mode, torch=torch,
+    settings = Settings(batch_size=batch_size, steps=window, warmup=warmup, mode=mode, detail_steps=detail_steps,
+                        torch=torch,
                         nvml=nvml, cupti=cupti, nvtx=nvtx, key_node=key_node)
     return Profile(Session(path, settings, owner="api"))
 

@@ -42,6 +42,9 @@ class Selection:
         return ", ".join(parts)
 
 
+MIN_UNTRACED_STEPS = 3
+
+
 class ProfileData:
     """An opened profile ready for queries."""
 
@@ -66,6 +69,23 @@ class ProfileData:
         return self.stored.path
 
     def _select_steps(self) -> None:
+        """``sel_steps``: the user's selection. ``stat_steps``: the steps timing statistics use:
+        the selection without steps slowed by detailed tracing, when at least
+        MIN_UNTRACED_STEPS remain (a profile with sampled detail), else the whole selection."""
+        self._select_user_steps()
+        n_clean, n_traced = self.con.execute(
+            "SELECT count(*) FILTER (WHERE NOT coalesce(traced, FALSE)), count(*) FILTER (WHERE traced) "
+            "FROM sel_steps").fetchall()[0]
+        self.traced_excluded: list[int] = []
+        if n_traced and n_clean >= MIN_UNTRACED_STEPS:
+            self.traced_excluded = [r[0] for r in self.con.execute(
+                "SELECT DISTINCT step FROM sel_steps WHERE traced ORDER BY 1").fetchall()]
+            self.con.execute("CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps "
+                             "WHERE NOT coalesce(traced, FALSE)")
+        else:
+            self.con.execute("CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps")
+
+    def _select_user_steps(self) -> None:
         sel = self.selection
         cond = ["TRUE"]
         if not sel.include_warmup and sel.iter_start is None:

@@ -45,7 +45,9 @@ def apply_key_node(con, key_node: str) -> int:  # type: ignore[no-untyped-def]
         CREATE OR REPLACE TEMP TABLE kn_steps AS
         SELECT rank, (row_number() OVER w - 1)::INTEGER AS step,
                coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
-               'key_node' AS source, FALSE AS warmup
+               'key_node' AS source, FALSE AS warmup,
+               EXISTS (SELECT 1 FROM raw_steps r WHERE r.rank = kn_inst.rank AND r.traced
+                       AND r.start_ns < kn_inst.end_ns AND r.end_ns > kn_inst.start_ns) AS traced
         FROM kn_inst WINDOW w AS (PARTITION BY rank ORDER BY end_ns)
     """)
     con.execute("CREATE OR REPLACE VIEW steps AS SELECT * FROM kn_steps")

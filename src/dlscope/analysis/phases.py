@@ -10,15 +10,17 @@ from .context import ProfileData
 from .phase_gpu import gpu_activity_sql
 
 # Phases of these domains are left out of the breakdown: 'process' covers a whole program run;
-# 'torch' marks PyTorch's own annotations (DataLoader, optimizer), shown as derived phases instead.
-EXCLUDED_DOMAINS = ("process", "torch")
+# 'torch' marks PyTorch's own annotations (DataLoader, optimizer), shown as derived phases instead;
+# 'trace' marks when detailed tracing ran.
+EXCLUDED_DOMAINS = ("process", "torch", "trace")
 
 
 @dataclass
 class PhaseRow:
-    """One phase name. With steps: instances that start in a selected step, ``mean_ms`` per step
-    and ``pct_of_step`` of the selected steps' total time. Without steps: all instances,
-    ``mean_ms`` per instance and ``pct_of_step`` of the profile's wall time."""
+    """One phase name. With steps: instances that start in a statistics step (``stat_steps``),
+    ``mean_ms`` per step and ``pct_of_step`` of those steps' total time; ``gpu_ms`` and
+    ``kernels`` per traced step. Without steps: all instances, per instance, and ``pct_of_step``
+    of the profile's wall time."""
 
     name: str
     count: int
@@ -27,8 +29,8 @@ class PhaseRow:
     pct_of_step: float | None
     depth: int
     source: str
-    gpu_ms: float | None = None  # GPU work launched inside the phase (None: no GPU data)
-    kernels: int | None = None
+    gpu_ms: float | None = None  # GPU time launched inside the phase, per step (None: no GPU data)
+    kernels: float | None = None  # kernels launched inside the phase, per step
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,14 +43,21 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
     sql = gpu_activity_sql(data, f"coalesce(domain, '') NOT IN ({excluded})")
     if sql is None:
         return rows
-    in_steps = "JOIN sel_steps s ON g.rank = s.rank AND g.step = s.step" if n_steps else ""
+    # GPU activity exists only for steps that were traced: average over those
+    if n_steps:
+        gsteps = "(SELECT * FROM sel_steps WHERE traced IS NULL OR traced)"
+        n_gpu = int(data.scalar(f"SELECT count(*) FROM {gsteps}") or 0)
+        in_steps = f"JOIN {gsteps} s ON g.rank = s.rank AND g.step = s.step"
+    else:
+        n_gpu, in_steps = 0, ""
     gpu = {r["name"]: r for r in data.rows(f"""
-        SELECT g.name, sum(g.gpu_ns)::DOUBLE AS gpu_ns, sum(g.kernels)::BIGINT AS kernels
+        SELECT g.name, sum(g.gpu_ns)::DOUBLE AS gpu_ns, sum(g.kernels)::DOUBLE AS kernels, count(*) AS n
         FROM ({sql}) g {in_steps} GROUP BY g.name""")}
     for r in rows:
         g = gpu.get(r.name)
-        r.gpu_ms = g["gpu_ns"] / 1e6 if g else 0.0
-        r.kernels = int(g["kernels"]) if g else 0
+        per = n_gpu if n_steps else (g["n"] if g else 1)
+        r.gpu_ms = g["gpu_ns"] / 1e6 / per if g and per else 0.0
+        r.kernels = g["kernels"] / per if g and per else 0.0
     return rows
 
 
@@ -64,14 +73,14 @@ def shown_phases_sql(data: ProfileData) -> str:
 
 
 def _breakdown(data: ProfileData) -> list[PhaseRow]:
-    n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
+    n_steps = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
     base = shown_phases_sql(data)
     if n_steps:
-        step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM sel_steps") or 0)
+        step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM stat_steps") or 0)
         rows = data.rows(f"""
             SELECT p.name, count(*) AS n, sum(p.end_ns - p.start_ns)::DOUBLE AS total, min(p.depth) AS depth,
                    any_value(p.source) AS source, avg(p.start_ns - s.start_ns) AS off_ns
-            FROM ({base}) p JOIN sel_steps s ON p.rank = s.rank AND p.step = s.step
+            FROM ({base}) p JOIN stat_steps s ON p.rank = s.rank AND p.step = s.step
             GROUP BY p.name ORDER BY off_ns, p.name""")
         return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / n_steps,
                          100.0 * r["total"] / step_total if step_total else None, int(r["depth"] or 0),

@@ -19,8 +19,8 @@ def compute(data: ProfileData) -> ReportResult:
     table = data.table(f"""
         WITH top AS (
             SELECT rank, step, sum(end_ns - start_ns)::BIGINT AS ns FROM phases
-            WHERE kind = 'range' AND depth = 0 AND coalesce(domain, '') NOT IN ('process', 'torch') GROUP BY ALL)
-        SELECT s.rank, s.step, s.warmup, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
+            WHERE kind = 'range' AND depth = 0 AND coalesce(domain, '') NOT IN ('process', 'torch', 'trace') GROUP BY ALL)
+        SELECT s.rank, s.step, s.warmup, s.traced, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
                coalesce(top.ns, 0) / 1e6 AS in_phases_ms,
                ((s.end_ns - s.start_ns) - coalesce(top.ns, 0)) / 1e6 AS outside_phases_ms {gpu_cols}
         FROM sel_steps s LEFT JOIN top USING (rank, step) {gpu_join}

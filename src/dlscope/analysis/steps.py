@@ -10,8 +10,9 @@ from .context import ProfileData
 
 @dataclass
 class StepStats:
-    """Statistics over the selected steps. Percentiles interpolate linearly between samples
-    (numpy's default); ``std_ms`` is the sample standard deviation (n - 1)."""
+    """Statistics over the selected steps not slowed by detailed tracing (``stat_steps``).
+    Percentiles interpolate linearly between samples (numpy's default); ``std_ms`` is the sample
+    standard deviation (n - 1)."""
 
     count: int
     mean_ms: float | None
@@ -26,6 +27,7 @@ class StepStats:
     samples_per_s: float | None
     total_steps: int  # recorded, before selection
     warmup_excluded: list[int]  # warm-up step numbers left out
+    traced_excluded: list[int]  # steps left out because detailed tracing slowed them
     first_step: int | None
     last_step: int | None
     ranks: int
@@ -40,7 +42,7 @@ def step_stats(data: ProfileData) -> StepStats:
                quantile_cont(d, 0.99) AS p99, stddev_samp(d) AS std, min(d) AS mn, max(d) AS mx,
                coalesce(sum(d), 0) AS total, min(step) AS first, max(step) AS last,
                count(DISTINCT rank) AS ranks
-        FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM sel_steps)""")[0]
+        FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM stat_steps)""")[0]
     total_steps = int(data.scalar("SELECT count(*) FROM steps") or 0)
     warm = [r["step"] for r in data.rows("SELECT DISTINCT step FROM steps WHERE warmup ORDER BY step")]
     excluded = [s for s in warm if s not in set(
@@ -57,6 +59,7 @@ def step_stats(data: ProfileData) -> StepStats:
         count=n, mean_ms=ms(mean), p50_ms=ms(row["p50"]), p95_ms=ms(row["p95"]), p99_ms=ms(row["p99"]),
         std_ms=ms(row["std"]), min_ms=ms(row["mn"]), max_ms=ms(row["mx"]), total_ms=row["total"] / 1e6,
         steps_per_s=steps_per_s, samples_per_s=steps_per_s * bs if (steps_per_s and bs) else None,
-        total_steps=total_steps, warmup_excluded=excluded, first_step=row["first"], last_step=row["last"],
+        total_steps=total_steps, warmup_excluded=excluded, traced_excluded=list(data.traced_excluded),
+        first_step=row["first"], last_step=row["last"],
         ranks=int(row["ranks"] or 0),
     )

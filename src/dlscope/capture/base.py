@@ -30,6 +30,7 @@ class Settings:
     steps: tuple[int | None, int | None] | None = None  # inclusive window
     warmup: int | None = None  # None: 1 step without a window, 0 with one
     mode: str = "default"  # 'default' (low overhead) or 'full' (shapes, stacks, memory)
+    detail_steps: int | None = None  # steps traced in detail; None: 5 in default mode, all in full
     torch: str = "auto"  # auto | on | off
     nvml: str = "auto"
     cupti: str = "auto"

@@ -158,6 +158,25 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
     return out
 
 
+TRACE_DOMAIN = "trace"
+
+
+def flag_traced_steps(steps: pa.Table, phases: pa.Table | None) -> pa.Table:
+    """``traced``: the step overlaps a window in which detailed tracing ran (phases of domain
+    'trace', written by the collectors that trace)."""
+    traced = np.zeros(steps.num_rows, bool)
+    if phases is not None and phases.num_rows and "domain" in phases.column_names:
+        dom = phases.column("domain").to_pylist()
+        win = [(s, e) for s, e, d in zip(phases.column("start_ns").to_pylist(), phases.column("end_ns").to_pylist(), dom)
+               if d == TRACE_DOMAIN]
+        s0 = steps.column("start_ns").to_numpy()
+        s1 = steps.column("end_ns").to_numpy()
+        for a, b in win:
+            traced |= (s0 < b) & (s1 > a)
+    t = steps.drop_columns(["traced"]) if "traced" in steps.column_names else steps
+    return t.append_column("traced", pa.array(traced))
+
+
 def _merge_status(meta: Meta, name: str, st: CollectorStatus) -> None:
     prev = meta.collectors.get(name)
     rank = {"ok": 3, "failed": 2, "unavailable": 1, "off": 0}
@@ -197,12 +216,17 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         if session.get("owner") != "cli-parent" and main_settings is None:
             main_settings = settings
             meta.command = meta.command or session.get("argv")
-        builder.add_all(decode_app(spool_dir, ctx, end_info))
+        tables = decode_app(spool_dir, ctx, end_info)
         for cls in COLLECTORS:
             try:
-                builder.add_all(cls.decode(spool_dir, pid, ctx))
+                for name, t in cls.decode(spool_dir, pid, ctx).items():
+                    tables[name] = pa.concat_tables([tables[name], t], promote_options="default") \
+                        if name in tables else t
             except Exception as e:  # one collector's broken file must not lose the others
                 ctx.notes.append(f"process {pid}: could not decode {cls.name} data ({e.__class__.__name__}: {e})")
+        if "steps" in tables:
+            tables["steps"] = flag_traced_steps(tables["steps"], tables.get("phases"))
+        builder.add_all(tables)
         if end_info:
             ends.append(int(end_info.get("end_ns") or 0))
             for name, st in (end_info.get("collectors") or {}).items():

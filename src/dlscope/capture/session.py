@@ -159,9 +159,11 @@ class Session:
         self.stopped = True
         self.stop_reason = reason
         self.recorder.set_recording(False)
-        for c in reversed(self.collectors):
+        for c in list(reversed(self.collectors)):
             try:
                 c.stop()
+            except CollectorUnavailable as e:  # it ran, but its layer could not be recorded
+                self.statuses[c.name] = CollectorStatus("unavailable", str(e), c.describe())
             except Exception as e:
                 self._collector_failed(c, e)
         self._stop_event.set()

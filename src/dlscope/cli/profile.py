@@ -49,7 +49,10 @@ class ProfileCommand(Command):
                             help="flag the first N recorded steps as warm-up (default 1, or 0 with --steps)")
         parser.add_argument("--batch-size", type=int, metavar="N", help="samples per step, for samples/s")
         parser.add_argument("--mode", choices=("default", "full"), default="default",
-                            help="'full' adds shapes, stacks and memory to the PyTorch layer (more overhead)")
+                            help="'default' traces ops and kernels for a few steps after warm-up and times the "
+                                 "rest untraced; 'full' traces every step with shapes, stacks and memory")
+        parser.add_argument("--detail-steps", type=int, metavar="N",
+                            help="steps to trace in detail after warm-up (default 5; 0: none)")
         parser.add_argument("--torch", choices=("auto", "on", "off"), default="auto", help="PyTorch layer")
         parser.add_argument("--nvml", choices=("auto", "on", "off"), default="auto", help="GPU counter sampler")
         parser.add_argument("--cupti", choices=("auto", "on", "off"), default="auto",
@@ -66,6 +69,8 @@ class ProfileCommand(Command):
         cmd = normalize_command(cmd)
         if args.batch_size is not None and args.batch_size <= 0:
             raise UsageError("--batch-size must be positive")
+        if args.detail_steps is not None and args.detail_steps < 0:
+            raise UsageError("--detail-steps must be >= 0")
         window = parse_steps(args.steps) if args.steps else None
         out = Path(args.output) if args.output else default_output(cmd)
         if out.exists():
@@ -73,6 +78,7 @@ class ProfileCommand(Command):
                 raise UsageError(f"{out} exists (use -f to overwrite, or -o to choose another path)")
             shutil.rmtree(out)
         settings = Settings(batch_size=args.batch_size, steps=window, warmup=args.warmup, mode=args.mode,
+                            detail_steps=args.detail_steps,
                             torch=args.torch, nvml=args.nvml, cupti=args.cupti, nvtx=args.nvtx,
                             key_node=args.key_node)
         rc = run_profiled(cmd, out, settings)

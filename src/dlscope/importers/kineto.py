@@ -268,7 +268,7 @@ def _split(con: duckdb.DuckDBPyConnection, rank: int, op_base: int) -> dict[str,
     out["steps"] = q(f"""
         SELECT {rank} AS rank, TRY_CAST(regexp_extract(name, '#(\\d+)$', 1) AS INTEGER) AS step,
                start_ns, start_ns + dur_ns AS end_ns, pid_int AS pid, tid_int AS tid,
-               'profiler_step' AS source, FALSE AS warmup
+               'profiler_step' AS source, FALSE AS warmup, TRUE AS traced
         FROM ev WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND regexp_matches(name, '^ProfilerStep#\\d+$')
         QUALIFY row_number() OVER (PARTITION BY step ORDER BY start_ns) = 1""")
     out["api"] = q(f"""
@@ -344,7 +344,7 @@ def key_node_steps(tables: dict[str, pa.Table], key_node: str, rank: int) -> pa.
     steps = db.query_arrow(con, f"""
         SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
                coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
-               'key_node' AS source, FALSE AS warmup
+               'key_node' AS source, FALSE AS warmup, TRUE AS traced
         FROM ({' UNION ALL '.join(parts)}) WINDOW w AS (ORDER BY end_ns)""", [key_node])
     con.close()
     if not steps.num_rows:
@@ -361,7 +361,7 @@ def optimizer_steps(tables: dict[str, pa.Table], rank: int) -> pa.Table:
     steps = db.query_arrow(con, f"""
         SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
                coalesce(lag(end_ns) OVER w, {first}) AS start_ns, end_ns, pid, tid,
-               'optimizer' AS source, FALSE AS warmup
+               'optimizer' AS source, FALSE AS warmup, TRUE AS traced
         FROM ph WHERE name LIKE 'Optimizer.step#%' WINDOW w AS (ORDER BY end_ns)""")
     con.close()
     return steps

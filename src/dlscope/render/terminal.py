@@ -22,6 +22,17 @@ def _ms(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+def _ranges(steps: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7'."""
+    runs: list[list[int]] = []
+    for x in steps:
+        if runs and x == runs[-1][-1] + 1:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 def render_summary(s: Summary, out: Console) -> None:
     out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
     if s.command:
@@ -46,6 +57,10 @@ def render_summary(s: Summary, out: Console) -> None:
         if s.selection:
             head += f"; selection: {s.selection}"
         out.print(head)
+        if st.traced_excluded:
+            tr = st.traced_excluded
+            out.print(f"  timed without tracing overhead: steps {_ranges(tr)} ran with detailed tracing "
+                      "(ops, kernels) and are left out of these statistics")
         t = Table(show_edge=False, header_style="bold", pad_edge=False)
         for col in ("mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "steps/s", "samples/s"):
             t.add_column(col, justify="right")
@@ -61,14 +76,23 @@ def render_summary(s: Summary, out: Console) -> None:
         out.print()
         basis = "% of step time" if st.count else "% of wall time"
         out.print(f"[bold]Phases[/bold]  ({basis})")
+        gpu = any(p.gpu_ms is not None for p in s.phases)
+        per = "/step" if st.count else ""
         t = Table(show_edge=False, header_style="bold", pad_edge=False)
-        for col, j in (("phase", "left"), ("count", "right"), ("total ms", "right"),
-                       ("mean ms" + ("/step" if st.count else ""), "right"), ("%", "right")):
+        cols = [("phase", "left"), ("count", "right"), ("total ms", "right"), (f"mean ms{per}", "right"), ("%", "right")]
+        if gpu:
+            cols += [(f"GPU ms{per}", "right"), (f"kernels{per}", "right")]
+        for col, j in cols:
             t.add_column(col, justify=j)
         for p in s.phases:
-            t.add_row("  " * p.depth + p.name, f"{p.count:,}", _ms(p.total_ms), _ms(p.mean_ms, 3),
-                      "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}")
+            row = ["  " * p.depth + p.name, f"{p.count:,}", _ms(p.total_ms), _ms(p.mean_ms, 3),
+                   "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}"]
+            if gpu:
+                row += [_ms(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
+            t.add_row(*row)
         out.print(t)
+        if gpu and st.traced_excluded:
+            out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)")
     out.print()
     out.print("[bold]Layers[/bold]")
     for name, ls in s.layers.items():

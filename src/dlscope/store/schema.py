@@ -101,7 +101,9 @@ STEPS = Table(
     "Iterations: from dlscope's step(), ProfilerStep#N, an optimizer step or a key node.",
     (RANK, _c("step", I32, "iteration number", False), START, END, PID, TID,
      _c("source", STR, "'dlscope', 'profiler_step', 'optimizer' or 'key_node'", False),
-     _c("warmup", BOOL, "warm-up iteration, excluded from statistics by default", False)),
+     _c("warmup", BOOL, "warm-up iteration, excluded from statistics by default", False),
+     _c("traced", BOOL, "detailed tracing (framework ops, runtime calls, kernels) ran during this step, "
+                        "so its duration includes that overhead")),
     sort_by=("rank", "step"),
 )
 
