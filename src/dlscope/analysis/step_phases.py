@@ -1,5 +1,6 @@
-"""Per-step tables of the selected steps: durations, and each step split into the outermost phases
-that ran on the step's own thread (phases of other threads overlap them and are not added up)."""
+"""Per-step tables of the steps that timing statistics cover (``stat_steps``): durations, and each
+step split into the outermost phases that ran on the step's own thread (phases of other threads
+overlap them and are not added up)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from .phases import shown_phases_sql
 
 
 def step_phases(data: ProfileData) -> pa.Table:
-    """Rows (step, duration_ns, phase, ns) for the selected steps of the first rank; ``phase`` is
+    """Rows (step, duration_ns, phase, ns) for the statistics steps of the first rank; ``phase`` is
     NULL for the part of the step outside every phase."""
     shown = shown_phases_sql(data)
     return data.table(f"""
-        WITH s AS (SELECT * FROM sel_steps WHERE rank = (SELECT min(rank) FROM sel_steps)),
+        WITH s AS (SELECT * FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps)),
         p AS (SELECT s.step, p.name, sum(least(p.end_ns, s.end_ns) - greatest(p.start_ns, s.start_ns))::BIGINT AS ns
               FROM s JOIN ({shown}) p ON p.rank = s.rank AND p.depth = 0
                AND (s.tid IS NULL OR p.tid = s.tid) AND (s.pid IS NULL OR p.pid = s.pid)
@@ -29,6 +30,6 @@ def step_phases(data: ProfileData) -> pa.Table:
 
 
 def step_durations(data: ProfileData) -> pa.Table:
-    """(step, duration_ns) of the selected steps of the first rank, in step order."""
-    return data.table("""SELECT step, end_ns - start_ns AS duration_ns FROM sel_steps
-                         WHERE rank = (SELECT min(rank) FROM sel_steps) ORDER BY step""")
+    """(step, duration_ns) of the statistics steps of the first rank, in step order."""
+    return data.table("""SELECT step, end_ns - start_ns AS duration_ns FROM stat_steps
+                         WHERE rank = (SELECT min(rank) FROM stat_steps) ORDER BY step""")

@@ -1,9 +1,20 @@
 """The part of a profile that statistics cover: the selected steps, or the whole run when the
-profile has no steps. Shared by the reports that are not per-step tables."""
+profile has no steps. Shared by the reports that are not per-step tables.
+
+Timings use ``stat_steps`` (the selection less the steps slowed by detailed tracing); framework
+ops, runtime calls and GPU work exist only in traced steps, so their per-step figures divide by
+the selected steps that were traced (:data:`DETAIL_STEPS`)."""
 
 from __future__ import annotations
 
 from .context import ProfileData
+
+DETAIL_STEPS = "(SELECT * FROM sel_steps WHERE traced IS NULL OR traced)"
+
+
+def detail_step_count(data: ProfileData) -> int:
+    """Selected steps during which ops, runtime calls and GPU work were recorded."""
+    return int(data.scalar(f"SELECT count(*) FROM {DETAIL_STEPS}") or 0)
 
 
 def has_selected_steps(data: ProfileData) -> bool:

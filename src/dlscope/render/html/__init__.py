@@ -23,6 +23,7 @@ from ...analysis.summary import summarize
 from ...analysis.tensor_cores import tensor_core_share
 from ...analysis.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
 from ...analysis.top import top_kernels, top_ops
+from ...analysis.window import detail_step_count
 from ..progress import ProgressCallback
 from . import details, plots
 from .svg import esc
@@ -69,13 +70,15 @@ def render_report(data: ProfileData, progress: ProgressCallback | None = None) -
         if busy.num_rows:
             vals = busy.column("busy_pct").to_pylist()
             busy_pct = sum(vals) / len(vals)
-    per_step_kernel = tc.kernel_ns / s.steps.count if tc is not None and s.steps.count else None
+    traced = detail_step_count(data)
+    per_step_kernel = tc.kernel_ns / traced if tc is not None and traced else None
     step("report: kernels and ops", 0.7)
     parts = [
         details.summary_section(s, busy_pct, per_step_kernel, tc),
         details.advice_section(findings),
         plots.steps_section(durations),
-        plots.phases_section(s.phases, per_step, colors, "step" if s.steps.count else "wall"),
+        plots.phases_section(s.phases, per_step, colors, "step" if s.steps.count else "wall",
+                             bool(s.steps.traced_excluded)),
         gpu,
         details.kernels_section(top_kernels(data), tc),
         details.ops_section(top_ops(data)),

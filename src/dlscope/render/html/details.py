@@ -29,6 +29,8 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
         span = f"steps {st.first_step}-{st.last_step}" if st.first_step is not None else ""
         if st.warmup_excluded:
             span += f"; warm-up {', '.join(map(str, st.warmup_excluded[:5]))} excluded"
+        if st.traced_excluded:
+            span += f"; {len(st.traced_excluded)} traced steps timed apart"
         items.append(("steps measured", f"{st.count:,}", span))
         items.append(("mean step", f"{st.mean_ms:,.3f} ms", f"p50 {blocks.num(st.p50_ms, 3)} / p95 "
                       f"{blocks.num(st.p95_ms, 3)} / p99 {blocks.num(st.p99_ms, 3)} ms"))
@@ -41,7 +43,8 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
     if busy_pct is not None:
         items.append(("GPU busy", blocks.pct(busy_pct), "share of the measured time a kernel, copy or set ran"))
     if kernel_ns_per_step is not None:
-        items.append(("kernel time", f"{blocks.ms(kernel_ns_per_step)} ms/step", "summed over streams"))
+        items.append(("kernel time", f"{blocks.ms(kernel_ns_per_step)} ms/step",
+                      "summed over streams, per traced step" if st.traced_excluded else "summed over streams"))
     if tc is not None and tc.pct is not None:
         items.append(("tensor cores", blocks.pct(tc.pct), "of kernel time in tensor-core kernels"))
     body = blocks.cards(items)
@@ -49,6 +52,11 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
         body += blocks.table(["mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "min ms", "max ms"],
                              [[blocks.num(v, 3) for v in (st.mean_ms, st.p50_ms, st.p95_ms, st.p99_ms, st.std_ms,
                                                           st.min_ms, st.max_ms)]], [True] * 7, cls="stats")
+    if st.traced_excluded:
+        tr = st.traced_excluded
+        body += blocks.note(f"Timed without tracing overhead: {len(tr)} steps (between {tr[0]} and {tr[-1]}) "
+                            "ran with detailed tracing (ops, kernels) and are left out of the step statistics; "
+                            "ops and GPU figures come from them.")
     body += layers_table(s.layers)
     if s.selection:
         body += blocks.note(f"Selection: {s.selection}.")

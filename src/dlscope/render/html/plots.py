@@ -47,7 +47,8 @@ def _grouped(steps: list[int], values: dict[str, list[float]]) -> tuple[list[str
     return labels, out, size
 
 
-def phases_section(phases: list[PhaseRow], per_step: pa.Table, colors: dict[str, str], basis: str) -> str:
+def phases_section(phases: list[PhaseRow], per_step: pa.Table, colors: dict[str, str], basis: str,
+                   traced_only: bool = False) -> str:
     rows = []
     has_gpu = any(p.gpu_ms is not None for p in phases)
     for p in phases:
@@ -55,12 +56,15 @@ def phases_section(phases: list[PhaseRow], per_step: pa.Table, colors: dict[str,
         cells = [indent + p.name, f"{p.count:,}", blocks.num(p.total_ms, 3), blocks.num(p.mean_ms, 3),
                  blocks.pct(p.pct_of_step)]
         if has_gpu:
-            cells += [blocks.num(p.gpu_ms, 3), blocks.num(p.kernels, 0)]
+            cells += [blocks.num(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
         rows.append(cells)
-    headers = ["phase", "count", "total ms", "mean ms" + ("/step" if basis == "step" else ""),
-               f"% of {basis} time"] + (["GPU ms launched", "kernels"] if has_gpu else [])
+    per = "/step" if basis == "step" else ""
+    headers = ["phase", "count", "total ms", f"mean ms{per}", f"% of {basis} time"] + (
+        [f"GPU ms launched{per}", f"kernels{per}"] if has_gpu else [])
     body = blocks.table(headers, rows, [False] + [True] * (len(headers) - 1)) if rows else blocks.note(
         "No phases were recorded: annotate with dlscope.phase(...) (or NVTX / record_function).")
+    if has_gpu and traced_only:
+        body += blocks.note("GPU columns are per traced step: GPU activity is recorded while tracing.")
     if per_step.num_rows:
         by_step: dict[int, dict[str, int]] = defaultdict(dict)
         for r in per_step.to_pylist():
