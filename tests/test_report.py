@@ -233,3 +233,23 @@ def test_report_command(cli, resnet_profile, tmp_path):
     assert r.code == 0
     text = " ".join(parse((tmp_path / "s.html").read_text()).text)
     assert "steps 3-4" in text and "Distribution of 2 step times" in text
+
+
+def test_report_with_sampled_detail_times_untraced_steps_and_counts_gpu_per_traced_step(tmp_path):
+    """Steps 2-3 were traced (their kernels recorded, their time inflated): step statistics leave
+    them out, GPU figures are per traced step."""
+    n, ms = 12, 10**6
+    durs = [20 * ms if s in (2, 3) else 10 * ms for s in range(n)]
+    starts = [EPOCH + sum(durs[:i]) for i in range(n)]
+    b = ProfileBuilder()
+    b.add("steps", pa.table({"rank": [0] * n, "step": list(range(n)), "start_ns": starts,
+                             "end_ns": [s + d for s, d in zip(starts, durs)], "source": ["dlscope"] * n,
+                             "warmup": [False] * n, "traced": [s in (2, 3) for s in range(n)]}))
+    k = [starts[2] + ms, starts[2] + 5 * ms, starts[3] + ms]
+    b.add("kernels", pa.table({"rank": [0] * 3, "device": [0] * 3, "stream": [7] * 3, "start_ns": k,
+                               "end_ns": [t + 2 * ms for t in k], "name": ["gemm"] * 3}))
+    b.write(tmp_path / "s.dlscope", Meta(source="test"))
+    text = " ".join(parse(render_report(ProfileData.open(tmp_path / "s.dlscope"))).text)
+    assert "Distribution of 10 step times" in text and "10.000 ms" in text  # mean of the untraced steps
+    assert "3.000 ms/step" in text  # 6 ms of kernels over 2 traced steps
+    assert "2 traced steps timed apart" in text
