@@ -80,6 +80,22 @@ def main() -> int:
             results[name] = {"best_ns": best - base_best, "median_ns": med - base_med}
     best, med = per_call_ns(inactive, n, reps)
     results["dlscope.phase, no profile active"] = {"best_ns": best - base_best, "median_ns": med - base_med}
+    # hardware layer: phases also emitted as NVTX ranges (nvtx=True; no NVTX tool attached here)
+    try:
+        import nvtx  # noqa: F401
+
+        with dlscope.profile(tmp / "nvtx.dlscope", torch="off", nvml="off", cupti="off", nvtx=True) as prof:
+
+            def recording_nvtx(k: int, prof=prof) -> None:
+                for _ in range(k):
+                    with prof.phase("x"):
+                        pass
+
+            best, med = per_call_ns(recording_nvtx, n, reps)
+            results["dlscope prof.phase, recording, nvtx=True"] = {"best_ns": best - base_best,
+                                                                  "median_ns": med - base_med}
+    except ImportError:
+        results["dlscope prof.phase, recording, nvtx=True"] = {"unavailable": "nvtx not installed"}  # type: ignore[dict-item]
 
     try:
         import torch

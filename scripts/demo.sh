@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: profile the bundled example and show what dlscope made of it.
+# The main job: profile the bundled example and show what dlscope made of it; then show every
+# layer on a real H100 profile (bundled), since this machine may have no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -7,12 +8,24 @@ mkdir -p out
 echo "== profiling examples/train_cpu.py"
 dlscope profile -f -o out/train_cpu.dlscope --batch-size 64 -- python examples/train_cpu.py
 echo
-echo "== the ten slowest phases, straight from the profile with SQL"
+echo "== the phases, straight from the profile with SQL"
 dlscope sql out/train_cpu.dlscope "select name, count(*) as n, round(sum(end_ns - start_ns) / 1e6, 2) as total_ms
   from phases where kind = 'range' group by name order by total_ms desc limit 10"
 echo
-echo "== the HTML report and the timeline"
-dlscope report -f -o out/train_cpu.report.html out/train_cpu.dlscope
-dlscope export -f -o out/train_cpu.trace.json.gz out/train_cpu.dlscope
-echo "report:   $(pwd)/out/train_cpu.report.html (open it in any browser; it works offline)"
-echo "timeline: $(pwd)/out/train_cpu.trace.json.gz (open it in https://ui.perfetto.dev or chrome://tracing)"
+if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "== a GPU is here: profile the GPU example yourself with dlscope profile -- python YOUR_SCRIPT.py"
+fi
+echo "== a real H100 profile (ResNet-50 training, PyTorch profiler trace bundled in tests/data): every layer"
+dlscope import -f tests/data/kineto/h100_resnet50_phases.trace.json.gz -o out/h100_resnet50.dlscope
+dlscope summary out/h100_resnet50.dlscope
+dlscope stats out/h100_resnet50.dlscope --report phase_sum,step_sum
+echo
+echo "== the HTML reports and the timelines"
+for p in train_cpu h100_resnet50; do
+  dlscope report -f -o out/$p.report.html out/$p.dlscope
+  dlscope export -f -o out/$p.trace.json.gz out/$p.dlscope
+done
+for p in train_cpu h100_resnet50; do
+  echo "report:   $(pwd)/out/$p.report.html (open it in any browser; it works offline)"
+  echo "timeline: $(pwd)/out/$p.trace.json.gz (open it in https://ui.perfetto.dev or chrome://tracing)"
+done

@@ -253,3 +253,19 @@ def test_report_with_sampled_detail_times_untraced_steps_and_counts_gpu_per_trac
     assert "Distribution of 10 step times" in text and "10.000 ms" in text  # mean of the untraced steps
     assert "3.000 ms/step" in text  # 6 ms of kernels over 2 traced steps
     assert "2 traced steps timed apart" in text
+
+
+def test_counters_per_phase_table_holds_the_sample_means(tmp_path):
+    import csv
+
+    from .test_report_analysis import NVML_CSV
+
+    b = ProfileBuilder()
+    b.add("counters", nvml_counters())
+    b.write(tmp_path / "nvml.dlscope", Meta(source="test:nvml-csv"))
+    page = parse(render_report(ProfileData.open(tmp_path / "nvml.dlscope")))
+    text = " ".join(" ".join(page.text).split())  # cells separated by single spaces
+    with open(NVML_CSV) as f:
+        util = [float(r["gpu_util"]) for r in csv.DictReader(f)]
+    assert "Counters per phase" in text
+    assert f" whole run 0 gpu_util % {sum(util) / len(util):,.1f} {max(util):,.1f} {len(util):,} " in text

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from . import phase_sum, step_sum
+from . import gpu_metrics, phase_sum, step_sum
 from .report import Report
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
+    gpu_metrics.REPORT,
 )}
 
 __all__ = ["REPORTS", "Report"]

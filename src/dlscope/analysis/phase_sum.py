@@ -23,7 +23,7 @@ def compute(data: ProfileData) -> ReportResult:
     if gpu_activity_sql(data) is None:
         table = table.drop_columns(["gpu_ms", "kernels"])
     else:
-        notes.append("gpu_ms: GPU time of the kernels, copies and sets launched inside the phase")
+        notes.append("gpu_ms, kernels: GPU time and kernels launched inside the phase, per traced step")
     return ReportResult("phase_sum", REPORT.title, table,
                         {"total_ms": fixed(3), "mean_ms": fixed(3), "pct": fixed(1), "gpu_ms": fixed(3)}, notes)
 

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import ProfileData
+from .gpu_metrics import headline as gpu_headline
 from .layers import LayerStatus, layer_status
 from .phases import PhaseRow, phase_breakdown, wall_ns
 from .steps import StepStats, step_stats
+from .unavailable import unavailable_lines
 
 
 @dataclass
@@ -24,6 +26,9 @@ class Summary:
     devices: list[dict[str, Any]]
     selection: str
     notes: list[str] = field(default_factory=list)
+    # hardware layer: headline GPU counters per device, and what could not be captured and why
+    gpu: list[dict[str, Any]] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +38,7 @@ class Summary:
             "phases": [p.as_dict() for p in self.phases],
             "layers": {k: v.as_dict() for k, v in self.layers.items()},
             "devices": self.devices, "selection": self.selection, "notes": self.notes,
+            "gpu": self.gpu, "unavailable": self.unavailable,
         }
 
 
@@ -43,4 +49,5 @@ def summarize(data: ProfileData) -> Summary:
         exit_code=m.exit_code, steps=step_stats(data), phases=phase_breakdown(data),
         layers=layer_status(data), devices=m.devices, selection=data.selection.describe(),
         notes=list(m.notes),
+        gpu=gpu_headline(data), unavailable=unavailable_lines(m),
     )

@@ -7,8 +7,16 @@ line here. The application layer is not a collector; it is the session itself.
 from __future__ import annotations
 
 from .base import Collector
+from .cupti import CuptiCollector
+from .nvml import NvmlCollector
+from .nvtx_emit import NvtxEmitter
 from .torch import TorchCollector
 
-COLLECTORS: list[type[Collector]] = [TorchCollector]
+COLLECTORS: list[type[Collector]] = [
+    TorchCollector,
+    NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
+    CuptiCollector,  # CUDA activity for programs not using PyTorch
+    NvtxEmitter,  # phases and steps as NVTX ranges, when asked
+]
 
 __all__ = ["COLLECTORS", "Collector"]

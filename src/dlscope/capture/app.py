@@ -169,6 +169,15 @@ class AppRecorder:
             self._ranges.append(rng)
         return rng
 
+    def use_range_class(self, cls: type[Range]) -> None:
+        """Make ranges created from now on instances of ``cls`` (a subclass of the clocked Range
+        class, e.g. one that also emits NVTX). Chosen once, so the default path has no branch."""
+        self._range_cls = cls
+
+    @property
+    def range_class(self) -> type[Range]:
+        return self._range_cls
+
     def set_recording(self, on: bool) -> None:
         with self._lock:
             self.recording = on

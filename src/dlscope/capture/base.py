@@ -88,6 +88,12 @@ class Collector:
         """Records lost (buffer overflow and the like)."""
         return 0
 
+    def outcome(self) -> tuple[str, str] | None:
+        """(status, reason) to record instead of 'ok' when the collector started but ended up
+        recording nothing (e.g. it waited for a framework the program never imported); asked
+        once, after ``stop``. None keeps 'ok'."""
+        return None
+
     @classmethod
     def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
         """Turn this collector's spool files for ``pid`` into named tables (text name columns)."""
@@ -105,3 +111,4 @@ class DecodeContext:
     notes: list[str] = field(default_factory=list)
     devices: list[dict[str, Any]] = field(default_factory=list)
     frameworks: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # decode stage -> seconds

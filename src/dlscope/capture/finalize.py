@@ -216,14 +216,20 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         if session.get("owner") != "cli-parent" and main_settings is None:
             main_settings = settings
             meta.command = meta.command or session.get("argv")
+        t0 = time.perf_counter()
         tables = decode_app(spool_dir, ctx, end_info)
+        meta.timed("decode.app", time.perf_counter() - t0)
         for cls in COLLECTORS:
+            t0 = time.perf_counter()
             try:
                 for name, t in cls.decode(spool_dir, pid, ctx).items():
                     tables[name] = pa.concat_tables([tables[name], t], promote_options="default") \
                         if name in tables else t
             except Exception as e:  # one collector's broken file must not lose the others
                 ctx.notes.append(f"process {pid}: could not decode {cls.name} data ({e.__class__.__name__}: {e})")
+            meta.timed(f"decode.{cls.name}", time.perf_counter() - t0)
+        for stage, secs in ctx.timings.items():
+            meta.timed(f"decode.{stage}", secs)
         if "steps" in tables:
             tables["steps"] = flag_traced_steps(tables["steps"], tables.get("phases"))
         builder.add_all(tables)

@@ -174,6 +174,9 @@ class Session:
             st = self.statuses.get(c.name)
             if st is not None and st.status == "ok":
                 st.settings = c.describe()
+                changed = c.outcome()
+                if changed is not None:
+                    st.status, st.reason = changed
         end = {
             "pid": self.pid, "end_ns": self.offset.to_epoch(self.clock()), "reason": reason,
             "steps": self.recorder.step_count,
@@ -202,6 +205,12 @@ class Session:
                     c.flush()
                 except Exception as e:
                     self._collector_failed(c, e)
+
+    def release_cupti(self, owner: str) -> None:
+        """Give CUPTI back when ``owner`` stops using it (only the holder can)."""
+        with self._cupti_lock:
+            if self.cupti_owner == owner:
+                self.cupti_owner = None
 
     # ---- internals ---------------------------------------------------------------------------
     def _flush_loop(self) -> None:

@@ -217,7 +217,7 @@ class TorchCollector(Collector):
             path = spool_dir / f"{pid}.torch.{i}.json"
             if not path.exists():
                 continue
-            tt = read_trace(path, rank=context.rank, op_base=op_base, with_steps=False)
+            tt = read_trace(path, rank=context.rank, op_base=op_base, with_steps=False, timings=context.timings)
             shift = _clock_shift(win.get("marker"), tt.tables, context.offset_ns)
             if shift:
                 context.notes.append(f"process {pid}: PyTorch events shifted by {shift / 1e3:.1f} us to the session clock")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,12 +135,17 @@ class TraceTables:
 
 
 def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: str | None = None,
-               with_steps: bool = True) -> TraceTables:
+               with_steps: bool = True, timings: dict[str, float] | None = None) -> TraceTables:
     """Read one Kineto/Chrome trace file. ``with_steps=False`` leaves iterations to the caller
-    (dlscope's own recording defines them)."""
+    (dlscope's own recording defines them). Stage durations are added to ``timings``."""
+    timings = timings if timings is not None else {}
+    clock = time.perf_counter
     work = Path(tempfile.mkdtemp(prefix="dlscope-import-"))
     try:
+        t = clock()
         carved = carve(path, work)
+        timings["carve"] = timings.get("carve", 0.0) + clock() - t
+        t = clock()
         md = carved.metadata
         if rank is None:
             rank = _rank_of(path, md)
@@ -149,10 +155,14 @@ def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: 
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
+        timings["parse"] = timings.get("parse", 0.0) + clock() - t
+        t = clock()
         tables = _split(con, rank if rank is not None else 0, op_base)
         con.close()
+        timings["split"] = timings.get("split", 0.0) + clock() - t
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    t = clock()
     skipped = tables.pop("_skipped")
     derived = derive_torch_phases(tables)
     if derived is not None and derived.num_rows:
@@ -163,13 +173,17 @@ def read_trace(path: Path, rank: int | None = None, op_base: int = 0, key_node: 
         tables["steps"] = key_node_steps(tables, key_node, rank or 0)
     elif not tables["steps"].num_rows:
         tables["steps"] = optimizer_steps(tables, rank or 0)
+    timings["derive"] = timings.get("derive", 0.0) + clock() - t
     return TraceTables(tables, md, skipped, -1 if rank is None else rank)
 
 
 def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0) -> int:
     """Import one trace file into ``builder``; returns the next free op id."""
     rank = options.rank
-    tt = read_trace(path, rank, op_base, options.key_node)
+    timings: dict[str, float] = {}
+    tt = read_trace(path, rank, op_base, options.key_node, timings=timings)
+    for stage, secs in timings.items():
+        meta.timed(f"import.{stage}", secs)
     if tt.rank < 0:  # the tables were written with rank 0
         meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
         tt.rank = 0

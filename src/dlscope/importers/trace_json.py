@@ -57,10 +57,20 @@ class CarvedTrace:
     array_bytes: int
 
 
+try:  # ISA-L's gzip decompresses about 3x faster than zlib's (170 MB: 0.12 s vs 0.38 s here)
+    from isal import igzip as _gzip
+    from isal import isal_zlib
+
+    _DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile, isal_zlib.error)
+except ImportError:  # pragma: no cover - isal is a dependency, but a plain gzip still works
+    _gzip = gzip  # type: ignore[assignment]
+    _DECOMPRESS_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
 def _open(path: Path):  # type: ignore[no-untyped-def]
     with open(path, "rb") as f:
         magic = f.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")  # noqa: SIM115
+    return _gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")  # noqa: SIM115
 
 
 def _chunks(path: Path):  # type: ignore[no-untyped-def]
@@ -71,7 +81,7 @@ def _chunks(path: Path):  # type: ignore[no-untyped-def]
                 if not block:
                     return
                 yield block
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except _DECOMPRESS_ERRORS as e:
         raise InputError(f"{path}: truncated or corrupt compressed file ({e.__class__.__name__})") from None
     except OSError as e:
         raise InputError(f"{path}: unreadable ({e})") from None

@@ -93,6 +93,7 @@ def render_summary(s: Summary, out: Console) -> None:
         out.print(t)
         if gpu and st.traced_excluded:
             out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)")
+    _render_gpu(s, out)
     out.print()
     out.print("[bold]Layers[/bold]")
     for name, ls in s.layers.items():
@@ -100,5 +101,24 @@ def render_summary(s: Summary, out: Console) -> None:
             out.print(f"  {name:<12} yes ({ls.rows:,} rows)")
         else:
             out.print(f"  {name:<12} no: {ls.reason}")
+    shown = " ".join(ls.reason for ls in s.layers.values() if not ls.available)
+    for line in s.unavailable:
+        if line not in shown:  # a missing layer's line above already gave this reason
+            out.print(f"  unavailable: {line}")
     for note in s.notes:
         out.print(f"  note: {note}")
+
+
+def _render_gpu(s: Summary, out: Console) -> None:
+    """One line per GPU with the headline counters (hardware layer)."""
+    if not s.gpu:
+        return
+    out.print()
+    out.print(f"[bold]GPU counters[/bold]  (mean over the {s.gpu[0].get('basis', 'selected steps')})")
+    labels = (("gpu_util", "util", "%"), ("sm_active", "SM active", "%"), ("tensor_active", "tensor active", "%"),
+              ("dram_bw_util", "DRAM bw", "%"), ("power", "power", " W"))
+    for g in s.gpu:
+        parts = [f"{label} {g[k]:.0f}{unit}" for k, label, unit in labels if g.get(k) is not None]
+        if g.get("mem_used") is not None:
+            parts.append(f"memory used max {g['mem_used'] / 2**30:.1f} GiB")
+        out.print(f"  GPU {g['device']}{' ' + g['name'] if g.get('name') else ''}: " + " | ".join(parts))

@@ -9,6 +9,7 @@ event) with DuckDB, and writes the profile.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -86,8 +87,9 @@ class ProfileBuilder:
                 t = t.append_column(id_col, ids)
         return t
 
-    def build(self) -> dict[str, pa.Table]:
+    def build(self, meta: Meta | None = None) -> dict[str, pa.Table]:
         """Intern, conform and link every table; returns the stored tables (strings included)."""
+        t0 = time.perf_counter()
         tables: dict[str, pa.Table] = {}
         for spec in TABLES:
             if spec.name == "strings":
@@ -95,13 +97,18 @@ class ProfileBuilder:
             parts = [self._intern(spec.name, p) for p in self.parts.get(spec.name, [])]
             parts = [conform(spec.name, p) for p in parts]
             tables[spec.name] = pa.concat_tables(parts) if parts else empty_table(spec.name)
+        t1 = time.perf_counter()
         tables = link(tables)
         tables["strings"] = self.interner.table()
+        if meta is not None:
+            meta.timed("intern", t1 - t0)
+            meta.timed("link", time.perf_counter() - t1)
         return tables
 
     def write(self, profile_dir: Path, meta: Meta) -> dict[str, pa.Table]:
-        tables = self.build()
-        write_profile(profile_dir, tables, meta)
+        tables = self.build(meta)
+        t = time.perf_counter()
+        write_profile(profile_dir, tables, meta, before_meta=lambda: meta.timed("write", time.perf_counter() - t))
         return tables
 
 

@@ -45,6 +45,10 @@ class Meta:
     key_node: str | None = None
     notes: list[str] = field(default_factory=list)
     table_rows: dict[str, int] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)  # how long building this profile took, by stage
+
+    def timed(self, stage: str, seconds: float) -> None:
+        self.timings_s[stage] = round(self.timings_s.get(stage, 0.0) + seconds, 4)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

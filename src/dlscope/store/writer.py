@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,7 +42,8 @@ def write_table(profile_dir: Path, name: str, table: pa.Table, rank: int | None 
     return table.num_rows
 
 
-def write_profile(profile_dir: Path, tables: dict[str, pa.Table], meta: Meta) -> Path:
+def write_profile(profile_dir: Path, tables: dict[str, pa.Table], meta: Meta,
+                  before_meta: Callable[[], None] | None = None) -> Path:
     """Write every table (missing ones empty) and then meta.json into ``profile_dir``."""
     profile_dir.mkdir(parents=True, exist_ok=True)
     for old in profile_dir.glob("*.parquet"):
@@ -51,6 +53,8 @@ def write_profile(profile_dir: Path, tables: dict[str, pa.Table], meta: Meta) ->
         rows[spec.name] = write_table(profile_dir, spec.name, tables.get(spec.name, empty_table(spec.name)))
     meta.table_rows = rows
     meta.dlscope_version = __version__
+    if before_meta is not None:
+        before_meta()
     write_json_atomic(profile_dir / "meta.json", meta.to_dict())
     return profile_dir
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import __version__
+from ...analysis import gpu_metrics
 from ...analysis.context import ProfileData
 from ...analysis.step_phases import step_durations, step_phases
 from ...analysis.summary import summarize
@@ -59,14 +60,17 @@ def render_report(data: ProfileData, progress: ProgressCallback | None = None) -
     durations = step_durations(data)
     per_step = step_phases(data) if durations.num_rows else durations.slice(0, 0)
     step("report: GPU over time", 0.5)
+    why_no_counters = gpu_metrics.REPORT.missing(data)
+    by_phase = details.counters_by_phase(None if why_no_counters else gpu_metrics.REPORT.compute(data),
+                                         why_no_counters)
     bins = time_bins(data)
     busy_pct = None
     if bins is None:
-        gpu = plots.gpu_section(None, None, None, None, colors)
+        gpu = plots.gpu_section(None, None, None, None, colors, after=by_phase)
     else:
         busy = gpu_busy(data, bins)
         gpu = plots.gpu_section(bins, busy, counters_binned(data, bins), phase_bands(data, bins), colors,
-                                from_steps=bool(s.steps.count))
+                                from_steps=bool(s.steps.count), after=by_phase)
         if busy.num_rows:
             vals = busy.column("busy_pct").to_pylist()
             busy_pct = sum(vals) / len(vals)

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...analysis.layers import LayerStatus
+from ...analysis.report import ReportResult
 from ...analysis.summary import Summary
 from ...analysis.tensor_cores import TensorCoreShare
 from ...store.meta import Meta
@@ -67,6 +68,21 @@ def layers_table(layers: dict[str, LayerStatus]) -> str:
     rows = [[name, f"yes ({ls.rows:,} rows)" if ls.available else "no", "" if ls.available else ls.reason]
             for name, ls in layers.items()]
     return blocks.table(["layer", "captured", "why not"], rows, cls="layers")
+
+
+def counters_by_phase(result: ReportResult | None, why_not: str | None) -> str:
+    """The gpu_metrics report (counter mean and max per phase) as a table under the GPU plots."""
+    if result is None:
+        return blocks.note(f"Hardware counters: {why_not}.") if why_not else ""
+    rows = [[r["name"], str(r["device"]), r["metric"], r["unit"] or "", result.formats["mean"](r["mean"]),
+             result.formats["max"](r["max"]), f"{r['samples']:,}"]
+            for r in result.table.to_pylist() if r["scope"] != "step"]
+    if not rows:
+        return ""
+    body = "<h3>Counters per phase</h3>" + blocks.table(
+        ["phase", "GPU", "metric", "unit", "mean", "max", "samples"], rows,
+        [False, True, False, False, True, True, True])
+    return body + "".join(blocks.note(n) for n in result.notes)
 
 
 def kernels_section(top: pa.Table, tc: TensorCoreShare | None) -> str:

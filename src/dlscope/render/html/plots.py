@@ -90,11 +90,12 @@ def _unit_scale(unit: str) -> tuple[float, str]:
 
 
 def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | None, bands: pa.Table | None,
-                colors: dict[str, str], from_steps: bool = True) -> str:
+                colors: dict[str, str], from_steps: bool = True, after: str = "") -> str:
+    """``after``: HTML placed under the plots (the counters per phase)."""
     if bins is None or busy is None or counters is None or bands is None or (
             not busy.num_rows and not counters.num_rows):
         return blocks.section("gpu", "GPU over time", blocks.note(
-            "No GPU activity or hardware counters in this profile (see Capture for why)."))
+            "No GPU activity or hardware counters in this profile (see Capture for why).") + after)
     t0 = bins.start_ns
     xs = [(i + 0.5) * bins.width_ns / 1e9 for i in range(bins.count)]
     x_range = (0.0, bins.count * bins.width_ns / 1e9)
@@ -142,4 +143,4 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
     origin = "the start of the first selected step" if from_steps else "the first event"
     intro = (f"Seconds from {origin}, in {bins.count} bins of {bins.width_ns / 1e6:,.3f} ms"
              + ("; the outermost phases are shaded behind." if band_list else "."))
-    return blocks.section("gpu", "GPU over time", body, intro)
+    return blocks.section("gpu", "GPU over time", body + after, intro)
