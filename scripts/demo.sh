@@ -19,3 +19,13 @@ echo "== a real H100 profile (ResNet-50 training, PyTorch profiler trace bundled
 dlscope import -f tests/data/kineto/h100_resnet50_phases.trace.json.gz -o out/h100_resnet50.dlscope
 dlscope summary out/h100_resnet50.dlscope
 dlscope stats out/h100_resnet50.dlscope --report phase_sum,step_sum
+echo
+echo "== the HTML reports and the timelines"
+for p in train_cpu h100_resnet50; do
+  dlscope report -f -o out/$p.report.html out/$p.dlscope
+  dlscope export -f -o out/$p.trace.json.gz out/$p.dlscope
+done
+for p in train_cpu h100_resnet50; do
+  echo "report:   $(pwd)/out/$p.report.html (open it in any browser; it works offline)"
+  echo "timeline: $(pwd)/out/$p.trace.json.gz (open it in https://ui.perfetto.dev or chrome://tracing)"
+done

@@ -76,3 +76,28 @@ def assert_one_line_error(err: str) -> None:
     assert len(lines) == 1, f"expected one line on stderr, got: {err!r}"
     assert "Traceback" not in err
     assert lines[0].startswith("dlscope: ")
+
+
+KINETO = DATA / "kineto"
+RESNET_TRACE = KINETO / "h100_resnet50_phases.trace.json.gz"
+# the project's shared folder: beside the clone (CI), or beside the worktrees' folder
+SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()),
+              REPO.parent / "shared")
+SCALE_TRACE = SHARED / "fixtures" / "gpu" / "h100_gpt12_bf16_40steps.trace.json.gz"
+
+
+def need_file(path: Path) -> Path:
+    """``path``, or skip the test when it is absent; in CI (CI=true) absence is a failure."""
+    if not path.exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{path} is missing in CI")
+        pytest.skip(f"{path} is not here")
+    return path
+
+
+@pytest.fixture(scope="session")
+def resnet_profile(tmp_path_factory) -> Path:
+    """The ResNet-50 H100 trace (phases, ops, API calls, kernels, copies) as a profile."""
+    from .kineto_tables import build_profile
+
+    return build_profile(RESNET_TRACE, tmp_path_factory.mktemp("resnet") / "resnet.dlscope")

@@ -61,15 +61,20 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
     return rows
 
 
-def _breakdown(data: ProfileData) -> list[PhaseRow]:
-    n_steps = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
+def shown_phases_sql(data: ProfileData) -> str:
+    """SQL of the phase ranges that breakdowns show (EXCLUDED_DOMAINS left out), with ``depth``
+    recomputed among them: a hidden torch annotation under a derived phase of the same span must
+    not push it a level down. Used by the breakdown, the per-step phases and the report's shading."""
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
-    # depth among the phases shown (a hidden torch annotation under a derived phase of the same
-    # span must not push it a level down)
     data.con.execute(f"""CREATE OR REPLACE TEMP TABLE shown_phases AS SELECT row_number() OVER () AS rid, *
         FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
-    base = f"""SELECT p.* REPLACE (n.depth AS depth) FROM shown_phases p
+    return f"""SELECT p.* REPLACE (n.depth AS depth) FROM shown_phases p
                JOIN ({nesting_sql("shown_phases", "rank, pid, tid")}) n USING (rid)"""
+
+
+def _breakdown(data: ProfileData) -> list[PhaseRow]:
+    n_steps = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
+    base = shown_phases_sql(data)
     if n_steps:
         step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM stat_steps") or 0)
         rows = data.rows(f"""

@@ -8,13 +8,16 @@ import sys
 from .. import __version__
 from ..errors import DlscopeError
 from .base import Command, Parser
+from .export import ExportCommand
 from .imports import ImportCommand
 from .profile import ProfileCommand
+from .report import ReportCommand
 from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand]
+COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand,
+                                 ExportCommand, ReportCommand]
 
 
 def build_parser() -> Parser:

@@ -8,6 +8,7 @@ import sys
 from ..importers import IMPORTERS
 from ..importers.base import ImportOptions
 from ..importers.run import import_files
+from ..render.progress import progress
 from .base import Command
 
 
@@ -30,7 +31,8 @@ class ImportCommand(Command):
         parser.epilog = "formats: " + "; ".join(i.description for i in IMPORTERS)
 
     def run(self, args: argparse.Namespace) -> int:
-        out = import_files(args.inputs, args.output, ImportOptions(key_node=args.key_node, rank=args.rank),
-                           force=args.force)
+        with progress("importing") as bar:
+            out = import_files(args.inputs, args.output,
+                               ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar), force=args.force)
         print(f"dlscope: imported {len(args.inputs)} input(s) into {out}", file=sys.stderr)
         return 0

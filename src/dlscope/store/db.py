@@ -51,3 +51,13 @@ def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | No
 def sql_str(s: str) -> str:
     """Quote a string (a path) as a SQL literal."""
     return "'" + s.replace("'", "''") + "'"
+
+
+def arrow_batches(con: duckdb.DuckDBPyConnection, sql: str, rows_per_batch: int = 65536) -> pa.RecordBatchReader:
+    """Stream a query's result as Arrow record batches (for results too large to hold twice)."""
+    rel = con.sql(sql)
+    for method in ("to_arrow_reader", "fetch_record_batch", "fetch_arrow_reader"):
+        fn = getattr(rel, method, None)
+        if fn is not None:
+            return fn(rows_per_batch)
+    raise RuntimeError("this DuckDB release cannot stream Arrow batches")

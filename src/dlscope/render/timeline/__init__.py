@@ -1,0 +1,190 @@
+"""The timeline: a profile as a Chrome trace (JSON, optionally gzipped) that Perfetto UI and
+chrome://tracing open, with every layer on its own tracks.
+
+One process per rank's host ("rank 0 host": steps, then phases, ops, CUDA API calls and syncs,
+one track per OS thread each) and one per rank's GPU ("rank 0 GPU 0": one track per stream with
+its kernels, copies and sets, plus the GPU's counters); a flow arrow from each launching API call
+to its GPU work. Events are made in DuckDB SQL and written in bulk; nothing per event is a Python
+object. A timeline too large to open (Perfetto and Chrome struggle past ~1M events or 256 MB of
+JSON) is written in parts, cut at step boundaries where possible; ``max_events`` keeps only the
+beginning and ``window`` only some steps.
+
+Timestamps are microseconds with three decimals (exact nanoseconds) since
+``baseTimeNanoseconds``, as Kineto writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ...analysis.context import ProfileData
+from ...errors import UsageError
+from ...store import db
+from ..progress import ProgressCallback
+from .events import StepWindow, build_events
+from .lines import build_lines
+from .parts import keep_first, part_starts
+from .tracks import assign_lanes, metadata_events, number_tracks
+from .writer import SEPARATOR, TAIL, header_bytes, write_file
+
+__all__ = ["StepWindow", "TimelineOptions", "TimelineResult", "export_timeline", "part_paths"]
+
+PART_EVENTS = 1_000_000
+PART_BYTES = 256_000_000
+SUFFIXES = (".json.gz", ".json")
+
+
+@dataclass
+class TimelineOptions:
+    window: StepWindow | None = None
+    max_events: int | None = None
+    part_events: int = PART_EVENTS
+    part_bytes: int = PART_BYTES
+    progress: ProgressCallback | None = None
+
+
+@dataclass
+class TimelineResult:
+    files: list[Path]
+    events: int  # trace events written (all parts, metadata events not counted)
+    total_events: int  # events the selection holds before --max-events
+    bytes: int  # uncompressed JSON, all parts
+    flows: int
+    overlap_moved: int  # slices moved to overflow lanes because they did not nest
+    cut_at_s: float | None = None  # --max-events: seconds into the timeline where it stops
+    notes: list[str] = field(default_factory=list)
+
+
+def split_suffix(path: Path) -> tuple[str, str]:
+    for s in SUFFIXES:
+        if path.name.endswith(s):
+            return path.name[: -len(s)], s
+    raise UsageError(f"{path}: a timeline is written as .json or .json.gz")
+
+
+def part_paths(out: Path, n: int) -> list[Path]:
+    """``trace.json.gz`` -> ``trace.part1.json.gz`` ... when there are several parts."""
+    if n == 1:
+        return [out]
+    stem, suffix = split_suffix(out)
+    return [out.with_name(f"{stem}.part{i}{suffix}") for i in range(1, n + 1)]
+
+
+def _check_window(data: ProfileData, window: StepWindow) -> None:
+    steps = data.con.execute("SELECT min(step), max(step), count(*) FROM steps").fetchall()[0]
+    if not steps[2]:
+        raise UsageError(f"{data.path}: the profile has no steps, so --steps cannot select any")
+    n = data.scalar(f"SELECT count(*) FROM steps WHERE {window.sql()}")
+    if not n:
+        raise UsageError(f"--steps selects no step of {data.path} (it has steps {steps[0]} to {steps[1]})")
+
+
+def _base_ns(data: ProfileData) -> int:
+    """The whole second at or before the first event: timestamps count from there."""
+    t0 = data.scalar("""SELECT min(t) FROM (
+        SELECT min(start_ns) t FROM phases UNION ALL SELECT min(start_ns) FROM steps UNION ALL
+        SELECT min(start_ns) FROM ops UNION ALL SELECT min(start_ns) FROM api UNION ALL
+        SELECT min(start_ns) FROM sync UNION ALL SELECT min(start_ns) FROM kernels UNION ALL
+        SELECT min(start_ns) FROM memcpy UNION ALL SELECT min(start_ns) FROM memset UNION ALL
+        SELECT min(ts_ns) FROM counters)""")
+    return (int(t0) // 1_000_000_000) * 1_000_000_000 if t0 is not None else 0
+
+
+def _windows(starts: list[int], anchors: np.ndarray) -> list[str]:
+    """SQL conditions on ``anchor_ns`` selecting the rows of each part (rows ``anchors[:len]`` kept)."""
+    if not len(anchors):
+        return ["FALSE"]
+    bounds = [int(anchors[s]) for s in starts[1:]]
+    lows = [None, *bounds]
+    highs = [*bounds, None]
+    last = int(anchors[-1])
+    return [" AND ".join([f"anchor_ns >= {lo}" if lo is not None else "TRUE",
+                          f"anchor_ns < {hi}" if hi is not None else f"anchor_ns <= {last}"])
+            for lo, hi in zip(lows, highs)]
+
+
+def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | None = None) -> TimelineResult:
+    """Write the timeline of ``data`` to ``out`` (.json or .json.gz), in parts when it is large."""
+    opt = options or TimelineOptions()
+    progress = opt.progress or (lambda what, frac: None)
+    split_suffix(out)
+    if opt.window:
+        _check_window(data, opt.window)
+    con = data.con
+    progress("timeline: reading events", 0.0)
+    base_ns = _base_ns(data)
+    build_events(con, base_ns, opt.window)
+    progress("timeline: placing tracks", 0.15)
+    moved = assign_lanes(con)
+    devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
+               for d in data.meta.devices if isinstance(d.get("index"), int)}
+    meta_lines = metadata_events(*number_tracks(con, devices))
+    progress("timeline: making events", 0.3)
+    build_lines(con)
+    rows = db.query_arrow(con, "SELECT anchor_ns, nev, nbytes FROM tl_rows ORDER BY anchor_ns, ord")
+    anchors = rows.column("anchor_ns").to_numpy()
+    nev = rows.column("nev").to_numpy()
+    nbytes = rows.column("nbytes").to_numpy() + len(SEPARATOR)
+    flows = int((nev == 2).sum())
+    total_events = int(nev.sum())
+    cut_at_s = None
+    if opt.max_events is not None and opt.max_events < total_events:
+        keep = keep_first(anchors, nev, opt.max_events)
+        cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
+        anchors, nev, nbytes = anchors[:keep], nev[:keep], nbytes[:keep]
+        flows = int((nev == 2).sum())
+    # each part repeats the header and the metadata events: the limits hold them too
+    header = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
+              "traceName": str(data.path), "deviceProperties": _device_properties(data)}
+    fixed_bytes = (len(header_bytes({**header, "dlscope": {"profile": str(data.path), "part": 10**6,
+                                                            "parts": 10**6}})) + len(TAIL)
+                   + sum(len(m.encode()) + len(SEPARATOR) for m in meta_lines))
+    ev_cap, byte_cap = opt.part_events - len(meta_lines), opt.part_bytes - fixed_bytes
+    if ev_cap <= 0 or byte_cap <= 0:
+        raise UsageError("the part limits are smaller than the metadata of the timeline")
+    steps = np.sort(np.array([r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()], dtype=np.int64))
+    windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
+    paths = part_paths(out, len(windows))
+    total_bytes, done = max(int(nbytes.sum()), 1), 0
+
+    def on_bytes(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(f"timeline: writing {len(paths)} file(s)", 0.4 + 0.6 * done / total_bytes)
+
+    written = 0
+    for k, (path, cond) in enumerate(zip(paths, windows)):
+        meta = {**header, "dlscope": {"profile": str(data.path), "part": k + 1, "parts": len(paths)}}
+        # rows begin with the separator: the metadata events (at least one per process) come first
+        rows_sql = f"SELECT chr(44) || chr(10) || line AS line FROM tl_rows WHERE {cond} ORDER BY anchor_ns, ord"
+        written += write_file(path, meta, meta_lines, db.arrow_batches(con, rows_sql), on_bytes)
+    progress("timeline: done", 1.0)
+    notes = []
+    if cut_at_s is not None:
+        notes.append(f"kept the first {int(nev.sum()):,} of {total_events:,} events "
+                     f"(the first {cut_at_s:.3f} s); use --steps or a larger --max-events for more")
+    if moved:
+        notes.append(f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
+                     "started by programmatic dependent launch) are on 'overlap' tracks")
+    return TimelineResult(paths, int(nev.sum()), total_events, written, flows, moved, cut_at_s, notes)
+
+
+def _device_properties(data: ProfileData) -> list[dict[str, object]]:
+    """meta.devices in Kineto's ``deviceProperties`` shape (read back by the importer)."""
+    out = []
+    for d in data.meta.devices:
+        p: dict[str, object] = {"id": d.get("index"), "name": d.get("name")}
+        if d.get("sms"):
+            p["numSms"] = d["sms"]
+        if d.get("memory_bytes"):
+            p["totalGlobalMem"] = d["memory_bytes"]
+        cc = str(d.get("compute_capability") or "")
+        if "." in cc:
+            major, minor = cc.split(".", 1)
+            if major.isdigit() and minor.isdigit():
+                p["computeMajor"], p["computeMinor"] = int(major), int(minor)
+        out.append(p)
+    return out

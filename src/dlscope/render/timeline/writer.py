@@ -1,0 +1,75 @@
+"""Writing one timeline file: the JSON object header, the metadata events, then the event rows,
+copied in bulk from DuckDB's Arrow output (the text of a batch is one contiguous buffer), gzip
+compressed when the name ends in ``.gz``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+
+# gzip level 1: timelines are written once and opened a few times; level 6 is 3x slower here for
+# a file about 15% smaller
+GZIP_LEVEL = 1
+SEPARATOR = b",\n"
+
+
+def header_bytes(meta: dict[str, Any]) -> bytes:
+    """The start of the file up to the opening of ``traceEvents``."""
+    head = json.dumps(meta, separators=(",", ":"))
+    return head[:-1].encode() + b',"traceEvents":[\n'
+
+
+TAIL = b"\n]}\n"
+
+
+def _text_buffer(arr: pa.Array) -> memoryview:
+    """The bytes of every string of ``arr``, concatenated (no copy): Arrow stores a string array's
+    values back to back, so rows written in order are one slice of its data buffer."""
+    if arr.null_count:
+        raise ValueError("timeline rows must not be null")
+    offsets_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=offsets_type)[arr.offset: arr.offset + len(arr) + 1]
+    if len(offsets) == 0:
+        return memoryview(b"")
+    return memoryview(bufs[2])[int(offsets[0]): int(offsets[-1])]
+
+
+def _open(path: Path, compress: bool) -> BinaryIO:
+    if compress:
+        # mtime 0: the same profile gives the same file
+        return gzip.GzipFile(path, "wb", compresslevel=GZIP_LEVEL, mtime=0)  # type: ignore[return-value]
+    return open(path, "wb")  # noqa: SIM115 - closed by the caller
+
+
+def write_file(path: Path, meta: dict[str, Any], metadata_events: list[str],
+               batches: Iterable[pa.RecordBatch], on_bytes: Callable[[int], None] | None = None) -> int:
+    """Write one timeline file atomically; ``batches`` have one string column whose rows already
+    begin with the separator. Returns the uncompressed size in bytes."""
+    tmp = path.with_name(path.name + ".tmp")
+    size = 0
+    try:
+        with _open(tmp, path.name.endswith(".gz")) as f:
+            head = header_bytes(meta) + SEPARATOR.join(e.encode() for e in metadata_events)
+            f.write(head)
+            size += len(head)
+            for batch in batches:
+                buf = _text_buffer(batch.column(0))
+                f.write(buf)
+                size += len(buf)
+                if on_bytes:
+                    on_bytes(len(buf))
+            f.write(TAIL)
+            size += len(TAIL)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return size
