@@ -100,16 +100,22 @@ def configs():
     def dl(mode):
         def block(step, warm, n):
             d = Path(tempfile.mkdtemp()) / "b.dlscope"
-            prof = dlscope.profile(d, mode=mode, nvml="off", cupti="off")
+            prof = dlscope.profile(d, mode=mode, cupti="off")
             prof.start()
             ts = run_block(step, warm, n, on_step=prof.step)
             t = time.perf_counter()
             prof.stop()
             stop_s = time.perf_counter() - t
-            rows = json.loads((d / "meta.json").read_text())["table_rows"]
+            meta = json.loads((d / "meta.json").read_text())
+            rows = meta["table_rows"]
             events = sum(v for k, v in rows.items() if k != "strings")
+            data = ProfileData.open(d)
+            traced = {s: bool(tr) for s, tr in data.con.execute("SELECT step, traced FROM steps").fetchall()}
+            flags = [traced.get(warm + i, True) for i in range(n)]  # step i of the block is dlscope step warm+i
+            export_s = meta["collectors"].get("torch", {}).get("settings", {}).get("export_s")
             shutil.rmtree(d.parent, ignore_errors=True)
-            return ts, {"stop_finalize_s": stop_s, "events": events}
+            return ts, {"stop_finalize_s": stop_s, "events": events, "traced": flags,
+                        "timings": meta.get("timings_s", {}), "kineto_export_s": export_s}
         return block
 
     return {"none": lambda s, w, n: (run_block(s, w, n), {}),
@@ -123,6 +129,7 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
         fn(step, warm, 3)
     per: dict[str, list[float]] = {k: [] for k in cfgs}
     extra: dict[str, list[dict]] = {k: [] for k in cfgs}
+    block_times: dict[str, list[list[float]]] = {k: [] for k in cfgs}
     names = list(cfgs)
     for r in range(ROUNDS):
         order = names[r % len(names):] + names[: r % len(names)]
@@ -130,6 +137,7 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
             ts, info = cfgs[k](step, warm, n)
             per[k].append(statistics.median(ts) * 1e3)
             extra[k].append(info)
+            block_times[k].append(ts)
     base = statistics.median(per["none"])
     out = {}
     for k in names:
@@ -140,13 +148,28 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
             out[k]["stop_finalize_s"] = statistics.median(e["stop_finalize_s"] for e in fin)
             out[k]["events"] = statistics.median(e["events"] for e in fin)
             out[k]["finalize_s_per_100k_events"] = out[k]["stop_finalize_s"] / max(out[k]["events"], 1) * 1e5
+            out[k]["kineto_export_s"] = statistics.median(e["kineto_export_s"] or 0 for e in fin)
+            out[k]["dlscope_finalize_s_per_100k_events"] = (
+                (out[k]["stop_finalize_s"] - out[k]["kineto_export_s"]) / max(out[k]["events"], 1) * 1e5)
+            out[k]["timings_s"] = fin[-1]["timings"]
+            out[k]["traced_steps_per_block"] = sum(fin[-1]["traced"])
+            for label, want in (("untraced", False), ("traced", True)):
+                rounds = [statistics.median([t for t, f in zip(ts, e["traced"]) if f == want]) * 1e3
+                          for ts, e in zip(block_times[k], fin) if any(f == want for f in e["traced"])]
+                if rounds:
+                    med = statistics.median(rounds)
+                    out[k][f"{label}_median_ms"] = med
+                    out[k][f"{label}_overhead_pct"] = 100 * (med / base - 1)
     tp = out["torch.profiler cpu+cuda"]["overhead_pct"]
     for k in ("dlscope default", "dlscope full"):
         out[k]["ratio_to_torch_profiler_overhead"] = out[k]["overhead_pct"] / tp if tp > 0 else None
     print(f"\n== {name}")
     for k, v in out.items():
         print(f"{k:26s} {v['median_ms']:9.3f} ms  {v['overhead_pct']:+6.2f}%"
-              + (f"  stop+finalize {v['stop_finalize_s']:.2f}s for {v['events']:.0f} events" if "events" in v else ""))
+              + (f"  untraced {v['untraced_overhead_pct']:+.2f}%" if "untraced_overhead_pct" in v else "")
+              + (f"  traced {v['traced_overhead_pct']:+.2f}%" if "traced_overhead_pct" in v else "")
+              + (f"  stop+finalize {v['stop_finalize_s']:.2f}s for {v['events']:.0f} events"
+                 f" (Kineto export {v['kineto_export_s']:.2f}s)" if "events" in v else ""))
     return out
 
 
@@ -155,7 +178,7 @@ def unmodified_resnet() -> dict:
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     t = time.time()
-    r = subprocess.run([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--batch-size", "64", "--nvml", "off",
+    r = subprocess.run([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--batch-size", "64",
                         "--", sys.executable, str(REPO / "bench/programs/resnet_unmodified.py"), "12"],
                        capture_output=True, text=True, env=env)
     wall = time.time() - t
@@ -181,10 +204,27 @@ def unmodified_resnet() -> dict:
     return res
 
 
+def demo_profile() -> dict:
+    """ResNet-50 with phases and real input-pipeline problems: the profile bundled for the demo."""
+    work = Path(tempfile.mkdtemp())
+    env = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    r = subprocess.run([sys.executable, "-m", "dlscope", "profile", "-o", str(work / "h100_resnet50.dlscope"),
+                        "--batch-size", "64", "--", sys.executable, str(REPO / "bench/programs/resnet_phases.py"), "16"],
+                       capture_output=True, text=True, env=env, cwd=work)
+    (OUT / "demo_summary.txt").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
+    print(r.stdout[-2500:])
+    if r.returncode == 0:
+        subprocess.run(["tar", "czf", str(OUT / "h100_resnet50.dlscope.tgz"), "-C", str(work), "h100_resnet50.dlscope"],
+                       check=True)
+    return {"returncode": r.returncode}
+
+
 if __name__ == "__main__":
     torch.backends.cudnn.benchmark = True
+    results["demo_profile"] = demo_profile()
     results["unmodified_resnet"] = unmodified_resnet()
     results["resnet50_bf16_b128"] = overhead("ResNet-50 bf16 batch 128 (GPU-bound)", resnet_step(), 3, 15)
     results["mlp_small"] = overhead("12-layer MLP batch 16 (launch-bound)", mlp_step(), 5, 40)
     (OUT / "gpu_torch_layer.json").write_text(json.dumps(results, indent=1, default=str))
     print("\nunmodified resnet:", {k: v for k, v in results["unmodified_resnet"].items() if k != "summary_json"})
+    shutil.rmtree(OUT / "resnet_unmodified.dlscope", ignore_errors=True)  # only 8 files come back

@@ -11,7 +11,7 @@ Samples are flushed about once a second, so a killed run keeps them. At finalize
 descriptions go to ``meta.json`` ``devices``.
 
 Settings: ``nvml`` ('auto' | 'on' | 'off'), ``sample_interval_ms`` (50), and in ``extra``:
-``gpm_interval_ms`` (100, never less), ``nvml_module`` (an NVML module with pynvml's names;
+``gpm_interval_ms`` (200; never less than 100), ``nvml_module`` (an NVML module with pynvml's names;
 tests pass a fake).
 """
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import CollectorUnavailable
 from . import counter_spool, nvml_api
 from .base import Collector, DecodeContext, Settings
-from .nvml_sampler import MIN_GPM_INTERVAL_MS, Sampler, close_sampler, open_sampler
+from .nvml_sampler import DEFAULT_GPM_INTERVAL_MS, MIN_GPM_INTERVAL_MS, Sampler, close_sampler, open_sampler
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,7 +49,7 @@ class NvmlCollector(Collector):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.interval_ms = float(settings.sample_interval_ms or 50)
-        self.gpm_interval_ms = max(float(settings.extra.get("gpm_interval_ms", MIN_GPM_INTERVAL_MS)),
+        self.gpm_interval_ms = max(float(settings.extra.get("gpm_interval_ms", DEFAULT_GPM_INTERVAL_MS)),
                                    MIN_GPM_INTERVAL_MS)
         self.module = str(settings.extra.get("nvml_module", "pynvml"))
         self.mode = ""

@@ -248,6 +248,8 @@ class GpmPair:
         self.prev = nvml.nvmlGpmSampleAlloc()
         self.cur = nvml.nvmlGpmSampleAlloc()
         self.have_prev = False
+        self._request: Any = None  # the metrics-get struct, built once (rebuilding it cost CPU each pair)
+        self._request_ids: list[int] = []
 
     def sample(self) -> None:
         """Take a sample into ``cur`` (raises NVMLError)."""
@@ -256,13 +258,16 @@ class GpmPair:
     def compare(self) -> dict[str, float | str]:
         """Metrics between ``prev`` and ``cur``: value in schema units, or an error text."""
         nvml = self.nvml
-        mg = nvml.c_nvmlGpmMetricsGet_t()
-        mg.version = nvml.NVML_GPM_METRICS_GET_VERSION
-        mg.numMetrics = len(self.ids)
+        mg = self._request
+        if mg is None or self._request_ids != self.ids:
+            mg = self._request = nvml.c_nvmlGpmMetricsGet_t()
+            mg.version = nvml.NVML_GPM_METRICS_GET_VERSION
+            mg.numMetrics = len(self.ids)
+            for i, mid in enumerate(self.ids):
+                mg.metrics[i].metricId = mid
+            self._request_ids = list(self.ids)
         mg.sample1 = self.prev
         mg.sample2 = self.cur
-        for i, mid in enumerate(self.ids):
-            mg.metrics[i].metricId = mid
         nvml.nvmlGpmMetricsGet(mg)
         out: dict[str, float | str] = {}
         for i, m in enumerate(self.metrics):
