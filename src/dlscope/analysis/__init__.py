@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
-from . import phase_sum, step_sum
+from . import gpu_time_breakdown, idle_sum, launch_sum, memcpy_sum, op_sum, phase_sum, step_sum, tensor_core
 from .report import Report
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
+    op_sum.REPORT,
+    tensor_core.REPORT,
+    gpu_time_breakdown.REPORT,
+    idle_sum.REPORT,
+    launch_sum.REPORT,
+    memcpy_sum.REPORT,
 )}
 
 __all__ = ["REPORTS", "Report"]

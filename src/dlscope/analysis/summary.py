@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import ProfileData
+from .headline import Headline, headline
 from .layers import LayerStatus, layer_status
 from .phases import PhaseRow, phase_breakdown, wall_ns
 from .steps import StepStats, step_stats
@@ -24,6 +25,7 @@ class Summary:
     devices: list[dict[str, Any]]
     selection: str
     notes: list[str] = field(default_factory=list)
+    headline: Headline | None = None  # None: no GPU activity
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +35,7 @@ class Summary:
             "phases": [p.as_dict() for p in self.phases],
             "layers": {k: v.as_dict() for k, v in self.layers.items()},
             "devices": self.devices, "selection": self.selection, "notes": self.notes,
+            "headline": self.headline.as_dict() if self.headline else None,
         }
 
 
@@ -42,5 +45,5 @@ def summarize(data: ProfileData) -> Summary:
         profile=str(data.path), source=m.source, command=m.command, wall_ms=wall_ns(data) / 1e6,
         exit_code=m.exit_code, steps=step_stats(data), phases=phase_breakdown(data),
         layers=layer_status(data), devices=m.devices, selection=data.selection.describe(),
-        notes=list(m.notes),
+        notes=list(m.notes), headline=headline(data),
     )

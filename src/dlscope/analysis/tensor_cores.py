@@ -1,0 +1,102 @@
+"""Which kernels use tensor cores, and which ops could: judged from names.
+
+A trace does not say whether a kernel issued tensor-core (MMA) instructions, but NVIDIA's
+libraries name their kernels after the instruction and the data types (as DLProf relied on).
+The lists below are kept here, in one place, for every report and advice rule:
+:func:`is_tensor_core_kernel` and :func:`tensor_core_sql` apply the same patterns, in Python and
+in DuckDB SQL. Patterns are case-insensitive regular expressions in the subset that Python's
+``re`` and DuckDB's RE2 share. A name that matches a negative pattern is never tensor-core; else
+one that matches a positive pattern is; anything else is not (unknown names, e.g. Triton's
+``triton_*`` kernels, count as not using tensor cores; GPM tensor activity, when sampled, is the
+second opinion).
+
+Maintaining the list: add a pattern with its example name in the comment and a case in
+``tests/test_tensor_cores.py``.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (pattern, example) -- never tensor-core, checked first
+NON_TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"_ffma", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4..."),
+    (r"simt", "cutlass_80_simt_sgemm_128x256_8x4_nt_align1 (CUDA-core CUTLASS)"),
+    (r"sgemm|dgemm|cgemm|zgemm", "ampere_sgemm_128x64_tn, volta_sgemm_128x32_nn, implicit_convolve_sgemm"),
+    (r"gemv", "gemv2T_kernel_val, gemvNSP_kernel"),
+    (r"scudnn", "ampere_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1 (single-precision cuDNN)"),
+    # PyTorch's memory-efficient attention: fp32 runs on CUDA cores below sm80, everything below sm70
+    (r"fmha_cutlass[fb]_f32_.*_sm[5-7][05]|fmha_cutlass[fb]_.*_sm50", "fmha_cutlassF_f32_aligned_64x64_rf_sm75"),
+)
+
+# (pattern, example) -- tensor-core kernels, Volta (sm70) through Hopper (sm90) and Blackwell
+TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
+    # cuBLAS/cuDNN kernels named after the MMA shape: h884 (Volta fp16), s884/s1688/s16816 (fp16 or
+    # bf16 inputs, fp32 accumulate, or tf32), h1688/h16816 (Turing/Ampere fp16), i8816/i16832 (int8)
+    (r"[hsid](884|1688|16816|8816|16832|16864)", "volta_h884gemm_64x64_ldg8_nn, ampere_fp16_s16816gemm_fp16_..."),
+    # the MMA instructions themselves: HMMA (fp16/bf16/tf32), IMMA (int8), BMMA (binary), DMMA (fp64)
+    (r"(hmma|imma|bmma|dmma|qmma)", "cudnn::...::hmma..., sm75_xmma_fprop_..._imma_..."),
+    (r"tensorop", "cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4, cutlass3x_sm90_tensorop_gemm_bf16..."),
+    (r"wmma", "cutlass_80_wmma_tensorop_..., kernels written with the WMMA API"),
+    (r"wgmma|gmma|tcgen05", "Hopper warpgroup MMA (cudnn_..._sdpa_sm90_flash_fprop_wgmma_f16_...), Blackwell tcgen05"),
+    (r"nvjet", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT (cuBLASLt, Hopper and later)"),
+    # xmma kernels name their operand types: tf32, f16, bf16, fp8 (e4m3/e5m2), int8 (i8)
+    (r"xmma.*(tf32|f16|e4m3|e5m2|i8i8|_i8_|int8)", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_..."),
+    (r"tensor\d+x\d+x\d+", "sm80_xmma_..._tensor16x8x8_..."),
+    # attention kernels: FlashAttention 2/3, cuDNN SDPA, TensorRT fmha, PyTorch's memory-efficient
+    # attention (fp16/bf16, and fp32 on sm80+ as 3xTF32 on tensor cores)
+    (r"flash_fwd|flash_bwd|flash::|flashattn|flash_attn|fmha|fused_mha|sdpa", "flash_fwd_kernel, fmha_cutlassB_bf16_aligned_..."),
+    # AMD matrix cores (MFMA), named by Tensile/rocBLAS as _MI<m>x<n>x<k>
+    (r"_mi\d+x\d+x\d+|mfma", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_..."),
+)
+
+# Ops whose work could run on tensor cores (DLProf's "TC eligible"): matrix products,
+# convolutions, attention. Matched against the op name with its namespace (aten::mm, Conv2D).
+TENSOR_CORE_ELIGIBLE_OP_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"(^|::)(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_int_mm|_addmm_activation|_grouped_mm"
+     r"|_scaled_grouped_mm|einsum|tensordot|bilinear|_trilinear)$", "aten::mm, aten::addmm, aten::linear"),
+    (r"matmul|gemm|batchmatmul|fusedmatmul", "MatMul, BatchMatMulV2, _FusedMatMul (TensorFlow), torch_gemm"),
+    (r"convolution|(^|::|_)conv(\d?d|_transpose\w*|_tbc)?($|_|\()|conv[123]d", "aten::convolution, aten::cudnn_convolution, Conv2D"),
+    (r"attention|attn|sdpa|fmha", "aten::_scaled_dot_product_flash_attention, aten::_efficient_attention_backward"),
+)
+
+
+def _alternation(patterns: tuple[tuple[str, str], ...]) -> str:
+    return "|".join(f"({p})" for p, _ in patterns)
+
+
+NON_TENSOR_CORE_RE = _alternation(NON_TENSOR_CORE_PATTERNS)
+TENSOR_CORE_RE = _alternation(TENSOR_CORE_PATTERNS)
+ELIGIBLE_OP_RE = _alternation(TENSOR_CORE_ELIGIBLE_OP_PATTERNS)
+
+_NON_TC = re.compile(NON_TENSOR_CORE_RE, re.IGNORECASE)
+_TC = re.compile(TENSOR_CORE_RE, re.IGNORECASE)
+_ELIGIBLE = re.compile(ELIGIBLE_OP_RE, re.IGNORECASE)
+
+
+def is_tensor_core_kernel(name: str | None) -> bool:
+    """True when the kernel's name says it uses tensor cores."""
+    if not name:
+        return False
+    return _NON_TC.search(name) is None and _TC.search(name) is not None
+
+
+def is_tensor_core_eligible_op(name: str | None) -> bool:
+    """True when the op is of a type that can run on tensor cores (GEMM, convolution, attention)."""
+    return bool(name) and _ELIGIBLE.search(name) is not None
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def tensor_core_sql(name_col: str = "name") -> str:
+    """SQL boolean expression: :func:`is_tensor_core_kernel` of ``name_col``."""
+    n = f"lower(coalesce({name_col}, ''))"
+    return (f"(NOT regexp_matches({n}, {_sql_str(NON_TENSOR_CORE_RE.lower())}) "
+            f"AND regexp_matches({n}, {_sql_str(TENSOR_CORE_RE.lower())}))")
+
+
+def eligible_op_sql(name_col: str = "name") -> str:
+    """SQL boolean expression: :func:`is_tensor_core_eligible_op` of ``name_col``."""
+    return f"regexp_matches(lower(coalesce({name_col}, '')), {_sql_str(ELIGIBLE_OP_RE.lower())})"
