@@ -18,36 +18,39 @@ from __future__ import annotations
 
 import re
 
-# (pattern, example) -- never tensor-core, checked first
+# (pattern, an example name it is for) -- never tensor-core, checked first
 NON_TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"_ffma", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4..."),
-    (r"simt", "cutlass_80_simt_sgemm_128x256_8x4_nt_align1 (CUDA-core CUTLASS)"),
-    (r"sgemm|dgemm|cgemm|zgemm", "ampere_sgemm_128x64_tn, volta_sgemm_128x32_nn, implicit_convolve_sgemm"),
-    (r"gemv", "gemv2T_kernel_val, gemvNSP_kernel"),
-    (r"scudnn", "ampere_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1 (single-precision cuDNN)"),
-    # PyTorch's memory-efficient attention: fp32 runs on CUDA cores below sm80, everything below sm70
+    # xmma kernels doing fp32 math on CUDA cores
+    (r"_ffma", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"),
+    (r"simt", "cutlass_80_simt_sgemm_128x256_8x4_nt_align1"),              # CUTLASS on CUDA cores
+    (r"sgemm|dgemm|cgemm|zgemm", "ampere_sgemm_128x64_tn"),                 # also volta_sgemm, implicit_convolve_sgemm
+    (r"gemv", "gemv2T_kernel_val"),
+    (r"scudnn", "ampere_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1"),  # single-precision cuDNN
+    # PyTorch's memory-efficient attention: fp32 runs on CUDA cores below sm80, everything on sm50
     (r"fmha_cutlass[fb]_f32_.*_sm[5-7][05]|fmha_cutlass[fb]_.*_sm50", "fmha_cutlassF_f32_aligned_64x64_rf_sm75"),
 )
 
-# (pattern, example) -- tensor-core kernels, Volta (sm70) through Hopper (sm90) and Blackwell
+# (pattern, an example name it is for) -- tensor-core kernels, Volta (sm70) through Hopper (sm90)
+# and Blackwell
 TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
     # cuBLAS/cuDNN kernels named after the MMA shape: h884 (Volta fp16), s884/s1688/s16816 (fp16 or
-    # bf16 inputs, fp32 accumulate, or tf32), h1688/h16816 (Turing/Ampere fp16), i8816/i16832 (int8)
-    (r"[hsid](884|1688|16816|8816|16832|16864)", "volta_h884gemm_64x64_ldg8_nn, ampere_fp16_s16816gemm_fp16_..."),
-    # the MMA instructions themselves: HMMA (fp16/bf16/tf32), IMMA (int8), BMMA (binary), DMMA (fp64)
-    (r"(hmma|imma|bmma|dmma|qmma)", "cudnn::...::hmma..., sm75_xmma_fprop_..._imma_..."),
-    (r"tensorop", "cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4, cutlass3x_sm90_tensorop_gemm_bf16..."),
-    (r"wmma", "cutlass_80_wmma_tensorop_..., kernels written with the WMMA API"),
-    (r"wgmma|gmma|tcgen05", "Hopper warpgroup MMA (cudnn_..._sdpa_sm90_flash_fprop_wgmma_f16_...), Blackwell tcgen05"),
-    (r"nvjet", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT (cuBLASLt, Hopper and later)"),
+    # bf16 inputs with fp32 accumulation, or tf32), h1688/h16816 (Turing/Ampere fp16), i8816/i16832 (int8)
+    (r"[hsid](884|1688|16816|8816|16832|16864)", "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_64x3_tn"),
+    # the MMA instructions: HMMA (fp16/bf16/tf32), IMMA (int8), BMMA (binary), DMMA (fp64), QMMA (fp8)
+    (r"(hmma|imma|bmma|dmma|qmma)", "sm75_xmma_fprop_implicit_gemm_interleaved_i8i8_i8i32_f32_imma"),
+    (r"tensorop", "cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4"),   # also cutlass3x_sm90_tensorop_...
+    (r"wmma", "cutlass_70_wmma_tensorop_f16_s161616gemm_f16_32x32_64x2_tn_align8"),
+    # Hopper warpgroup MMA, Blackwell tcgen05
+    (r"wgmma|gmma|tcgen05", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1"),
+    (r"nvjet", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),           # cuBLASLt, Hopper and later
     # xmma kernels name their operand types: tf32, f16, bf16, fp8 (e4m3/e5m2), int8 (i8)
-    (r"xmma.*(tf32|f16|e4m3|e5m2|i8i8|_i8_|int8)", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_..."),
-    (r"tensor\d+x\d+x\d+", "sm80_xmma_..._tensor16x8x8_..."),
-    # attention kernels: FlashAttention 2/3, cuDNN SDPA, TensorRT fmha, PyTorch's memory-efficient
-    # attention (fp16/bf16, and fp32 on sm80+ as 3xTF32 on tensor cores)
-    (r"flash_fwd|flash_bwd|flash::|flashattn|flash_attn|fmha|fused_mha|sdpa", "flash_fwd_kernel, fmha_cutlassB_bf16_aligned_..."),
+    (r"xmma.*(tf32|f16|e4m3|e5m2|i8i8|_i8_|int8)", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"),
+    (r"tensor\d+x\d+x\d+", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x16_tensor16x8x8_kernel"),
+    # attention: FlashAttention 2/3, cuDNN SDPA, TensorRT fmha, PyTorch's memory-efficient attention
+    # (fp16/bf16, and fp32 on sm80+ as 3xTF32 on tensor cores)
+    (r"flash_fwd|flash_bwd|flash::|flashattn|flash_attn|fmha|fused_mha|sdpa", "flash_fwd_kernel"),
     # AMD matrix cores (MFMA), named by Tensile/rocBLAS as _MI<m>x<n>x<k>
-    (r"_mi\d+x\d+x\d+|mfma", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_..."),
+    (r"_mi\d+x\d+x\d+|mfma", "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0"),
 )
 
 # Ops whose work could run on tensor cores (DLProf's "TC eligible"): matrix products,
