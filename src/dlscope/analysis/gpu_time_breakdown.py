@@ -40,7 +40,7 @@ def breakdown_sql(work: str) -> str:
         return f"SELECT {KEYS}, sum(end_ns - start_ns)::BIGINT AS ns FROM ({union_sql(f'SELECT * FROM w WHERE {where}', KEYS)}) GROUP BY ALL"
 
     return f"""
-    WITH w AS ({work}),
+    WITH w AS MATERIALIZED ({work}),
          span AS (SELECT {KEYS}, (max(end_ns) - min(start_ns))::BIGINT AS span_ns, count(*) AS work_items
                   FROM w GROUP BY ALL),
          b AS ({busy("TRUE")}), c AS ({busy("category = 'compute'")}),

@@ -5,9 +5,10 @@ Selection: GPU work carries the step of the API call that launched it (see ``sto
 "the selected steps' GPU work" is the work whose step is in ``sel_steps``. Work whose launch
 was not recorded although it names one (a correlation id no API call has: it was launched
 before tracing began) belongs to no step here, as in HTA, although the builder gives it the
-step it ran in. A profile without steps has no selection: all of its GPU work counts. GPU activity is recorded only while detailed
-tracing runs, so per-step figures divide by the selected steps flagged ``traced`` (or not
-flagged at all, as in imported traces): :func:`gpu_step_count`.
+step it ran in. A profile without steps has no selection: all of its GPU work counts. GPU
+activity is recorded only while detailed tracing runs, so per-step figures divide by the
+selected steps flagged ``traced`` (or not flagged at all, as in imported traces):
+:func:`gpu_step_count`.
 
 Categories, by kernel name (case-insensitive regular expressions, DuckDB's RE2 dialect):
 
@@ -32,9 +33,6 @@ MEMORY_KERNEL_PATTERNS: tuple[str, ...] = (r"^(memcpy|memset|dma)",)
 
 COMMUNICATION_RE = "|".join(f"({p})" for p in COMMUNICATION_PATTERNS)
 MEMORY_KERNEL_RE = "|".join(f"({p})" for p in MEMORY_KERNEL_PATTERNS)
-
-CATEGORIES = ("compute", "communication", "memory")
-
 
 def kernel_category_sql(name_col: str = "name") -> str:
     """SQL: the category of a kernel from its name."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from .context import ProfileData
 from .gpu_work import gpu_step_count, has_steps, selected_sql
-from .host_state import host_islands_sql
+from .host_state import EMPTY_INTERVALS, classes_union_sql, host_ctes
 from .intervals import total_covered_sql, union_sql
 from .tensor_cores import tensor_core_sql
 
@@ -58,34 +58,35 @@ def headline(data: ProfileData) -> Headline | None:
     present = [t for t in GPU_TABLES if data.has(t)]
     if not present:
         return None
-    windows = union_sql(_windows_sql(data), "rank")
-    kernels = "SELECT rank, start_ns, end_ns FROM kernels" if data.has("kernels") else None
+    kernels = "SELECT rank, start_ns, end_ns FROM kernels" if data.has("kernels") else EMPTY_INTERVALS
     gpu = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in present)
-    # cumulative unions by precedence; each one's coverage of the windows, minus the previous one's
-    layers: list[str | None] = [kernels, gpu]
-    for classes in (("input",), ("input", "busy")):
-        host = host_islands_sql(data, classes)
-        layers.append(gpu if host is None else f"{gpu} UNION ALL SELECT rank, start_ns, end_ns FROM ({host})")
-    covered, wall = [], 0
-    for src in layers:
-        if src is None:
-            covered.append(0)
-            continue
-        row = data.rows(f"""SELECT sum(window_ns)::BIGINT AS w, sum(covered_ns)::BIGINT AS c
-                            FROM ({total_covered_sql(windows, union_sql(src, 'rank'), ('rank',))})""")[0]
-        covered.append(int(row["c"] or 0))
-        wall = int(row["w"] or 0)
+    # cumulative unions by precedence (kernels, + copies and sets, + data loading, + other host
+    # work); each one's coverage of the windows minus the previous one's is that category's time
+    layers = {
+        "k": union_sql(kernels, "rank"),
+        "km": "SELECT * FROM km_isl",
+        "kmd": classes_union_sql(("input",), "SELECT rank, start_ns, end_ns FROM km_isl"),
+        "kmdb": classes_union_sql(("input", "busy"), "SELECT rank, start_ns, end_ns FROM km_isl"),
+    }
+    covered = ", ".join(
+        f"(SELECT sum(covered_ns)::BIGINT FROM ({total_covered_sql('SELECT * FROM win', isl, ('rank',))})) AS {name}"
+        for name, isl in layers.items())
+    row = data.rows(f"""
+        WITH {host_ctes(data)},
+             win AS MATERIALIZED ({union_sql(_windows_sql(data), "rank")}),
+             km_isl AS MATERIALIZED ({union_sql(gpu, "rank")})
+        SELECT (SELECT sum(end_ns - start_ns)::BIGINT FROM win) AS wall, {covered}""")[0]
+    wall = int(row["wall"] or 0)
+    k, km, kmd, kmdb = (int(row[n] or 0) for n in layers)
     tc = data.rows(f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE {tensor_core_sql()}), 0)::DOUBLE AS tc,
                               sum(end_ns - start_ns)::DOUBLE AS total
                        FROM ({selected_sql(data, 'kernels', launched=True)})""")[0] if data.has("kernels") else None
-    steps = gpu_step_count(data)
 
     def pct(ns: int) -> float | None:
         return 100.0 * ns / wall if wall else None
 
-    k, km, kmd, kmdb = covered
     return Headline(
-        wall_ms=wall / 1e6, steps=steps, gpu_util_pct=pct(km),
+        wall_ms=wall / 1e6, steps=gpu_step_count(data), gpu_util_pct=pct(km),
         tensor_core_pct=100.0 * tc["tc"] / tc["total"] if tc and tc["total"] else None,
         kernels_pct=pct(k), memory_pct=pct(km - k), data_loading_pct=pct(kmd - km),
         cpu_only_pct=pct(kmdb - kmd), other_pct=pct(wall - kmdb),

@@ -109,12 +109,25 @@ def _busy_sql(data: ProfileData) -> list[str]:
     return out
 
 
-def host_islands_sql(data: ProfileData, classes: tuple[str, ...]) -> str | None:
-    """SQL: disjoint (rank, start_ns, end_ns) where the main process was in any of ``classes``
-    (a subset of :data:`HOST_CLASSES`); None when nothing of those classes was recorded."""
+EMPTY_INTERVALS = "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
+
+
+def host_ctes(data: ProfileData) -> str:
+    """Common table expressions (to follow WITH) computed once per query: ``mp`` (each rank's
+    main process) and ``h_input``, ``h_sync``, ``h_busy``: each class's disjoint islands
+    (rank, start_ns, end_ns), empty when nothing of the class was recorded."""
     makers = {"input": _input_sql, "sync": _sync_sql, "busy": _busy_sql}
-    parts = [p for c in classes for p in makers[c](data)]
-    if not parts:
-        return None
-    src = f"WITH mp AS ({main_pid_sql(data)}) " + " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts)
-    return union_sql(src, "rank")
+    ctes = [f"mp AS MATERIALIZED ({main_pid_sql(data)})"]
+    for c in HOST_CLASSES:
+        parts = makers[c](data)
+        src = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts) if parts else EMPTY_INTERVALS
+        ctes.append(f"h_{c} AS MATERIALIZED ({union_sql(src, 'rank')})")
+    return ",\n".join(ctes)
+
+
+def classes_union_sql(classes: tuple[str, ...], extra: str | None = None) -> str:
+    """SQL over :func:`host_ctes`: disjoint islands where the host was in any of ``classes``
+    (or ``extra``, more (rank, start_ns, end_ns) rows, covers the instant)."""
+    parts = [f"SELECT rank, start_ns, end_ns FROM h_{c}" for c in classes] + ([extra] if extra else [])
+    return union_sql(" UNION ALL ".join(parts), "rank")
+

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .context import ProfileData
 from .gpu_work import gpu_step_count, gpu_work_sql
-from .host_state import host_islands_sql, main_pid_sql
+from .host_state import classes_union_sql, host_ctes, main_pid_sql
 from .intervals import covered_sql, union_sql
 from .report import Report, ReportResult, fixed, integer
 
@@ -40,21 +40,16 @@ def classified_gaps_sql(data: ProfileData, work: str) -> str:
     """SQL: each gap with input_ns, sync_ns, launch_ns, other_ns (summing to its length)."""
     # c1, c2, c3: how much of the gap the cumulative host classes cover; differences give each cause
     cumulative = (("c1", ("input",)), ("c2", ("input", "sync")), ("c3", ("input", "sync", "busy")))
-    ctes, joins = [], []
-    for name, classes in cumulative:
-        islands = host_islands_sql(data, classes)
-        if islands is None:  # nothing of these classes was recorded: covers nothing
-            ctes.append(f"{name} AS (SELECT gid, 0::BIGINT AS ns FROM gaps)")
-        else:
-            cov = covered_sql("SELECT gid, rank, start_ns, end_ns FROM gaps", islands, ("rank",))
-            ctes.append(f"{name} AS (SELECT gid, covered_ns AS ns FROM ({cov}))")
-        joins.append(f"JOIN {name} USING (gid)")
+    covered = [f"""{name} AS (SELECT gid, covered_ns AS ns FROM ({covered_sql(
+                   "SELECT gid, rank, start_ns, end_ns FROM gaps", classes_union_sql(classes), ("rank",))}))"""
+               for name, classes in cumulative]
     return f"""
-    WITH gaps AS MATERIALIZED (SELECT row_number() OVER () AS gid, * FROM ({gaps_sql(work)})),
-         {', '.join(ctes)}
+    WITH {host_ctes(data)},
+         gaps AS MATERIALIZED (SELECT row_number() OVER () AS gid, * FROM ({gaps_sql(work)})),
+         {', '.join(covered)}
     SELECT rank, device, start_ns, end_ns, c1.ns AS input_ns, c2.ns - c1.ns AS sync_ns, c3.ns - c2.ns AS launch_ns,
            (end_ns - start_ns) - c3.ns AS other_ns
-    FROM gaps {' '.join(joins)}"""
+    FROM gaps JOIN c1 USING (gid) JOIN c2 USING (gid) JOIN c3 USING (gid)"""
 
 
 def compute(data: ProfileData) -> ReportResult:
@@ -69,7 +64,7 @@ def compute(data: ProfileData) -> ReportResult:
         f"greatest({', '.join(f'{o}_ns' for o in CAUSES)}) = {c}_ns AND {c}_ns > 0 AS dominant FROM g"
         for i, c in enumerate(CAUSES))
     table = data.table(f"""
-        WITH g AS ({classified_gaps_sql(data, work)}),
+        WITH g AS MATERIALIZED ({classified_gaps_sql(data, work)}),
              span AS (SELECT {KEYS}, max(end_ns) - min(start_ns) AS span_ns FROM ({work}) GROUP BY ALL),
              u AS ({unpivot}),
              causes AS (SELECT rank, device, cause, ord FROM span, (VALUES {', '.join(f"('{c}', {i})" for i, c in enumerate(CAUSES))}) v(cause, ord))

@@ -27,6 +27,8 @@ def op_gpu_sql(data: ProfileData) -> str | None:
         return None
     return f"""
     WITH RECURSIVE
+        -- materialized once: joined against on every step of the recursion
+        par AS MATERIALIZED (SELECT rank, op_id, parent_id FROM raw_ops WHERE parent_id IS NOT NULL),
         own AS (SELECT o.rank, o.op_id, sum(w.end_ns - w.start_ns)::BIGINT AS ns,
                        count(*) FILTER (WHERE w.kind = 'kernel') AS kernels
                 FROM ({work}) w JOIN (SELECT rank, op_id, external_id FROM raw_ops) o
@@ -35,9 +37,7 @@ def op_gpu_sql(data: ProfileData) -> str | None:
         up(rank, op_id, ns) AS (
             SELECT rank, op_id, ns FROM own
             UNION ALL
-            SELECT o.rank, o.parent_id, up.ns FROM up
-            JOIN (SELECT rank, op_id, parent_id FROM raw_ops) o ON o.rank = up.rank AND o.op_id = up.op_id
-            WHERE o.parent_id IS NOT NULL),
+            SELECT p.rank, p.parent_id, up.ns FROM up JOIN par p ON p.rank = up.rank AND p.op_id = up.op_id),
         total AS (SELECT rank, op_id, sum(ns)::BIGINT AS ns FROM up GROUP BY ALL)
     SELECT t.rank, t.op_id, coalesce(own.ns, 0) AS own_ns, coalesce(own.kernels, 0) AS own_kernels,
            t.ns AS total_ns
