@@ -14,7 +14,7 @@ Ops of the selected steps (by start time); GPU work launched in them.
 from __future__ import annotations
 
 from .context import ProfileData
-from .gpu_work import gpu_work_sql, selected_sql
+from .gpu_work import gpu_step_count, gpu_work_sql, selected_sql
 from .report import Report, ReportResult, fixed, integer
 
 
@@ -76,6 +76,10 @@ def compute(data: ProfileData) -> ReportResult:
         table = table.drop_columns(["input_shapes"])
     elif table.num_rows:
         notes.append("input_shapes: the most common shapes among the calls")
+    steps = gpu_step_count(data)
+    if steps:
+        notes.append(f"totals over {steps} selected step{'s' if steps != 1 else ''} with detailed tracing "
+                     "(ops are recorded only there)")
     notes.append("self_cpu_ms excludes child ops; totals include them (an op nested in one of the same name counts "
                  "twice in its total, as in torch.profiler)")
     return ReportResult("op_sum", REPORT.title, table, FORMATS, notes)

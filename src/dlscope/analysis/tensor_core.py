@@ -1,10 +1,10 @@
 """tensor_core: per op, how much of its GPU time ran on tensor cores (DLProf's tensor-core report).
 
 Each kernel belongs to the op that launched it (the innermost framework op, by ``external_id``);
-kernels with no op are gathered under ``(no op)``. Per op name: tensor-core and other kernel time
-and counts, TC utilization (tensor-core share of the op's kernel time), whether the op is
-tensor-core eligible (a GEMM, convolution or attention op) and whether it used tensor cores at
-all. Which kernel uses tensor cores is decided by :mod:`.tensor_cores` from kernel names.
+kernels with no op are gathered under ``(no op)``. Per op name: ``calls`` (instances that launched
+kernels), tensor-core and other kernel time and counts, TC utilization (tensor-core share of the
+op's kernel time), whether the op is tensor-core eligible (a GEMM, convolution or attention op)
+and whether it used tensor cores at all. Which kernel uses tensor cores is decided by :mod:`.tensor_cores` from kernel names.
 """
 
 from __future__ import annotations
