@@ -1,8 +1,13 @@
 """idle_sum: why the GPU sat idle, from what the host was doing at the time.
 
 The idle time is ``gpu_time_breakdown``'s: the gaps between the first and the last GPU work of
-the selected steps when nothing ran on any stream of the device. Each instant of a gap gets one
-cause, from the state of the rank's main process (see :mod:`.host_state`), by precedence:
+the selected steps when nothing ran on any stream of the device.
+
+A gap whose next work had already been launched when the gap began (its launch call had
+returned) is not the host's doing: the queue was not empty, the GPU waited on itself (the
+latency between dependent kernels, a wait on another stream). Such a gap is **other** as a whole.
+In every other gap the queue had run dry, and each instant gets one cause from the state of the
+rank's main process (see :mod:`.host_state`), by precedence:
 
 1. **input**: the host was in a data-loading phase: the GPU waited for the next batch;
 2. **sync**: the host was blocked in a synchronizing call, or had returned from one and not yet
@@ -28,12 +33,26 @@ CAUSES = ("input", "sync", "launch", "other")
 KEYS = "rank, device"
 
 
-def gaps_sql(work: str) -> str:
-    """SQL: idle gaps (rank, device, start_ns, end_ns) between the islands of GPU work."""
-    return f"""SELECT rank, device, end_ns AS start_ns, next_start AS end_ns FROM (
-                   SELECT *, lead(start_ns) OVER (PARTITION BY {KEYS} ORDER BY start_ns) AS next_start
-                   FROM ({union_sql(work, KEYS)}))
-               WHERE next_start > end_ns"""
+def gaps_sql(data: ProfileData, work: str) -> str:
+    """SQL: idle gaps (rank, device, start_ns, end_ns) between the islands of GPU work, with
+    ``queued``: the work that ended the gap had been launched (its launch call had returned)
+    before the gap began."""
+    launched = "NULL::BIGINT"
+    join = ""
+    if data.has("api"):
+        launched = "a.end_ns"
+        join = """LEFT JOIN (SELECT rank, correlation_id, min(end_ns) AS end_ns FROM raw_api
+                             WHERE correlation_id IS NOT NULL GROUP BY ALL) a
+                    ON a.rank = w.rank AND a.correlation_id = w.correlation_id"""
+    return f"""
+    WITH w AS MATERIALIZED ({work}),
+         nxt AS (SELECT w.rank, w.device, w.start_ns, min({launched}) AS launched_ns FROM w {join} GROUP BY ALL)
+    SELECT g.rank, g.device, g.start_ns, g.end_ns, coalesce(n.launched_ns <= g.start_ns, FALSE) AS queued FROM (
+        SELECT rank, device, end_ns AS start_ns, next_start AS end_ns FROM (
+            SELECT *, lead(start_ns) OVER (PARTITION BY {KEYS} ORDER BY start_ns) AS next_start
+            FROM ({union_sql("SELECT * FROM w", KEYS)}))
+        WHERE next_start > end_ns) g
+    LEFT JOIN nxt n ON n.rank = g.rank AND n.device = g.device AND n.start_ns = g.end_ns"""
 
 
 def classified_gaps_sql(data: ProfileData, work: str) -> str:
@@ -45,10 +64,13 @@ def classified_gaps_sql(data: ProfileData, work: str) -> str:
                for name, classes in cumulative]
     return f"""
     WITH {host_ctes(data)},
-         gaps AS MATERIALIZED (SELECT row_number() OVER () AS gid, * FROM ({gaps_sql(work)})),
+         gaps AS MATERIALIZED (SELECT row_number() OVER () AS gid, * FROM ({gaps_sql(data, work)})),
          {', '.join(covered)}
-    SELECT rank, device, start_ns, end_ns, c1.ns AS input_ns, c2.ns - c1.ns AS sync_ns, c3.ns - c2.ns AS launch_ns,
-           (end_ns - start_ns) - c3.ns AS other_ns
+    SELECT rank, device, start_ns, end_ns,
+           CASE WHEN queued THEN 0 ELSE c1.ns END AS input_ns,
+           CASE WHEN queued THEN 0 ELSE c2.ns - c1.ns END AS sync_ns,
+           CASE WHEN queued THEN 0 ELSE c3.ns - c2.ns END AS launch_ns,
+           (end_ns - start_ns) - CASE WHEN queued THEN 0 ELSE c3.ns END AS other_ns
     FROM gaps JOIN c1 USING (gid) JOIN c2 USING (gid) JOIN c3 USING (gid)"""
 
 
@@ -77,7 +99,8 @@ def compute(data: ProfileData) -> ReportResult:
         LEFT JOIN u ON u.rank = c.rank AND u.device = c.device AND u.cause = c.cause
         GROUP BY c.rank, c.device, c.cause, c.ord ORDER BY c.rank, c.device, c.ord""")
     notes = ["causes by precedence: input (data-loading phase) > sync (blocked in or just back from a sync, "
-             "until the next launch) > launch (host busy with other work) > other (no recorded host activity)",
+             "until the next launch) > launch (host busy with other work) > other (no recorded host activity, "
+             "or the next work was already queued: a GPU-side gap)",
              "idle_pct: share of the GPU's idle time; span_pct: share of the GPU span (first to last GPU work)"]
     if not data.has("phases"):
         notes.append("the profile has no phases: data loading cannot be told apart")
