@@ -20,7 +20,9 @@ from .conftest import DATA, REPO
 from .report_helpers import US, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "temporal_breakdown.json").read_text())
-TOLERANCE_PP = 1.0
+# The acceptance bar is 1 percentage point; at full timestamp resolution the two agree to 0.01, so
+# hold that: a looser bound would let a real regression through.
+TOLERANCE_PP = 0.05
 
 # Where HTA counts something that is not GPU work, and by how much it may differ.
 KNOWN_DIFFERENCES = {
