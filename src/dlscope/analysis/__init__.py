@@ -10,15 +10,27 @@ from . import (
     cuda_gpu_mem_time_sum,
     cuda_gpu_trace,
     gpu_metrics,
+    gpu_time_breakdown,
+    idle_sum,
+    launch_sum,
+    memcpy_sum,
     nvtx_sum,
+    op_sum,
     phase_sum,
     step_sum,
+    tensor_core,
 )
 from .report import Report
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     step_sum.REPORT,
     phase_sum.REPORT,
+    op_sum.REPORT,
+    tensor_core.REPORT,
+    gpu_time_breakdown.REPORT,
+    idle_sum.REPORT,
+    launch_sum.REPORT,
+    memcpy_sum.REPORT,
     gpu_metrics.REPORT,
     nvtx_sum.REPORT,
     cuda_api_sum.REPORT,

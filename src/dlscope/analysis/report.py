@@ -47,6 +47,8 @@ class Report:
         empty = [t for t in self.needs if not data.has(t)]
         if empty:
             return f"the profile has no {', '.join(empty)} data"
+        if self.needs_steps and not data.scalar("SELECT count(*) FROM steps"):
+            return "the profile has no steps"
         return None
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from .context import ProfileData
 from .gpu_metrics import headline as gpu_headline
+from .headline import Headline, headline
 from .layers import LayerStatus, layer_status
 from .phases import PhaseRow, phase_breakdown, wall_ns
 from .steps import StepStats, step_stats
@@ -29,6 +30,7 @@ class Summary:
     # hardware layer: headline GPU counters per device, and what could not be captured and why
     gpu: list[dict[str, Any]] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
+    headline: Headline | None = None  # None: no GPU activity
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class Summary:
             "layers": {k: v.as_dict() for k, v in self.layers.items()},
             "devices": self.devices, "selection": self.selection, "notes": self.notes,
             "gpu": self.gpu, "unavailable": self.unavailable,
+            "headline": self.headline.as_dict() if self.headline else None,
         }
 
 
@@ -48,6 +51,5 @@ def summarize(data: ProfileData) -> Summary:
         profile=str(data.path), source=m.source, command=m.command, wall_ms=wall_ns(data) / 1e6,
         exit_code=m.exit_code, steps=step_stats(data), phases=phase_breakdown(data),
         layers=layer_status(data), devices=m.devices, selection=data.selection.describe(),
-        notes=list(m.notes),
-        gpu=gpu_headline(data), unavailable=unavailable_lines(m),
+        notes=list(m.notes), gpu=gpu_headline(data), unavailable=unavailable_lines(m), headline=headline(data),
     )

@@ -7,6 +7,7 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis.headline import Headline
 from ..analysis.summary import Summary
 
 
@@ -72,6 +73,9 @@ def render_summary(s: Summary, out: Console) -> None:
     else:
         out.print("[bold]Steps[/bold]  none found: call prof.step() once per iteration, or name an "
                   "iteration marker with --key-node")
+    if s.headline:
+        out.print()
+        render_headline(s.headline, out)
     if s.phases:
         out.print()
         basis = "% of step time" if st.count else "% of wall time"
@@ -122,3 +126,16 @@ def _render_gpu(s: Summary, out: Console) -> None:
         if g.get("mem_used") is not None:
             parts.append(f"memory used max {g['mem_used'] / 2**30:.1f} GiB")
         out.print(f"  GPU {g['device']}{' ' + g['name'] if g.get('name') else ''}: " + " | ".join(parts))
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def render_headline(h: Headline, out: Console) -> None:
+    over = (f"over {h.steps} step{'s' if h.steps != 1 else ''} with GPU data" if h.steps is not None
+            else "over the whole profile")
+    out.print(f"[bold]Headline[/bold]  {over} ({_ms(h.wall_ms, 3)} ms)")
+    out.print(f"  GPU utilization {_pct(h.gpu_util_pct)}   tensor-core kernels {_pct(h.tensor_core_pct)} of kernel time")
+    out.print(f"  time: kernels {_pct(h.kernels_pct)}  memory ops {_pct(h.memory_pct)}  "
+              f"data loading {_pct(h.data_loading_pct)}  CPU only {_pct(h.cpu_only_pct)}  other {_pct(h.other_pct)}")

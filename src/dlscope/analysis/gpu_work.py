@@ -1,0 +1,93 @@
+"""The GPU work a report looks at: kernels, copies and sets of the selected steps, each with a
+category (compute, communication, memory).
+
+Selection: GPU work carries the step of the API call that launched it (see ``store.build``), so
+"the selected steps' GPU work" is the work whose step is in ``sel_steps``. Work whose launch
+was not recorded although it names one (a correlation id no API call has: it was launched
+before tracing began) belongs to no step here, as in HTA, although the builder gives it the
+step it ran in. A profile without steps has no selection: all of its GPU work counts. GPU
+activity is recorded only while detailed tracing runs, so per-step figures divide by the
+selected steps flagged ``traced`` (or not flagged at all, as in imported traces):
+:func:`gpu_step_count`.
+
+Categories, by kernel name (case-insensitive regular expressions, DuckDB's RE2 dialect):
+
+* ``communication``: collective and peer-to-peer kernels (NCCL/RCCL, as HTA's ``^nccl.*Kernel``,
+  plus MSCCL, NVSHMEM and the custom all-reduce kernels of inference servers);
+* ``memory``: copies and sets (the ``memcpy`` and ``memset`` tables), and kernels named like
+  them (``Memcpy ...``, ``Memset ...``, ``dma...``, as some non-CUDA dialects record copies);
+* ``compute``: every other kernel.
+"""
+
+from __future__ import annotations
+
+from .context import ProfileData
+
+COMMUNICATION_PATTERNS: tuple[str, ...] = (
+    r"^(void )?(nccl|rccl)\w*kernel",          # ncclDevKernel_AllReduce_..., ncclKernel_...
+    r"^(void )?(\w+::)*msccl",                  # MSCCL / MSCCL++ kernels
+    r"nvshmem",                                  # NVSHMEM collectives and puts
+    r"(cross_device_reduce|one_shot_all_reduce|two_shot_all_reduce|multimem_all_reduce)",
+)
+MEMORY_KERNEL_PATTERNS: tuple[str, ...] = (r"^(memcpy|memset|dma)",)
+
+COMMUNICATION_RE = "|".join(f"({p})" for p in COMMUNICATION_PATTERNS)
+MEMORY_KERNEL_RE = "|".join(f"({p})" for p in MEMORY_KERNEL_PATTERNS)
+
+def kernel_category_sql(name_col: str = "name") -> str:
+    """SQL: the category of a kernel from its name."""
+    n = f"lower(coalesce({name_col}, ''))"
+    return (f"CASE WHEN regexp_matches({n}, '{COMMUNICATION_RE}') THEN 'communication' "
+            f"WHEN regexp_matches({n}, '{MEMORY_KERNEL_RE}') THEN 'memory' ELSE 'compute' END")
+
+
+def has_steps(data: ProfileData) -> bool:
+    return bool(data.scalar("SELECT count(*) FROM steps"))
+
+
+def selected_sql(data: ProfileData, table: str, launched: bool = False) -> str:
+    """SQL: the rows of ``table`` (a view with rank and step columns) in the step selection; all
+    of them in a profile without steps. ``launched``: GPU rows, which also need their launch
+    recorded when they name one (see the module doc). Joins, not correlated subqueries: DuckDB
+    does not always decorrelate those, and then probes a table once per row."""
+    if not has_steps(data):
+        return f"SELECT * FROM {table}"
+    sql = f"SELECT t_.* FROM {table} t_ SEMI JOIN sel_steps s_ ON s_.rank = t_.rank AND s_.step = t_.step"
+    if launched and data.has("api"):
+        sql = f"""SELECT t_.* FROM ({sql}) t_
+                  LEFT JOIN (SELECT DISTINCT rank, correlation_id FROM raw_api WHERE correlation_id IS NOT NULL) a_
+                    ON a_.rank = t_.rank AND a_.correlation_id = t_.correlation_id
+                  WHERE t_.correlation_id IS NULL OR a_.correlation_id IS NOT NULL"""
+    return sql
+
+
+def gpu_step_count(data: ProfileData) -> int | None:
+    """How many selected steps can hold GPU work (traced or not flagged); None without steps."""
+    if not has_steps(data):
+        return None
+    return int(data.scalar("SELECT count(*) FROM sel_steps WHERE traced IS NULL OR traced") or 0)
+
+
+def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
+    """SQL over every kernel, copy and set (of the selected steps when ``selected``): rank,
+    device (-1 when unknown), stream, start_ns, end_ns, name, kind ('kernel', 'memcpy',
+    'memset'), category, correlation_id, external_id, pid, step. None when the profile has no
+    GPU activity at all."""
+    def src(table: str) -> str:
+        return selected_sql(data, table, launched=True) if selected else f"SELECT * FROM {table}"
+
+    parts = []
+    if data.has("kernels"):
+        parts.append(f"""SELECT rank, coalesce(device, -1) AS device, stream, start_ns, end_ns, name,
+                                'kernel' AS kind, {kernel_category_sql()} AS category,
+                                correlation_id, external_id, pid, step FROM ({src("kernels")}) t""")
+    if data.has("memcpy"):
+        parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns,
+                               'Memcpy ' || copy_kind, 'memcpy', 'memory', correlation_id, external_id, pid, step
+                        FROM ({src("memcpy")}) t""")
+    if data.has("memset"):
+        parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns, 'Memset', 'memset', 'memory',
+                               correlation_id, external_id, pid, step FROM ({src("memset")}) t""")
+    if not parts:
+        return None
+    return " UNION ALL ".join(parts)

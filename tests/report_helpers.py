@@ -1,0 +1,87 @@
+"""Helpers for the analysis-report tests: where the shared data lives, imported fixtures (one
+import per session), and small profiles written from tables made in a test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from dlscope.analysis.context import ProfileData, Selection
+from dlscope.importers.run import import_files
+from dlscope.store.build import ProfileBuilder
+from dlscope.store.meta import Meta
+
+from .conftest import DATA, REPO
+
+T0 = 1_700_000_000_000_000_000  # epoch origin of the hand-made profiles
+US = 1_000
+TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
+
+
+def shared_root() -> Path | None:
+    """The project's shared/ directory: beside the clone (CI), or beside a worktree's parent."""
+    for parent in REPO.parents:
+        if (parent / "shared" / "corpus" / "hta").is_dir():
+            return parent / "shared"
+    if os.environ.get("CI"):
+        raise RuntimeError("shared/corpus/hta is missing: CI must have shared/ beside the clone")
+    return None
+
+
+def corpus_files() -> list[Path]:
+    """Every file of HTA's trace corpus (an empty list where it is absent, outside CI)."""
+    root = shared_root()
+    return sorted(p for p in (root / "corpus" / "hta").rglob("*") if p.is_file()) if root else []
+
+
+def fixture_path(name: str) -> Path:
+    return DATA / "kineto" / f"{name}.trace.json.gz"
+
+
+_IMPORTED: dict[str, Path] = {}
+
+
+def imported(path: Path, tmp_factory: pytest.TempPathFactory) -> Path:
+    """``path`` (a trace file or directory) imported once per test session."""
+    key = str(path.resolve())
+    if key not in _IMPORTED:
+        _IMPORTED[key] = import_files([path], tmp_factory.mktemp("imp") / "p.dlscope")
+    return _IMPORTED[key]
+
+
+def open_fixture(name: str, tmp_factory: pytest.TempPathFactory, selection: Selection | None = None) -> ProfileData:
+    return ProfileData.open(imported(fixture_path(name), tmp_factory), selection)
+
+
+def make_profile(tmp_path: Path, **tables: list[dict[str, Any]]) -> ProfileData:
+    """A profile from rows given per table (times in ns from T0: rows hold offsets, T0 is added),
+    written and opened. Steps default to not warm-up."""
+    b = ProfileBuilder()
+    for name, rows in tables.items():
+        if not rows:
+            continue
+        cols: dict[str, list[Any]] = {}
+        for r in rows:
+            for k in r:
+                cols.setdefault(k, [])
+        for r in rows:
+            for k in cols:
+                v = r.get(k)
+                cols[k].append(T0 + v if k in TIME_COLUMNS and v is not None else v)
+        cols.setdefault("rank", [0] * len(rows))
+        if name == "steps":
+            cols.setdefault("warmup", [False] * len(rows))
+            cols.setdefault("source", ["dlscope"] * len(rows))
+        if name == "phases":
+            cols.setdefault("kind", ["range"] * len(rows))
+            cols.setdefault("source", ["dlscope"] * len(rows))
+        if name == "api":
+            cols.setdefault("kind", ["runtime"] * len(rows))
+        b.add(name, pa.table(cols))
+    out = tmp_path / f"h{len(list(tmp_path.glob('h*.dlscope')))}.dlscope"
+    b.write(out, Meta())
+    return ProfileData.open(out)

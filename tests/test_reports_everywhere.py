@@ -1,0 +1,52 @@
+"""Every registered report on every file of HTA's corpus and on the fixtures: it runs, or says
+why it cannot (Report.needs); never a traceback. Numbers are checked in each report's own tests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlscope.analysis import REPORTS
+from dlscope.analysis.context import ProfileData, Selection
+
+from .report_helpers import corpus_files, fixture_path, imported, shared_root
+
+FIXTURES = ["h100_resnet50_phases", "h100_gpt6_fp32", "h100_gpt6_bf16"]
+
+
+def _check_all_reports(cli, path) -> dict:
+    r = cli("stats", path, "--report", "all", "--format", "json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert set(out) == set(REPORTS)
+    data = ProfileData.open(path)
+    for name, rep in REPORTS.items():
+        why = rep.missing(data)
+        if why:
+            assert out[name] == {"skipped": why}
+        else:
+            assert isinstance(out[name], list), name
+    return out
+
+
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: str(p.relative_to(shared_root() / "corpus" / "hta")))
+def test_every_report_on_every_corpus_file(cli, tmp_path_factory, path):
+    _check_all_reports(cli, imported(path, tmp_path_factory))
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_report_on_the_fixtures_and_a_narrow_selection(cli, tmp_path_factory, name):
+    path = imported(fixture_path(name), tmp_path_factory)
+    out = _check_all_reports(cli, path)
+    # every report that can run on a trace with every layer (no hardware counters) has rows
+    ran = {k: v for k, v in out.items() if k != "step_sum" and not (isinstance(v, dict) and "skipped" in v)}
+    assert all(isinstance(v, list) and v for v in ran.values()), {k: v for k, v in ran.items() if not v}
+    assert set(out) - set(ran) <= {"step_sum", "gpu_metrics"}
+    # one step only, then a selection with no steps at all: reports still answer
+    first = ProfileData.open(path).scalar("SELECT min(step) FROM steps")
+    for sel in (Selection(iter_start=first, iter_stop=first), Selection(iter_start=10_000)):
+        data = ProfileData.open(path, sel)
+        for rep in REPORTS.values():
+            if rep.name != "step_sum" and not rep.missing(data):
+                rep.compute(data)
