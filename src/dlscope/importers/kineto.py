@@ -388,8 +388,7 @@ def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict
                skipped: list[tuple[str, int]]) -> None:
     meta.ranks.append(rank)
     for d in _devices(md, rank):
-        if d not in meta.devices:
-            meta.devices.append(d)
+        meta.add_device(d)
     for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
                        ("cupti_version", "cupti")):
         if md.get(key) is not None:
