@@ -289,7 +289,9 @@ def resnet50() -> None:
 
     sm_c, sm_p = mean("compute", "sm_active"), mean("preprocess", "sm_active")
     tc_c, tc_p = mean("compute", "tensor_active"), mean("preprocess", "tensor_active")
-    check("resnet50.sm_active", sm_c >= 50 and sm_p <= 15 and sm_c >= 4 * max(sm_p, 1),
+    # GPM values are window averages (200 ms by default) stamped at the window's middle: windows
+    # that straddle a phase boundary blend the two phases, so the contrast is what is checked
+    check("resnet50.sm_active", sm_c >= 50 and sm_p <= 25 and sm_c >= 3 * max(sm_p, 1),
           f"SM activity: compute {sm_c:.1f}%, preprocess {sm_p:.1f}%")
     check("resnet50.tensor_active", tc_c >= 5 and tc_p <= 3 and tc_c >= 4 * max(tc_p, 0.5),
           f"tensor-core activity: compute {tc_c:.1f}%, preprocess {tc_p:.1f}%")
