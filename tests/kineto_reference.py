@@ -44,3 +44,14 @@ def profiler_steps(doc: dict[str, Any]) -> list[tuple[int, int, int]]:
             s = ns(doc, e["ts"])
             out.append((int(e["name"].split("#")[1]), s, s + int(Decimal(e["dur"]) * 1000)))
     return sorted(out)
+
+
+def merge_intervals(intervals: list[tuple[int, int]]) -> list[list[int]]:
+    """Union of [start, end] intervals, sorted (plain Python, the reference for SQL unions)."""
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out

@@ -67,16 +67,6 @@ def test_without_phases_or_runtime_calls_says_what_cannot_be_told(tmp_path):
     assert any("syncs cannot be told apart" in n for n in r.notes)
 
 
-def _merge(intervals):
-    out = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
 def test_resnet_idle_is_mostly_waiting_for_the_preprocess_phase(tmp_path_factory):
     doc = ref.load(fixture_path("h100_resnet50_phases"))
 
@@ -84,9 +74,9 @@ def test_resnet_idle_is_mostly_waiting_for_the_preprocess_phase(tmp_path_factory
         s = ref.ns(doc, e["ts"])
         return s, s + int(Decimal(e["dur"]) * 1000)
 
-    busy = _merge([span(e) for c in ("kernel", "gpu_memcpy", "gpu_memset") for e in ref.events(doc, c)])
+    busy = ref.merge_intervals([span(e) for c in ("kernel", "gpu_memcpy", "gpu_memset") for e in ref.events(doc, c)])
     gaps = [(a[1], b[0]) for a, b in zip(busy, busy[1:])]
-    pre = _merge([span(e) for e in ref.events(doc, "user_annotation") if e["name"] == "preprocess"])
+    pre = ref.merge_intervals([span(e) for e in ref.events(doc, "user_annotation") if e["name"] == "preprocess"])
     input_ns = sum(max(0, min(ge, pe) - max(gs, ps)) for gs, ge in gaps for ps, pe in pre)
 
     rows = {x["cause"]: x for x in idle_sum.compute(open_fixture("h100_resnet50_phases", tmp_path_factory))

@@ -176,3 +176,19 @@ def test_chrome_array_format_and_plain_json(tmp_path):
         json.dump({"traceEvents": events, "INFO": ["x]", "y"], "baseTimeNanoseconds": 1000}, fh)
     con = ProfileData.open(import_files([g], tmp_path / "b.dlscope")).con
     assert q(con, "SELECT start_ns FROM kernels") == [(11500,)]
+
+
+def test_key_node_at_import_tiles_the_run_from_the_named_annotation(tmp_path):
+    """--key-node train_step: iteration i ends where the i-th train_step ends and starts where
+    the previous one ended (DLProf), computed here from the JSON by hand."""
+    from dlscope.importers.base import ImportOptions
+
+    src = DATA / "kineto" / "h100_resnet50_phases.trace.json.gz"
+    doc = ref.load(src)
+    spans = sorted((ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + int(ref.Decimal(e["dur"]) * 1000))
+                   for e in ref.events(doc, "user_annotation") if e["name"] == "train_step")
+    ends = sorted(e for _, e in spans)
+    expected = [(i, spans[0][0] if i == 0 else ends[i - 1], e, "key_node") for i, e in enumerate(ends)]
+    path = import_files([src], tmp_path / "kn.dlscope", ImportOptions(key_node="train_step"))
+    got = q(ProfileData.open(path).con, "SELECT step, start_ns, end_ns, source FROM steps ORDER BY step")
+    assert [tuple(r) for r in got] == expected and len(expected) == 3

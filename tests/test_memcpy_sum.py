@@ -18,16 +18,6 @@ from .conftest import DATA
 from .report_helpers import US, imported, make_profile, shared_root
 
 
-def _merge(intervals):
-    out = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
 def expected(paths) -> dict[tuple, dict]:
     out: dict[tuple, dict] = defaultdict(lambda: dict(count=0, bytes=0, ns=0, overlap=0))
     for path in paths:
@@ -41,7 +31,7 @@ def expected(paths) -> dict[tuple, dict]:
         for e in ref.events(doc, "kernel"):
             if not re.search(COMMUNICATION_RE, e["name"].lower()):
                 compute[e["args"].get("device", e["pid"])].append(span(e))
-        islands = {d: _merge(v) for d, v in compute.items()}
+        islands = {d: ref.merge_intervals(v) for d, v in compute.items()}
         for e in ref.events(doc, "gpu_memcpy"):
             m = re.match(r"Memcpy (\w+) \((\w+) -> (\w+)\)", e["name"])
             key = (m.group(1), m.group(2).lower(), m.group(3).lower())

@@ -10,7 +10,7 @@ iterations tile the run and whatever happens between key nodes (data loading, lo
 from __future__ import annotations
 
 from ..errors import NoStepsError
-from ..store.build import step_of_sql
+from ..store.build import key_node_steps_sql, step_of_sql
 
 STEP_MARKERS = ("dlscope steps (prof.step())", "ProfilerStep#N ranges (torch.profiler)",
                 "optimizer steps (dlscope profile on an unmodified script)")
@@ -42,14 +42,9 @@ def apply_key_node(con, key_node: str) -> int:  # type: ignore[no-untyped-def]
     if not n:
         raise NoStepsError(no_steps_message(key_node))
     con.execute("""
-        CREATE OR REPLACE TEMP TABLE kn_steps AS
-        SELECT rank, (row_number() OVER w - 1)::INTEGER AS step,
-               coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
-               'key_node' AS source, FALSE AS warmup,
-               EXISTS (SELECT 1 FROM raw_steps r WHERE r.rank = kn_inst.rank AND r.traced
-                       AND r.start_ns < kn_inst.end_ns AND r.end_ns > kn_inst.start_ns) AS traced
-        FROM kn_inst WINDOW w AS (PARTITION BY rank ORDER BY end_ns)
-    """)
+        CREATE OR REPLACE TEMP TABLE kn_steps AS """ + key_node_steps_sql("kn_inst", traced="""
+        EXISTS (SELECT 1 FROM raw_steps r WHERE r.rank = kn_inst.rank AND r.traced
+                AND r.start_ns < kn_inst.end_ns AND r.end_ns > kn_inst.start_ns)"""))
     con.execute("CREATE OR REPLACE VIEW steps AS SELECT * FROM kn_steps")
     for name, col in _TIMED.items():
         con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * "

@@ -24,7 +24,7 @@ import duckdb
 
 from ..errors import InputError
 from ..store import db
-from ..store.build import ProfileBuilder
+from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
 from .torch_phases import TORCH_AUTO_DOMAIN, TORCH_AUTO_PATTERN, derive_torch_phases
@@ -364,12 +364,10 @@ def _mem_kind(expr: str) -> str:
 
 def key_node_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], key_node: str, rank: int, out: str) -> str:
     """Iterations from a named annotation or op, with DLProf's semantics (see analysis.iterations)."""
-    parts = [f"SELECT start_ns, end_ns, pid, tid FROM {rels[n]} WHERE name = $1" for n in ("phases", "ops")]
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE {out} AS
-        SELECT {rank} AS rank, (row_number() OVER w - 1)::INTEGER AS step,
-               coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
-               'key_node' AS source, FALSE AS warmup, TRUE AS traced
-        FROM ({' UNION ALL '.join(parts)}) WINDOW w AS (ORDER BY end_ns)""", [key_node])
+    parts = [f"SELECT {rank} AS rank, start_ns, end_ns, pid, tid FROM {rels[n]} WHERE name = $1"
+             for n in ("phases", "ops")]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {out} AS "
+                + key_node_steps_sql(f"({' UNION ALL '.join(parts)})"), [key_node])
     if not _count(con, out):
         raise InputError(f"--key-node {key_node!r}: no range or op of that name in the trace")
     return out

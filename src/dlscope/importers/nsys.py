@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import NoStepsError
-from ..store.build import ProfileBuilder
+from ..store.build import ProfileBuilder, key_node_steps_sql
+from ..store.db import query_arrow
 from ..store.meta import CollectorStatus, Meta
 from . import nsys_events as ev
 from .base import Importer, ImportOptions
@@ -47,17 +49,9 @@ def key_node_steps(phases: pa.Table | None, key_node: str, rank: int) -> pa.Tabl
     if phases is None or hits.num_rows == 0:
         raise NoStepsError(f"no NVTX range named {key_node!r} was found to mark iterations "
                            "(names are matched exactly, without the domain)")
-    hits = hits.sort_by([("end_ns", "ascending"), ("start_ns", "ascending")])
-    start = hits["start_ns"].to_numpy()
-    end = hits["end_ns"].to_numpy()
-    step_start = np.concatenate([start[:1], end[:-1]])
-    n = hits.num_rows
-    return pa.table({
-        "rank": pa.array(np.full(n, rank, np.int32)), "step": pa.array(np.arange(n, dtype=np.int32)),
-        "start_ns": pa.array(step_start), "end_ns": pa.array(end),
-        "pid": hits["pid"], "tid": hits["tid"],
-        "source": pa.array(["key_node"] * n, pa.string()), "warmup": pa.array(np.zeros(n, bool)),
-    })
+    con = duckdb.connect(":memory:")
+    con.register("hits", hits.select(["start_ns", "end_ns", "pid", "tid"]))
+    return query_arrow(con, key_node_steps_sql(f"(SELECT {int(rank)}::INTEGER AS rank, * FROM hits)"))
 
 
 def _with_rank(t: pa.Table, rank: int) -> pa.Table:

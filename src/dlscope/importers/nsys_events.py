@@ -14,6 +14,7 @@ nsys serializes a thread as ``globalTid`` = (vm << 56) | (pid << 24) | tid, and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -143,6 +144,16 @@ def read_kernels(x: NsysExport, offset_ns: int) -> pa.Table | None:
     return _named(x, t, "name_sid")
 
 
+def _gpu_activity_columns(c: Any, offset_ns: int) -> dict[str, tuple[str, Any]]:
+    """Where and when a copy or a memset ran: the columns every CUPTI activity table of the
+    export shares (aliased ``m``)."""
+    return {
+        "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
+        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
+        "correlation_id": (c("correlationId"), I64),
+    }
+
+
 def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
     if not x.has(MEMCPY, "start", "end"):
         return None
@@ -154,9 +165,7 @@ def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
     dst = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.dstKind", MEM_KINDS, DEFAULT_MEM_IDS) \
         if x.has(MEMCPY, "dstKind") else "NULL"
     return _query(x, {
-        "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
-        "correlation_id": (c("correlationId"), I64),
+        **_gpu_activity_columns(c, offset_ns),
         "bytes": (c("bytes", "coalesce(m.bytes, 0)") if x.has(MEMCPY, "bytes") else "0", I64),
         "copy_kind": (copy_kind, STR), "src_kind": (src, STR), "dst_kind": (dst, STR),
         "pid": (c("globalPid", pid_of("m.globalPid")), I64),
@@ -170,9 +179,7 @@ def read_memset(x: NsysExport, offset_ns: int) -> pa.Table | None:
     kind = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.memKind", MEM_KINDS, DEFAULT_MEM_IDS) \
         if x.has(MEMSET, "memKind") else "NULL"
     return _query(x, {
-        "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
-        "correlation_id": (c("correlationId"), I64),
+        **_gpu_activity_columns(c, offset_ns),
         "bytes": ("coalesce(m.bytes, 0)" if x.has(MEMSET, "bytes") else "0", I64),
         "mem_kind": (kind, STR),
         "pid": (c("globalPid", pid_of("m.globalPid")), I64),

@@ -232,6 +232,19 @@ def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in"
     """
 
 
+def key_node_steps_sql(instances: str, traced: str = "TRUE") -> str:
+    """SQL tiling a run into iterations from the instances of a key node (a relation with rank,
+    start_ns, end_ns, pid, tid), with DLProf's semantics: iteration *i* ends where the *i*-th
+    instance ends and starts where the previous one ended; the first starts at its own start.
+    ``traced`` is an expression over the instance row."""
+    return f"""
+    SELECT rank, (row_number() OVER w - 1)::INTEGER AS step,
+           coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
+           'key_node' AS source, FALSE AS warmup, {traced} AS traced
+    FROM {instances} WINDOW w AS (PARTITION BY rank ORDER BY end_ns, start_ns)
+    """
+
+
 def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, str]:
     """Create, in ``con``, one view per table (``final_<name>``) over its ``in_<name>`` table
     with the derived columns filled: depth of phases; depth, parent and self time of ops (when

@@ -39,13 +39,7 @@ def to_arrow(rel: Any) -> pa.Table:
 
 
 def query_arrow(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pa.Table:
-    rel = con.sql(sql, params=params) if params else con.sql(sql)
-    for method in ("to_arrow_table", "fetch_arrow_table", "arrow"):
-        fn = getattr(rel, method, None)
-        if fn is not None:
-            out = fn()
-            return out if isinstance(out, pa.Table) else out.read_all()
-    raise RuntimeError("this DuckDB release cannot return Arrow tables")
+    return to_arrow(con.sql(sql, params=params) if params else con.sql(sql))
 
 
 def sql_str(s: str) -> str:
