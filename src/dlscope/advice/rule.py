@@ -16,6 +16,10 @@ from ..analysis.context import ProfileData
 from .context import Context
 from .finding import Evidence, Finding, severity_for
 
+# The default floor of a finding: below 2% of the step a change is hard to tell from step-to-step
+# variation, so rules without a published threshold of their own stay silent under it.
+MIN_SAVING_PCT = 2.0
+
 
 class Rule:
     id: ClassVar[str] = ""
