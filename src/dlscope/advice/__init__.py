@@ -10,13 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..analysis.context import ProfileData
-from . import amp_not_enabled, input_bound, no_tensor_cores, pageable_memcpy, sync_in_step
+from . import (
+    amp_not_enabled,
+    gpu_idle,
+    input_bound,
+    launch_bound,
+    no_tensor_cores,
+    pageable_memcpy,
+    sync_in_step,
+)
 from .context import Context
 from .finding import KEYS, SEVERITIES, Evidence, Finding
 from .rule import Rule
 
 RULES: list[Rule] = [
+    gpu_idle.RULE,
     input_bound.RULE,
+    launch_bound.RULE,
     pageable_memcpy.RULE,
     sync_in_step.RULE,
     no_tensor_cores.RULE,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
-from .math_work import math_by_kernel, ops_phrase
+from .math_work import kernel_share, math_by_kernel, ops_phrase
 from .rule import MIN_SAVING_PCT, Rule
-from .text import ms, pct
+from .text import ms
 
 TOP = 6
 URL = "https://pytorch.org/docs/stable/amp.html"
@@ -50,7 +50,7 @@ class AmpNotEnabled(Rule):
         if p is None or p < MIN_SAVING_PCT:
             return None
         parts = [f"{ms(t32)} in fp32 on CUDA cores" if t32 else "", f"{ms(ttc)} in TF32/fp32 on tensor cores" if ttc else ""]
-        text = (f"{ms(t32 + ttc)} of matrix math per step ({pct(ctx.pct(t32 + ttc))} of the step) runs in 32-bit "
+        text = (f"{ms(t32 + ttc)} of matrix math per step ({kernel_share(ctx, t32 + ttc)}) runs in 32-bit "
                 f"precision ({', '.join(x for x in parts if x)}): {ops_phrase(rows)}")
         how = (f"16-bit tensor cores peak at {stc:g}x TF32 and {s32:g}x fp32 CUDA cores on "
                f"{dev.name if dev else 'this GPU'}: these kernels could take {ms(gpu_saving)} less per step"

@@ -109,6 +109,20 @@ class Context:
         """Mean over the windows of an idle/wait column (ms per step)."""
         return self.per_window(sum(r[column] or 0 for r in self.idle)) if self.idle else 0.0
 
+    def idle_share(self, *columns: str) -> float:
+        """Share (0..1) of the GPU windows' time in the given idle/wait columns."""
+        total = sum(r["window_ns"] for r in self.idle)
+        return sum(r[c] or 0 for r in self.idle for c in columns) / total if total else 0.0
+
+    @cached_property
+    def kernel_ms(self) -> float:
+        """Kernel time launched per GPU window (summed durations, overlaps counted twice)."""
+        if not self.data.has("kernels") or not self.basis.windows:
+            return 0.0
+        k = "k"
+        return self.per_window(self.data.scalar(
+            f"SELECT sum(k.end_ns - k.start_ns)::DOUBLE FROM kernels {k} {self.in_windows(k)}"))
+
     @cached_property
     def host_wait_ms(self) -> float:
         """Mean time per step the host was blocked on the GPU (syncs, pageable copies). The

@@ -50,3 +50,9 @@ def touches_convolution(rows: list[dict[str, Any]]) -> bool:
 def touches_matmul(rows: list[dict[str, Any]]) -> bool:
     return any(any(t in (r["op"] or r["kernel"] or "").lower() for t in ("mm", "linear", "matmul", "gemm", "bmm"))
                and "conv" not in (r["op"] or "").lower() for r in rows)
+
+
+def kernel_share(ctx: Context, ms_per_step: float) -> str:
+    """'85% of the kernel time' for a per-step amount of kernel time."""
+    k = ctx.kernel_ms
+    return f"{100 * ms_per_step / k:.0f}% of the kernel time" if k else "no kernel time to compare"

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
-from .math_work import math_by_kernel, ops_phrase, touches_convolution, touches_matmul
+from .math_work import kernel_share, math_by_kernel, ops_phrase, touches_convolution, touches_matmul
 from .rule import MIN_SAVING_PCT, Rule
-from .text import ms, pct
+from .text import ms
 
 TOP = 6
 URL_TF32 = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
@@ -51,7 +51,7 @@ class NoTensorCores(Rule):
             return None
         path = "TF32 tensor cores" if tf32 else "fp16 tensor cores"
         gpu_name = dev.name if dev else "this GPU"
-        text = (f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({pct(ctx.pct(t32))} of the step): "
+        text = (f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
                 f"{ops_phrase(rows)}")
         how = (f"{path} peak at {factor:g}x the fp32 CUDA-core rate on {gpu_name}: the kernels could take "
                f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step")

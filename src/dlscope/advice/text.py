@@ -99,3 +99,11 @@ def kernel_label(name: str, width: int = 60) -> str:
             kind = "reduce" if outer.endswith("reduce_kernel") else "elementwise"
             return f"{kind} {op}"[:width]
     return outer
+
+
+def op_label(name: str | None) -> str | None:
+    """An op name as people say it: autograd's wrapper 'autograd::engine::evaluate_function: X'
+    becomes 'X (backward)'."""
+    if name and name.startswith("autograd::engine::evaluate_function: "):
+        return name.split(": ", 1)[1] + " (backward)"
+    return name
