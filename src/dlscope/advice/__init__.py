@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from ..analysis.context import ProfileData
 from . import (
     amp_not_enabled,
+    fusion_candidates,
     gpu_idle,
+    h2d_not_overlapped,
     input_bound,
     launch_bound,
+    layout_transposes,
     no_tensor_cores,
     pageable_memcpy,
     sync_in_step,
@@ -28,9 +31,12 @@ RULES: list[Rule] = [
     input_bound.RULE,
     launch_bound.RULE,
     pageable_memcpy.RULE,
+    h2d_not_overlapped.RULE,
     sync_in_step.RULE,
     no_tensor_cores.RULE,
     amp_not_enabled.RULE,
+    layout_transposes.RULE,
+    fusion_candidates.RULE,
 ]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..analysis.math_kernels import precision_sql
 from .context import Context
-from .text import kernel_label, ms, steps
+from .text import kernel_label, merge_rows, ms, op_label, steps
 
 
 def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -27,9 +27,10 @@ def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, 
         WHERE k.precision IN ({wanted})
         GROUP BY ALL ORDER BY ms_per_step DESC""")
     for r in rows:
+        r["op"] = op_label(r["op"])
         r["kernel"] = kernel_label(r["kernel"])
         r["steps"] = steps(r["steps"] or [])
-    return rows
+    return merge_rows(rows, ("op", "kernel", "precision"), ("calls_per_step", "ms_per_step"))
 
 
 def ops_phrase(rows: list[dict[str, Any]], limit: int = 3) -> str:

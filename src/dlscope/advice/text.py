@@ -107,3 +107,17 @@ def op_label(name: str | None) -> str | None:
     if name and name.startswith("autograd::engine::evaluate_function: "):
         return name.split(": ", 1)[1] + " (backward)"
     return name
+
+
+def merge_rows(rows: list[dict], keys: tuple[str, ...], sums: tuple[str, ...]) -> list[dict]:
+    """Rows that became equal on ``keys`` after labelling, merged: ``sums`` added, the first
+    row's other values kept; the order of first appearance."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        k = tuple(r.get(c) for c in keys)
+        if k in out:
+            for c in sums:
+                out[k][c] = (out[k].get(c) or 0) + (r.get(c) or 0)
+        else:
+            out[k] = dict(r)
+    return list(out.values())
