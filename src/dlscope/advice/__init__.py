@@ -21,6 +21,7 @@ from . import (
     no_tensor_cores,
     pageable_memcpy,
     sync_in_step,
+    unfused_optimizer,
 )
 from .context import Context
 from .finding import KEYS, SEVERITIES, Evidence, Finding
@@ -37,6 +38,7 @@ RULES: list[Rule] = [
     amp_not_enabled.RULE,
     layout_transposes.RULE,
     fusion_candidates.RULE,
+    unfused_optimizer.RULE,
 ]
 
 
