@@ -15,12 +15,16 @@ from . import (
     fusion_candidates,
     gpu_idle,
     h2d_not_overlapped,
+    high_step_variance,
     input_bound,
     launch_bound,
     layout_transposes,
+    memory_near_limit,
+    memory_underused,
     no_tensor_cores,
     pageable_memcpy,
     sync_in_step,
+    throttling,
     unfused_optimizer,
 )
 from .context import Context
@@ -39,6 +43,10 @@ RULES: list[Rule] = [
     layout_transposes.RULE,
     fusion_candidates.RULE,
     unfused_optimizer.RULE,
+    memory_underused.RULE,
+    memory_near_limit.RULE,
+    high_step_variance.RULE,
+    throttling.RULE,
 ]
 
 

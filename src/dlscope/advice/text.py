@@ -111,7 +111,7 @@ def op_label(name: str | None) -> str | None:
 
 def merge_rows(rows: list[dict], keys: tuple[str, ...], sums: tuple[str, ...]) -> list[dict]:
     """Rows that became equal on ``keys`` after labelling, merged: ``sums`` added, the first
-    row's other values kept; the order of first appearance."""
+    row's other values kept; ordered by the last of ``sums``, largest first."""
     out: dict[tuple, dict] = {}
     for r in rows:
         k = tuple(r.get(c) for c in keys)
@@ -120,4 +120,4 @@ def merge_rows(rows: list[dict], keys: tuple[str, ...], sums: tuple[str, ...]) -
                 out[k][c] = (out[k].get(c) or 0) + (r.get(c) or 0)
         else:
             out[k] = dict(r)
-    return list(out.values())
+    return sorted(out.values(), key=lambda r: -(r.get(sums[-1]) or 0))
