@@ -93,15 +93,14 @@ class InputBound(Rule):
                     "persistent_workers=True, prefetch_factor=2), N about the CPU cores per GPU, so batches are "
                     "prepared in parallel while the GPU computes.")
         untraced = per_name[0].get("outside_ops_pct")
-        where = (f" ({pct(untraced)} of it is Python or NumPy code outside any PyTorch op)"
+        where = (f", {pct(untraced)} of it Python or NumPy code outside any PyTorch op"
                  if untraced is not None and untraced >= 50 else "")
-        workers = ("the DataLoader's worker processes, which this program already uses," if f.dataloader == "multi"
-                   else "DataLoader worker processes (num_workers=N)")
-        return (f"'{top}' runs on the training thread between steps{where}, and the GPU waits through it. Move that "
-                f"work into the Dataset's __getitem__ (or a collate_fn) so that {workers} prepare the next batch while "
-                f"the GPU runs this one: DataLoader(dataset, batch_size=..., num_workers=N,{pin} "
-                "persistent_workers=True). Per-batch math such as normalization can instead run on the GPU after the "
-                "copy.")
+        workers = ("the DataLoader's worker processes (already in use)" if f.dataloader == "multi"
+                   else "DataLoader worker processes")
+        return (f"Move the work of '{top}' ({ms(per_name[0]['ms_per_step'])} per step on the training thread{where}) "
+                f"into the Dataset's __getitem__ or a collate_fn, so that {workers} prepare the next batch while the GPU "
+                f"runs this one: DataLoader(dataset, batch_size=..., num_workers=N,{pin} persistent_workers=True). "
+                "Per-batch math such as normalization can instead run on the GPU after the copy.")
 
 
 def _input_phases_sql(ctx: Context) -> str:

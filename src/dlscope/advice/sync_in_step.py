@@ -76,7 +76,8 @@ class SyncInStep(Rule):
 def _advice(ctx: Context, top: dict) -> str:
     op, inner, phase = top.get("op") or "", top.get("inner_op") or "", top.get("phase")
     where = f" in '{phase}'" if phase else ""
-    per = f"{count(top['calls_per_step'])} time{'s' if top['calls_per_step'] != 1 else ''} per step"
+    n = top["calls_per_step"]
+    per = "once per step" if n == 1 else "twice per step" if n == 2 else f"{count(n)} times per step"
     if not ctx.facts.torch:
         return (f"{top['call']}{where} blocks the host {per}. Order GPU work with events instead "
                 "(cudaEventRecord + cudaStreamWaitEvent) and read results back asynchronously "
