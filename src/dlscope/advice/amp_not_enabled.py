@@ -30,6 +30,7 @@ class AmpNotEnabled(Rule):
     description = "eligible GEMMs, convolutions and attention run in 32-bit precision instead of 16-bit mixed precision"
     needs = ("kernels",)
     needs_gpu = True
+    cuda_only = True
 
     def precondition(self, ctx: Context) -> str | None:
         dev = ctx.facts.device
@@ -46,7 +47,7 @@ class AmpNotEnabled(Rule):
         ttc = sum(r["ms_per_step"] for r in rows if r["precision"] == "fp32_tc")
         gpu_saving = t32 * (1 - 1 / s32) + ttc * (1 - 1 / stc)
         saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(saving)
+        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
         if p is None or p < MIN_SAVING_PCT:
             return None
         parts = [f"{ms(t32)} in fp32 on CUDA cores" if t32 else "", f"{ms(ttc)} in TF32/fp32 on tensor cores" if ttc else ""]

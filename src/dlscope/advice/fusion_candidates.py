@@ -35,6 +35,7 @@ class FusionCandidates(Rule):
     description = "frequent sequences of short elementwise/reduction kernels run one after another (torch.compile fuses them)"
     needs = ("kernels",)
     needs_gpu = True
+    cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
@@ -57,7 +58,7 @@ class FusionCandidates(Rule):
             FROM runs GROUP BY names ORDER BY fusable_ms_per_step DESC""")
         gpu_saving = sum(r["fusable_ms_per_step"] for r in rows)
         saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(saving)
+        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
         if not rows or p is None or p < MIN_SAVING_PCT:
             return None
         out = [{"sequence": _sequence(r["names"]), "kernels": r["kernels"], "per_step": r["per_step"],

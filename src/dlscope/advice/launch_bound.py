@@ -33,6 +33,7 @@ class LaunchBound(Rule):
     description = "the GPU idles while the host launches many short kernels"
     needs = ("kernels", "api")
     needs_gpu = True
+    cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis

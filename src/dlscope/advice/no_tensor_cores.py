@@ -31,6 +31,7 @@ class NoTensorCores(Rule):
     description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
     needs = ("kernels",)
     needs_gpu = True
+    cuda_only = True
 
     def precondition(self, ctx: Context) -> str | None:
         dev = ctx.facts.device
@@ -46,7 +47,7 @@ class NoTensorCores(Rule):
         factor = tf32 or (dev.low_speedup(False) if dev else 8.0)
         gpu_saving = t32 * (1 - 1 / factor)
         saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(saving)
+        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
         if p is None or p < MIN_SAVING_PCT:
             return None
         path = "TF32 tensor cores" if tf32 else "fp16 tensor cores"

@@ -7,9 +7,12 @@ Such a copy cannot be asynchronous: the driver stages it through a pinned buffer
 the calling thread waits until it is done, whatever the API says (nsys's ``cuda_memcpy_async``
 rule). It also runs below the link's bandwidth.
 
-Saving (upper bound): the time the host was blocked in those copy calls per step. From pinned
-memory the call returns at once and the copy runs at full bandwidth on the GPU's copy engine, so
-neither the host nor the step can gain more than that blocked time.
+Saving (upper bound), per step: the time the host was blocked in those copy calls, but no more than
+the GPU idle time the host caused (input, sync, launch) plus the copies' own GPU time. From pinned
+memory the call returns at once and the copy runs at full bandwidth on the GPU's copy engine:
+the host gets its blocked time back, which shortens the step only where the GPU was waiting for
+the host, and the copies themselves can get faster. (A pageable copy also waits for the stream's
+earlier work, like a synchronize: a tiny copy can block for milliseconds.)
 """
 
 from __future__ import annotations
@@ -31,10 +34,20 @@ class PageableMemcpy(Rule):
     description = "host-device copies use pageable memory, so they block the calling thread and run slower"
     needs = ("memcpy", "api")
     needs_gpu = True
+    cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
-        saving = ctx.idle_ms("pageable_wait_ns")
+        wait = ctx.idle_ms("pageable_wait_ns")
+        if not wait:
+            return None
+        copy_ns = {(r["rank"], r["step"]): r["ns"] for r in d.rows(f"""
+            SELECT c.rank, {ctx.windows_table}.step, sum(c.end_ns - c.start_ns)::DOUBLE AS ns
+            FROM memcpy c {ctx.in_windows('c')}
+            WHERE 'pageable' IN (coalesce(c.src_kind, ''), coalesce(c.dst_kind, '')) GROUP BY ALL""")}
+        saving = ctx.per_window(sum(
+            min(r["pageable_wait_ns"], r["input_ns"] + r["sync_ns"] + r["launch_ns"] + copy_ns.get((r["rank"], r["step"]), 0))
+            for r in ctx.idle))
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
@@ -56,11 +69,12 @@ class PageableMemcpy(Rule):
             return None
         top = rows[0]
         n = sum(r["copies_per_step"] for r in rows)
-        text = (f"{n:.0f} copies per step use pageable host memory and block the host {ms(saving)} per step "
-                f"({pct(p)} of the step); the largest: {top['direction']} of {size(top['bytes_per_copy'])} from "
+        text = (f"{n:.0f} copies per step use pageable host memory and block the host {ms(wait)} per step "
+                f"({pct(ctx.pct(wait))} of the step); the largest: {top['direction']} of {size(top['bytes_per_copy'])} from "
                 f"{_where(top)} at {top['gb_per_s'] or 0:.1f} GB/s")
-        how = (f"the host waited {ms(saving)} per step inside these copy calls; from pinned memory they return at once "
-               "and overlap other work, so the step could be up to that much shorter")
+        how = (f"the host waited {ms(wait)} per step inside these copy calls; from pinned memory they return at once "
+               "and overlap other work, which shortens the step where the GPU waited for the host: up to "
+               f"{ms(saving)} per step")
         for r in rows:
             r["steps"] = steps(r["steps"] or [])
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),

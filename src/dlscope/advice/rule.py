@@ -29,6 +29,7 @@ class Rule:
     needs: ClassVar[tuple[str, ...]] = ()
     needs_steps: ClassVar[bool] = False
     needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
+    cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
 
     def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:
         """Why this rule cannot run on ``data``, or None."""
@@ -43,6 +44,11 @@ class Rule:
         if self.needs_gpu and not ctx.basis.windows:
             return "no GPU activity in the selected steps" + (
                 " (GPU work is recorded only in the traced steps)" if data.traced_excluded else "")
+        dev = ctx.facts.device if self.cuda_only else None
+        if dev is not None and dev.vendor == "other":
+            return f"the device ({dev.name}) is not a CUDA or ROCm GPU: its kernels and calls are named otherwise"
+        if self.cuda_only and ctx.facts.foreign_runtime:
+            return "the runtime calls are neither CUDA nor HIP: an accelerator whose kernels dlscope cannot judge by name"
         return self.precondition(ctx)
 
     def precondition(self, ctx: Context) -> str | None:

@@ -36,6 +36,7 @@ class SyncInStep(Rule):
     description = "synchronizing calls (.item(), .cpu(), synchronize, blocking copies) stall the host every step"
     needs = ("api",)
     needs_gpu = True
+    cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis

@@ -79,7 +79,6 @@ class Throttling(Rule):
         busy_ms = (r["util"] or 100.0) / 100.0 * ctx.basis.unit_ms
         gpu_saving = busy_ms * share * slow
         saving, cap_note = ctx.gpu_saving_cap(gpu_saving) if ctx.basis.windows else (gpu_saving, "")
-        p = ctx.pct(saving)
         reasons = [name for bit, name in THROTTLE_BITS.items() if (r["reasons"] or 0) & bit]
         text = (f"GPU {r['device']} was throttled ({', '.join(reasons)}) in {pct(100 * share)} of the samples while busy"
                 + (f", at {r['clock_throttled']:.0f} MHz against {r['clock_max']:.0f} MHz" if r["clock_throttled"] else "")
@@ -87,7 +86,7 @@ class Throttling(Rule):
                 + (f", {r['power_max']:.0f} W" if r["power_max"] is not None else ""))
         how = (f"the GPU's busy time ({ms(busy_ms)} per step) ran {pct(100 * share)} of the time {pct(100 * slow)} slower "
                f"than its top clock: up to {ms(saving)} per step" + (f" ({cap_note})" if cap_note else ""))
-        if p is None or (p < MIN_SAVING_PCT and slow > 0):
+        if ctx.pct(gpu_saving) is None or (ctx.pct(gpu_saving) < MIN_SAVING_PCT and slow > 0):
             return None
         thermal = any("thermal" in x for x in reasons)
         advice = ("The GPU hits its " + ("thermal" if thermal else "power") + " limit: this is the machine, not the "
