@@ -149,11 +149,14 @@ class Context:
     @cached_property
     def facts(self) -> Facts:
         d = self.data
-        torch_ops = d.has("ops") and bool(d.scalar("SELECT count(*) FROM (SELECT 1 FROM ops WHERE name LIKE 'aten::%' LIMIT 1)"))
-        framework = "pytorch" if ("torch" in d.meta.frameworks or torch_ops) else "cuda"
         names = [r[0] for r in d.con.execute(
             "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%'"
         ).fetchall()] if d.has("phases") else []
+        # PyTorch's signs: its ops, its own annotations (DataLoader, optimizer), ATen's kernels
+        torch_ops = d.has("ops") and bool(d.scalar("SELECT count(*) FROM (SELECT 1 FROM ops WHERE name LIKE 'aten::%' LIMIT 1)"))
+        aten = d.has("kernels") and bool(d.scalar(
+            "SELECT count(*) FROM (SELECT 1 FROM kernels WHERE name LIKE '%at::native::%' LIMIT 1)"))
+        framework = "pytorch" if ("torch" in d.meta.frameworks or torch_ops or names or aten) else "cuda"
         loader = None
         if any("_MultiProcessingDataLoaderIter" in n for n in names):
             loader = "multi"
