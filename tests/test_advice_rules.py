@@ -263,3 +263,21 @@ def test_every_rule_says_why_it_cannot_run_on_a_profile_without_gpu_data(tmp_pat
 
 def test_step_is_ms():  # the helper's unit, which every expected number above relies on
     assert MS == 1_000_000
+
+
+def test_launch_bound_in_a_cuda_program_gets_cuda_wording(tmp_path):
+    """No framework: 200 launches of 20 us for kernels of 5 us per 5 ms step; the GPU waits
+    15 us per kernel while the host is in the next launch call."""
+    lp = Loop()
+    for i in range(6):
+        t = 5.0 * i
+        lp.step(i, t, t + 5)
+        for j in range(200):
+            a = t + j * 0.02
+            lp.call("cudaLaunchKernel", a, a + 0.02)
+            lp.tables["kernels"].append(dict(device=0, stream=7, start_ns=int((a + 0.02) * MS),
+                                             end_ns=int((a + 0.025) * MS), name="saxpy_kernel",
+                                             correlation_id=lp.corr, pid=1))
+    f = findings(lp.open(tmp_path, frameworks={}))["launch_bound"]
+    assert "cudaGraphLaunch" in f.advice and "torch" not in f.advice
+    assert f.saving_pct == pytest.approx(100 * 200 * 0.015 / 5, rel=0.01)
