@@ -15,10 +15,14 @@ echo
 if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "== a GPU is here: profile the GPU example yourself with dlscope profile -- python YOUR_SCRIPT.py"
 fi
-echo "== a real H100 profile (ResNet-50 training, PyTorch profiler trace bundled in tests/data): every layer"
-dlscope import -f tests/data/kineto/h100_resnet50_phases.trace.json.gz -o out/h100_resnet50.dlscope
+echo "== a real H100 profile, recorded by dlscope (ResNet-50 training; bundled in examples/data): every layer"
+rm -rf out/h100_resnet50.dlscope && tar xzf examples/data/h100_resnet50.dlscope.tgz -C out
 dlscope summary out/h100_resnet50.dlscope
-dlscope stats out/h100_resnet50.dlscope --report phase_sum,step_sum
+dlscope stats out/h100_resnet50.dlscope --report gpu_time_breakdown,memcpy_sum
+echo
+echo "== reading a trace the PyTorch profiler wrote (H100, bundled in tests/data)"
+dlscope import -f tests/data/kineto/h100_resnet50_phases.trace.json.gz -o out/kineto_resnet50.dlscope
+dlscope stats out/kineto_resnet50.dlscope --report tensor_core --format csv | cut -c1-150 | sed -n 1,6p
 echo
 echo "== the HTML reports and the timelines"
 for p in train_cpu h100_resnet50; do

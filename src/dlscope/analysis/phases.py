@@ -31,6 +31,7 @@ class PhaseRow:
     source: str
     gpu_ms: float | None = None  # GPU time launched inside the phase, per step (None: no GPU data)
     kernels: float | None = None  # kernels launched inside the phase, per step
+    basis: str = "steps"  # 'steps': the statistics steps; 'traced': only traced steps have it; 'wall': no steps
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,26 +73,73 @@ def shown_phases_sql(data: ProfileData) -> str:
                JOIN ({nesting_sql("shown_phases", "rank, pid, tid")}) n USING (rid)"""
 
 
+def _per_step(data: ProfileData, base: str, steps: str, basis: str, skip: set[str]) -> list[tuple[float, PhaseRow]]:
+    """(mean offset in the step, row) for each phase name found in the steps of ``steps``."""
+    n_steps = int(data.scalar(f"SELECT count(*) FROM {steps}") or 0)
+    if not n_steps:
+        return []
+    step_total = float(data.scalar(f"SELECT sum(end_ns - start_ns)::DOUBLE FROM {steps}") or 0)
+    rows = data.rows(f"""
+        SELECT p.name, count(*) AS n, sum(p.end_ns - p.start_ns)::DOUBLE AS total, min(p.depth) AS depth,
+               any_value(p.source) AS source, avg(p.start_ns - s.start_ns) AS off_ns
+        FROM ({base}) p JOIN {steps} s ON p.rank = s.rank AND p.step = s.step
+        GROUP BY p.name""")
+    return [(r["off_ns"], PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / n_steps,
+                                   100.0 * r["total"] / step_total if step_total else None,
+                                   int(r["depth"] or 0), r["source"], basis=basis))
+            for r in rows if r["name"] not in skip]
+
+
+def _tree_order(data: ProfileData, base: str, rows: list[tuple[float, PhaseRow]]) -> list[PhaseRow]:
+    """Rows in the order a reader expects: top-level phases by where they start in the step,
+    each followed by the phases it encloses (its most frequent parent), recursively. Ordering by
+    mean offset alone breaks when phases are measured over different sets of steps."""
+    parents = {r["name"]: r["parent"] for r in data.rows(f"""
+        WITH p AS ({base})
+        SELECT c.name, mode(par.name) AS parent FROM p c JOIN p par
+          ON par.rank = c.rank AND par.pid = c.pid AND par.tid = c.tid AND par.depth = c.depth - 1
+         AND par.start_ns <= c.start_ns AND par.end_ns >= c.end_ns
+        WHERE c.depth > 0 GROUP BY c.name""")}
+    by_name = {r.name: (off, r) for off, r in rows}
+    children: dict[str | None, list[str]] = {}
+    for name in by_name:
+        parent = parents.get(name)
+        children.setdefault(parent if parent in by_name and parent != name else None, []).append(name)
+    out: list[PhaseRow] = []
+    seen: set[str] = set()
+
+    def visit(parent: str | None, depth: int) -> None:
+        for name in sorted(children.get(parent, []), key=lambda n: (by_name[n][0], n)):
+            if name in seen:
+                continue
+            seen.add(name)
+            row = by_name[name][1]
+            row.depth = depth
+            out.append(row)
+            visit(name, depth + 1)
+
+    visit(None, 0)
+    out += [r for _, r in rows if r.name not in seen]  # cycles (a name nested in itself elsewhere)
+    return out
+
+
 def _breakdown(data: ProfileData) -> list[PhaseRow]:
     n_steps = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
     base = shown_phases_sql(data)
     if n_steps:
-        step_total = float(data.scalar("SELECT sum(end_ns - start_ns)::DOUBLE FROM stat_steps") or 0)
-        rows = data.rows(f"""
-            SELECT p.name, count(*) AS n, sum(p.end_ns - p.start_ns)::DOUBLE AS total, min(p.depth) AS depth,
-                   any_value(p.source) AS source, avg(p.start_ns - s.start_ns) AS off_ns
-            FROM ({base}) p JOIN stat_steps s ON p.rank = s.rank AND p.step = s.step
-            GROUP BY p.name ORDER BY off_ns, p.name""")
-        return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / n_steps,
-                         100.0 * r["total"] / step_total if step_total else None, int(r["depth"] or 0),
-                         r["source"]) for r in rows]
+        rows = _per_step(data, base, "stat_steps", "steps", set())
+        if data.traced_excluded:
+            # phases that exist only while tracing ran (derived from the PyTorch trace: forward,
+            # backward ...) are measured over the traced steps, and said to be
+            rows += _per_step(data, base, "(SELECT * FROM sel_steps WHERE traced)", "traced", {r.name for _, r in rows})
+        return _tree_order(data, base, rows)
     wall = wall_ns(data)
     rows = data.rows(f"""
         SELECT name, count(*) AS n, sum(end_ns - start_ns)::DOUBLE AS total, min(depth) AS depth,
                any_value(source) AS source, min(start_ns) AS first
         FROM ({base}) GROUP BY name ORDER BY first, name""")
     return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / r["n"],
-                     100.0 * r["total"] / wall if wall else None, int(r["depth"] or 0), r["source"])
+                     100.0 * r["total"] / wall if wall else None, int(r["depth"] or 0), r["source"], basis="wall")
             for r in rows]
 
 

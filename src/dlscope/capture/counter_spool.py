@@ -59,6 +59,16 @@ class SampleWriter:
             self._buf += rec
             self.samples += 1
 
+    def add_many(self, records: list[tuple[int, int, str, float]]) -> None:
+        """``add`` for several (t_ns, device, metric, value) samples, under one lock."""
+        if not records:
+            return
+        index, pack = self._index, RECORD.pack
+        data = b"".join(pack(t, d * MAX_METRICS + index[m], v) for t, d, m, v in records)
+        with self._lock:
+            self._buf += data
+            self.samples += len(records)
+
     def flush(self) -> None:
         with self._lock:
             data, self._buf = self._buf, bytearray()

@@ -243,7 +243,8 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             meta.frameworks.update(end_info.get("frameworks") or {})
         for note in ctx.notes:
             meta.note(note)
-        meta.devices += [d for d in ctx.devices if d not in meta.devices]
+        for d in ctx.devices:
+            meta.add_device({"rank": ctx.rank, **d})
         meta.frameworks.update(ctx.frameworks)
     settings = main_settings or {}
     sched = StepSchedule.from_options(tuple(settings["steps"]) if settings.get("steps") else None,

@@ -132,6 +132,7 @@ class TraceTables:
     skipped: list[tuple[str, int]]
     rank: int
     counts: dict[str, int]
+    backing: list[str]  # tables the relations are views of: drop them once the relations are used
 
 
 def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: int | None = None, op_base: int = 0,
@@ -166,7 +167,6 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         shutil.rmtree(work, ignore_errors=True)
     t = clock()
     rels, skipped = _split(con, ev, prefix, rank if rank is not None else 0, op_base)
-    con.execute(f"DROP TABLE {ev}")
     timed("split", t)
     t = clock()
     tables = {name: [rel] for name, rel in rels.items()}
@@ -181,7 +181,8 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         tables["steps"] = [optimizer_steps(con, rels, rank or 0, f"{prefix}opt_steps")]
     counts = {name: sum(_count(con, r) for r in rs) for name, rs in tables.items()}
     timed("derive", t)
-    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts)
+    # the views read {ev} and {prefix}launch: whoever consumes them drops these afterwards
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, f"{prefix}launch"])
 
 
 def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
@@ -205,6 +206,7 @@ def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta
     for name, rels in tt.tables.items():
         for rel in rels:
             builder.add_relation(name, rel)
+    builder.drop_after_prepare(tt.backing)
     _fill_meta(meta, path, tt.metadata, tt.rank, tt.counts, tt.skipped)
     return op_base + tt.counts.get("ops", 0)
 
@@ -273,7 +275,8 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
     out: dict[str, str] = {}
 
     def q(name: str, sql: str) -> None:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}{name} AS {sql}")
+        # a view: the builder's copy of it (interned, with row ids) is the only materialization
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {prefix}{name} AS {sql}")
         out[name] = f"{prefix}{name}"
 
     # the host process of each correlation id (GPU events carry the device as pid)
@@ -350,7 +353,6 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
         SELECT cat, count(*) FROM {ev} WHERE cat NOT IN {cats(OP_CATS + ANNOTATION_CATS + API_CATS + KERNEL_CATS
                                                             + MEMCPY_CATS + MEMSET_CATS + ('cuda_sync', 'cpu_instant_event'))}
         GROUP BY 1 ORDER BY 2 DESC""").fetchall()
-    con.execute(f"DROP TABLE {launch}")
     return out, [(c, int(n)) for c, n in skipped]
 
 
@@ -388,8 +390,7 @@ def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict
                skipped: list[tuple[str, int]]) -> None:
     meta.ranks.append(rank)
     for d in _devices(md, rank):
-        if d not in meta.devices:
-            meta.devices.append(d)
+        meta.add_device(d)
     for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
                        ("cupti_version", "cupti")):
         if md.get(key) is not None:

@@ -127,7 +127,8 @@ class NsysImporter(Importer):
             start, end = span[0] + off, span[1] + off
             meta.start_ns = start if meta.start_ns is None else min(meta.start_ns, start)
             meta.end_ns = end if meta.end_ns is None else max(meta.end_ns, end)
-        meta.devices += [d for d in devices(x) if d not in meta.devices]
+        for d in devices(x):
+            meta.add_device(d)
         meta.host = meta.host or host_name(x)
         meta.command = meta.command or command(x)
         drv = driver_version(x)

@@ -89,12 +89,16 @@ def render_summary(s: Summary, out: Console) -> None:
         for col, j in cols:
             t.add_column(col, justify=j)
         for p in s.phases:
-            row = ["  " * p.depth + p.name, f"{p.count:,}", _ms(p.total_ms), _ms(p.mean_ms, 3),
+            row = ["  " * p.depth + p.name + (" *" if p.basis == "traced" else ""), f"{p.count:,}", _ms(p.total_ms),
+                   _ms(p.mean_ms, 3),
                    "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}"]
             if gpu:
                 row += [_ms(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
             t.add_row(*row)
         out.print(t)
+        if any(p.basis == "traced" for p in s.phases):
+            out.print("  * found only in the traced steps (derived from the PyTorch trace): measured over those, "
+                      "which ran slower")
         if gpu and st.traced_excluded:
             out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)")
     _render_gpu(s, out)

@@ -83,6 +83,11 @@ class ProfileBuilder:
         self.con = db.connect(memory_limit=BUILD_MEMORY_LIMIT)
         self.parts: dict[str, list[str]] = defaultdict(list)
         self.interner = Interner()
+        self._backing: list[str] = []
+
+    def drop_after_prepare(self, relations: list[str]) -> None:
+        """Tables that added views read from: dropped once the views have been copied."""
+        self._backing += relations
 
     def add(self, table: str, data: pa.Table | None) -> None:
         """Add an Arrow table (scanned in place; keep it alive until write)."""
@@ -93,10 +98,9 @@ class ProfileBuilder:
             self.parts[table].append(name)
 
     def add_relation(self, table: str, relation: str) -> None:
-        """Add a table or view that already lives in :attr:`con`."""
+        """Add a table or view that already lives in :attr:`con` (it may be empty)."""
         self._check(table)
-        if self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]:
-            self.parts[table].append(relation)
+        self.parts[table].append(relation)
 
     def add_all(self, tables: dict[str, pa.Table]) -> None:
         for name, t in tables.items():
@@ -145,6 +149,9 @@ class ProfileBuilder:
             counts[spec.name] = self.con.execute(f"SELECT count(*) FROM in_{spec.name}").fetchall()[0][0]
             for rel in self.parts.pop(spec.name, []):  # the copy above replaces them: free them now
                 self._drop(rel)
+        for rel in self._backing:
+            self._drop(rel)
+        self._backing = []
         return counts
 
     def _intern_column(self, relation: str, column: str) -> str:

@@ -63,7 +63,24 @@ class Meta:
             k: CollectorStatus(**{kk: vv for kk, vv in v.items() if kk in ("status", "reason", "settings")})
             for k, v in (d.get("collectors") or {}).items()
         }
-        return cls(**kwargs)
+        devices = kwargs.pop("devices", None) or []
+        meta = cls(**kwargs)
+        for dev in devices:  # profiles written before devices were merged may list a GPU twice
+            if isinstance(dev, dict):
+                meta.add_device(dev)
+        return meta
+
+    def add_device(self, device: dict[str, Any]) -> None:
+        """Add a GPU's description, merged with what another source said of the same GPU (same
+        rank and index: PyTorch's device properties and NVML describe the same card)."""
+        key = (device.get("rank", 0) or 0, device.get("index"))
+        for d in self.devices:
+            if (d.get("rank", 0) or 0, d.get("index")) == key and key[1] is not None:
+                for k, v in device.items():
+                    if d.get(k) is None and v is not None:
+                        d[k] = v
+                return
+        self.devices.append(dict(device))
 
     def note(self, text: str) -> None:
         if text not in self.notes:

@@ -42,7 +42,11 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
         items.append(("steps", "none", "no iteration markers: statistics cover the whole run"))
     if s.wall_ms > 0:
         items.append(("wall time", f"{s.wall_ms / 1000:,.3f} s", s.source))
-    if busy_pct is not None:
+    h = s.headline
+    if h is not None and h.gpu_util_pct is not None:  # one definition of GPU utilization, the summary's
+        over = f"over {h.steps} step{'s' if h.steps != 1 else ''} with GPU data" if h.steps else "over the profile"
+        items.append(("GPU busy", blocks.pct(h.gpu_util_pct), f"share of the time a kernel, copy or set ran, {over}"))
+    elif busy_pct is not None:
         items.append(("GPU busy", blocks.pct(busy_pct), "share of the measured time a kernel, copy or set ran"))
     if kernel_ns_per_step is not None:
         items.append(("kernel time", f"{blocks.ms(kernel_ns_per_step)} ms/step",
