@@ -138,3 +138,10 @@ def test_summary_shows_the_top_findings_and_json_holds_them_all(cli, tmp_path_fa
     d = json.loads(r.out)
     ids = [f["id"] for f in d["advice"]]
     assert ids == [f.id for f in advice.evaluate(ProfileData.open(path))] and len(ids) > 3
+
+
+def test_readme_lists_every_rule():
+    readme = (REPO / "README.md").read_text()
+    for rule in advice.RULES:
+        assert f"| `{rule.id}` |" in readme, rule.id
+    assert len({r.id for r in advice.RULES}) == len(advice.RULES)
