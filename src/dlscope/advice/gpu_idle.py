@@ -70,8 +70,8 @@ def _step_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
-    """Per GPU window, its longest idle gap: length, where in the window it began, and the
-    outermost phase the host was in at its middle."""
+    """Per GPU window, its longest idle gap: its length and the outermost phase the host was in
+    at its middle."""
     d = ctx.data
     work = gpu_work_sql(d, selected=False)
     if work is None:
@@ -95,11 +95,10 @@ def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
                 SELECT rank, step, max(e), any_value(we), any_value(ws) FROM isl GROUP BY rank, step),
              g AS (SELECT *, (start_ns + end_ns) // 2 AS mid FROM gaps WHERE end_ns > start_ns
                    QUALIFY row_number() OVER (PARTITION BY rank, step ORDER BY end_ns - start_ns DESC) = 1)
-        SELECT g.rank, g.step, (g.end_ns - g.start_ns) / 1e6 AS gap_ms, (g.start_ns - g.ws) / 1e6 AS starts_at_ms,
-               {phase} AS host_phase
+        SELECT g.rank, g.step, (g.end_ns - g.start_ns) / 1e6 AS gap_ms, {phase} AS host_phase
         FROM g {phase_join}""")
-    return {(r["rank"], r["step"]): {"longest_gap_ms": r["gap_ms"], "gap_starts_at_ms": r["starts_at_ms"],
-                                     "host_phase_in_gap": r["host_phase"]} for r in rows}
+    return {(r["rank"], r["step"]): {"longest_gap_ms": r["gap_ms"], "host_phase_in_gap": r["host_phase"]}
+            for r in rows}
 
 
 def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
