@@ -289,7 +289,9 @@ def resnet50() -> None:
 
     sm_c, sm_p = mean("compute", "sm_active"), mean("preprocess", "sm_active")
     tc_c, tc_p = mean("compute", "tensor_active"), mean("preprocess", "tensor_active")
-    check("resnet50.sm_active", sm_c >= 50 and sm_p <= 15 and sm_c >= 4 * max(sm_p, 1),
+    # GPM values are window averages (200 ms by default) stamped at the window's middle: windows
+    # that straddle a phase boundary blend the two phases, so the contrast is what is checked
+    check("resnet50.sm_active", sm_c >= 50 and sm_p <= 25 and sm_c >= 3 * max(sm_p, 1),
           f"SM activity: compute {sm_c:.1f}%, preprocess {sm_p:.1f}%")
     check("resnet50.tensor_active", tc_c >= 5 and tc_p <= 3 and tc_c >= 4 * max(tc_p, 0.5),
           f"tensor-core activity: compute {tc_c:.1f}%, preprocess {tc_p:.1f}%")
@@ -502,6 +504,25 @@ cp.cuda.Device().synchronize()
 """
 
 
+def cupti_repeat(n: int) -> Callable[[], None]:
+    """The CUPTI-path program under ``dlscope profile`` n times, each bounded: no run may hang."""
+    def body() -> None:
+        prog = program("cupy_step.py", CUPY_STEP)
+        times, hung = [], 0
+        for i in range(n):
+            t = time.monotonic()
+            try:
+                r = dlscope("profile", "-o", str(WORK / f"rep_{i}.dlscope"), "-f", "--quiet", "--", sys.executable,
+                            str(prog), "gpu", "10", "3", timeout=60)
+                ok = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok, hung = False, hung + 1
+            times.append(round(time.monotonic() - t, 1) if ok else None)
+        RESULTS["data"]["cupti_repeat_s"] = times
+        check("cupti_repeat.no_hang", hung == 0 and all(times), f"{n} runs, wall seconds {times}")
+    return body
+
+
 def _find_ncu() -> str | None:
     found = shutil.which("ncu")
     if found:
@@ -551,20 +572,32 @@ def main() -> int:
     global LOG, QUICK
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer steps and repetitions")
+    ap.add_argument("--only", default="", help="comma-separated section names to run (default: all)")
+    ap.add_argument("--repeat-cupti", type=int, default=0,
+                    help="also run the CUPTI-path program under dlscope profile N more times, each with a "
+                         "60 s limit: a hang at exit shows up here")
     args = ap.parse_args()
     QUICK = args.quick
     OUT.mkdir(parents=True, exist_ok=True)
     LOG = open(OUT / "gpu_hw_layer.log", "w")  # noqa: SIM115 - the script's whole run
     log(f"dlscope hardware-layer GPU validation; repo {REPO}; work dir {WORK}; out {OUT}")
+    only = {n for n in args.only.split(",") if n}
+
+    def want(name: str) -> bool:
+        return not only or name in only or name.split(".")[0] in only
+
     section("preflight", preflight)
-    section("nvml", nvml_probe)
-    section("resnet50", resnet50)
-    section("sampler_helper", sampler_helper)
-    section("cupy_counts.on", cupy_counts("on"))
-    section("cupy_counts.auto", cupy_counts("auto"))
-    section("cupti_overhead.gpu", cupti_overhead("gpu", 2 if QUICK else 4, budget_pct=3.0))
-    section("cupti_overhead.launch", cupti_overhead("launch", 1 if QUICK else 2, budget_pct=None))
-    section("nvtx_ncu", nvtx_ncu)
+    for name, fn in (("nvml", nvml_probe), ("resnet50", resnet50), ("sampler_helper", sampler_helper)):
+        if want(name):
+            section(name, fn)
+    for name, fn in (("cupy_counts.on", cupy_counts("on")), ("cupy_counts.auto", cupy_counts("auto")),
+                     ("cupti_overhead.gpu", cupti_overhead("gpu", 2 if QUICK else 4, budget_pct=3.0)),
+                     ("cupti_overhead.launch", cupti_overhead("launch", 1 if QUICK else 2, budget_pct=None)),
+                     ("nvtx_ncu", nvtx_ncu)):
+        if want(name):
+            section(name, fn)
+    if args.repeat_cupti:
+        section("cupti_repeat", cupti_repeat(args.repeat_cupti))
     RESULTS["data"]["elapsed_s"] = time.monotonic() - START
     RESULTS["date"] = time.strftime("%Y-%m-%d %H:%M:%S")
     (OUT / "gpu_hw_layer.json").write_text(json.dumps(RESULTS, indent=1, default=str))

@@ -141,6 +141,10 @@ class FakeLib:
     def __init__(self) -> None:
         self.cuptiActivityRegisterCallbacks = _Fn(self._register)
         self.cuptiActivityGetNextRecord = _Fn(self._next_record)
+        # dlscope calls these through ctypes (GIL released); they act on the module fake's state
+        self.cuptiActivityFlushAll = _Fn(lambda flag: self.module.activity_flush_all(flag) or 0)
+        self.cuptiActivityDisable = _Fn(lambda kind: self.module.activity_disable(kind) or 0)
+        self.module: Any = None  # the FakeCupti using this lib
         self.req: Any = None
         self.done: Any = None
         self.buf_addr = 0
@@ -210,6 +214,7 @@ class FakeCupti:
 
     def __init__(self, lib: FakeLib, other_client: bool = False) -> None:
         self.lib = lib
+        lib.module = self
         self.other_client = other_client
         self.enabled: set[int] = set()
         self.api_off: set[tuple[str, int]] = set()

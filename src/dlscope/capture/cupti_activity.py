@@ -391,10 +391,20 @@ class ActivityTracer:
         write_json_atomic(self.spool_dir / f"{self.pid}.cupti.json", self._header)
 
     # ---- flush and stop -------------------------------------------------------------------------
+    def _c(self, name: str, *args: int) -> int:
+        """Call a libcupti function through ctypes, which releases the GIL for the call. Calls that
+        can make CUPTI deliver buffers (flush, disable) must not hold the GIL: CUPTI may run our
+        buffer callback on its own thread, which needs the GIL, while the caller waits for it.
+        Holding it there hung a program at exit on the H100 (1 run in 5)."""
+        fn = getattr(self._lib, name)
+        fn.argtypes = [ctypes.c_uint32] * len(args)
+        fn.restype = ctypes.c_int
+        return int(fn(*args))
+
     def flush(self) -> None:
         """Ask CUPTI for the buffers it has completed (the worker spools them)."""
         if self._worker is not None:
-            self.cupti.activity_flush_all(0)
+            self._c("cuptiActivityFlushAll", 0)
 
     def stop(self) -> None:
         if self._worker is None:
@@ -404,7 +414,7 @@ class ActivityTracer:
         for step in ("flush", "disable", "flush"):
             try:
                 if step == "flush":
-                    self.cupti.activity_flush_all(FLUSH_FORCED)
+                    self._c("cuptiActivityFlushAll", int(FLUSH_FORCED))
                 else:
                     self._disable()
             except Exception as e:
@@ -434,7 +444,7 @@ class ActivityTracer:
     def _disable(self) -> None:
         for k in self._enabled:
             try:
-                self.cupti.activity_disable(k)
+                self._c("cuptiActivityDisable", int(k))
             except Exception:
                 pass
         self._enabled = []

@@ -273,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()  # told to stop, or EOF: the parent closed the pipe or died
 
     threading.Thread(target=watch_stdin, name="dlscope-nvml-stdin", daemon=True).start()
-    wall0, cpu0 = time.monotonic(), time.process_time()
     try:
         sampler = open_sampler(spool_dir, args.pid, nvml_module=args.nvml_module, interval_ms=args.interval_ms,
                                gpm_interval_ms=args.gpm_interval_ms, mode="process")
@@ -283,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sampler.header["sampler_pid"] = os.getpid()
     write_header(spool_dir, args.pid, sampler)
+    # the loop's CPU, as in thread mode (NVML's initialization and the interpreter's start-up are
+    # in cpu_total_s)
+    wall0, cpu0 = time.monotonic(), time.process_time()
     try:
         sampler.run(stop, _parent_gone(parent), flush_every_s=args.flush_s)
     except Exception as e:  # never leave the spool without a final header
