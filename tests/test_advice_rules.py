@@ -242,7 +242,7 @@ def test_throttling_on_a_power_capped_gpu(tmp_path):
     f = findings(_throttle_loop(tmp_path, 0x4))["throttling"]
     # the whole (NVML-busy) step at 1200 instead of 1980 MHz
     assert f.saving_ms_per_step == pytest.approx(100 * (1 - 1200 / 1980), rel=1e-6)
-    assert f.evidence.rows[0]["reasons"] == "software power cap"
+    assert f.evidence.rows[0]["reasons"] == "software power cap" and f.evidence.rows[0]["steps"] == "steps 0-5"
     assert "nvidia-smi" in f.advice
 
 

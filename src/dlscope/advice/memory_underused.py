@@ -61,7 +61,8 @@ class MemoryUnderused(Rule):
         how = (f"a {k}x batch fits in {pct(100 * HEADROOM)} of the memory and pays those fixed costs once for {k}x the "
                f"samples: up to {ms(saving)} per current step's worth of samples")
         row = {"metric": m.metric, "peak_gb": m.peak_bytes / 1e9, "total_gb": m.total_bytes / 1e9, "peak_pct": m.pct,
-               "gpu_busy_pct": busy, "fixed_idle_ms_per_step": fixed, "batch_factor": k, "batch_size": bs}
+               "gpu_busy_pct": busy, "fixed_idle_ms_per_step": fixed, "batch_factor": k, "batch_size": bs,
+               "peak_step": m.peak_step}
         target = f"from {bs} to {bs * k}" if bs else f"{k}x"
         advice = (f"Raise the batch size {target} (memory allows it) and scale the learning rate with it (linearly, "
                   "with a warm-up); if the model must keep its batch size, the same memory allows a larger model or "

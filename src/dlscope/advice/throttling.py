@@ -15,7 +15,7 @@ from __future__ import annotations
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
-from .text import ms, pct
+from .text import ms, pct, steps
 
 # NVML clocks event reasons (nvml.h: nvmlClocksEventReason*). Idle (0x1), application clocks
 # (0x2), sync boost (0x10) and display clock (0x100) are settings, not limits, and are ignored.
@@ -48,10 +48,10 @@ class Throttling(Rule):
         mask = sum(THROTTLE_BITS)
         # each throttle sample with the nearest earlier utilization and clock sample of its device
         rows = d.rows(f"""
-            WITH s AS (SELECT c.device, c.ts_ns, c.metric, c.value FROM counters c
+            WITH s AS (SELECT c.device, c.ts_ns, c.metric, c.value, st.step FROM counters c
                        JOIN stat_steps st ON c.ts_ns >= st.start_ns AND c.ts_ns < st.end_ns
                        WHERE c.metric IN ('throttle_reasons', 'gpu_util', 'sm_clock', 'temperature', 'power')),
-                 t AS (SELECT device, ts_ns, value::BIGINT AS bits FROM s WHERE metric = 'throttle_reasons'),
+                 t AS (SELECT device, ts_ns, step, value::BIGINT AS bits FROM s WHERE metric = 'throttle_reasons'),
                  m AS (SELECT t.*, u.value AS util, k.value AS clock, tp.value AS temp, pw.value AS power FROM t
                        ASOF LEFT JOIN (SELECT * FROM s WHERE metric = 'gpu_util') u
                          ON u.device = t.device AND t.ts_ns >= u.ts_ns
@@ -67,7 +67,8 @@ class Throttling(Rule):
                    avg(clock) FILTER (WHERE coalesce(util, 1) > 0 AND (bits & {mask}) <> 0) AS clock_throttled,
                    (SELECT max(value) FROM counters WHERE metric = 'sm_clock') AS clock_max,
                    avg(util) FILTER (WHERE util IS NOT NULL) AS util,
-                   max(temp) AS temp_max, max(power) AS power_max
+                   max(temp) AS temp_max, max(power) AS power_max,
+                   list(DISTINCT step ORDER BY step) FILTER (WHERE (bits & {mask}) <> 0) AS steps
             FROM m GROUP BY device ORDER BY throttled DESC""")
         if not rows or not rows[0]["busy"]:
             return None
@@ -96,7 +97,7 @@ class Throttling(Rule):
                      "process shares the GPU") + ". Compare step times on a healthy GPU before tuning the program.")
         row = {"device": r["device"], "throttled_pct": 100 * share, "reasons": ", ".join(reasons),
                "clock_throttled_mhz": r["clock_throttled"], "clock_max_mhz": r["clock_max"],
-               "temperature_max_c": r["temp_max"], "power_max_w": r["power_max"]}
+               "temperature_max_c": r["temp_max"], "power_max_w": r["power_max"], "steps": steps(r["steps"] or [])}
         return self.finding(ctx, saving, Evidence(text, how, [row]), advice, url=URL)
 
 
