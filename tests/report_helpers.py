@@ -57,9 +57,10 @@ def open_fixture(name: str, tmp_factory: pytest.TempPathFactory, selection: Sele
     return ProfileData.open(imported(fixture_path(name), tmp_factory), selection)
 
 
-def make_profile(tmp_path: Path, **tables: list[dict[str, Any]]) -> ProfileData:
+def make_profile(tmp_path: Path, meta: Meta | None = None, **tables: list[dict[str, Any]]) -> ProfileData:
     """A profile from rows given per table (times in ns from T0: rows hold offsets, T0 is added),
-    written and opened. Steps default to not warm-up."""
+    written and opened. Steps default to not warm-up; ``meta`` (e.g. with devices) is written as
+    given."""
     b = ProfileBuilder()
     for name, rows in tables.items():
         if not rows:
@@ -83,5 +84,5 @@ def make_profile(tmp_path: Path, **tables: list[dict[str, Any]]) -> ProfileData:
             cols.setdefault("kind", ["runtime"] * len(rows))
         b.add(name, pa.table(cols))
     out = tmp_path / f"h{len(list(tmp_path.glob('h*.dlscope')))}.dlscope"
-    b.write(out, Meta())
+    b.write(out, meta or Meta())
     return ProfileData.open(out)

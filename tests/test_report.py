@@ -67,7 +67,10 @@ def test_report_sections_hold_the_profiles_numbers(resnet_profile):
     assert f"{st.mean_ms:,.3f} ms" in text and "131.609 ms" in text
     for anchor in ("summary", "advice", "steps", "phases", "gpu", "kernels", "ops", "capture"):
         assert any(t == "h2" and a.get("id") == anchor for t, a in page.tags), anchor
-    assert "No advice module" in text
+    # the expert system's findings, with their bound and evidence (numbers checked in tests/test_advice_*.py)
+    assert "No advice module" not in text
+    assert "The GPU waits for input data" in text and "input_bound" in text and "sync_in_step" in text
+    assert any(t == "p" and a.get("class") == "bound" for t, a in page.tags)
     # charts: step histogram, steps in order, phases per step, GPU busy
     assert sum(t == "svg" for t, _ in page.tags) == 4
     assert sum(t == "rect" and a.get("class") == "seg" for t, a in page.tags) == 3 * 4  # 3 steps x 3 phases+outside
@@ -88,7 +91,10 @@ def test_report_is_self_contained(resnet_profile):
     for tag, attrs in page.tags:
         for key in ("src", "href", "srcset", "data", "action"):
             v = attrs.get(key)
-            assert v is None or v.startswith("#"), f"<{tag} {key}={v}> loads or links outside the page"
+            # the advice's documentation links are the one way out: plain https anchors, never loaded
+            doc_link = tag == "a" and key == "href" and v is not None and v.startswith("https://") \
+                and attrs.get("rel") == "noreferrer"
+            assert v is None or v.startswith("#") or doc_link, f"<{tag} {key}={v}> loads or links outside the page"
     assert not re.search(r"url\(|@import", html)
 
 

@@ -1,0 +1,86 @@
+"""The expert system: rules that name a bottleneck, show the evidence and bound the gain.
+
+``RULES`` is the one registry: a rule is a module with a :class:`~.rule.Rule` subclass and a
+``RULE`` instance, plus one line here. :func:`evaluate` runs every rule that can run on a profile
+and returns its findings, largest saving first; :func:`run` also says why the others could not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..analysis.context import ProfileData
+from . import (
+    amp_not_enabled,
+    fusion_candidates,
+    gpu_idle,
+    h2d_not_overlapped,
+    high_step_variance,
+    input_bound,
+    launch_bound,
+    layout_transposes,
+    memory_near_limit,
+    memory_underused,
+    no_tensor_cores,
+    pageable_memcpy,
+    sync_in_step,
+    throttling,
+    unfused_optimizer,
+)
+from .context import Context
+from .finding import KEYS, SEVERITIES, Evidence, Finding
+from .rule import Rule
+
+RULES: list[Rule] = [
+    gpu_idle.RULE,
+    input_bound.RULE,
+    launch_bound.RULE,
+    pageable_memcpy.RULE,
+    h2d_not_overlapped.RULE,
+    sync_in_step.RULE,
+    no_tensor_cores.RULE,
+    amp_not_enabled.RULE,
+    layout_transposes.RULE,
+    fusion_candidates.RULE,
+    unfused_optimizer.RULE,
+    memory_underused.RULE,
+    memory_near_limit.RULE,
+    high_step_variance.RULE,
+    throttling.RULE,
+]
+
+
+@dataclass
+class AdviceRun:
+    """Everything one evaluation produced: the findings (sorted), the rules that could not run
+    and why, and the rules that ran and found nothing."""
+
+    findings: list[Finding] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    clean: list[str] = field(default_factory=list)
+
+
+def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
+    """Run ``rules`` (all of :data:`RULES` by default) on ``data``."""
+    ctx = Context(data)
+    out = AdviceRun()
+    for rule in rules if rules is not None else RULES:
+        why = rule.missing(data, ctx)
+        if why:
+            out.skipped[rule.id] = why
+            continue
+        f = rule.check(ctx)
+        if f is None:
+            out.clean.append(rule.id)
+        else:
+            out.findings.append(f)
+    out.findings.sort(key=Finding.sort_key)
+    return out
+
+
+def evaluate(data: ProfileData) -> list[Finding]:
+    """The findings of every rule on ``data``, largest estimated saving first."""
+    return run(data).findings
+
+
+__all__ = ["KEYS", "RULES", "SEVERITIES", "AdviceRun", "Evidence", "Finding", "Rule", "evaluate", "run"]

@@ -7,6 +7,7 @@ import sys
 
 from .. import __version__
 from ..errors import DlscopeError
+from .advise import AdviseCommand
 from .base import Command, Parser
 from .export import ExportCommand
 from .imports import ImportCommand
@@ -16,8 +17,8 @@ from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, StatsCommand, SqlCommand,
-                                 ExportCommand, ReportCommand]
+COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
+                                 SqlCommand, ExportCommand, ReportCommand]
 
 
 def build_parser() -> Parser:

@@ -90,7 +90,24 @@ class ProfileCommand(Command):
             err.print(f"dlscope: could not finalize the profile: {e}; the recording is kept in {out}")
             return status or 2
         if not args.quiet:
-            render_summary(summarize(ProfileData.open(out)), console())
+            data = ProfileData.open(out)
+            render_summary(summarize(data), console())
+            _top_advice(data, out)
         how = f"exited with {status}" if rc >= 0 else f"was killed by signal {-rc}"
         print(f"dlscope: profile written to {out} (the program {how})", file=sys.stderr)
         return status
+
+
+def _top_advice(data: ProfileData, path: Path) -> None:
+    """The summary's advice block. A failing rule is a dlscope bug, but here it must not hide
+    the program's exit code or the profile just written: it is reported on stderr instead."""
+    from .. import advice
+    from ..render.findings import render_top_findings
+
+    try:
+        findings = advice.evaluate(data)
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        print(f"dlscope: internal error in the advice rules: {e.__class__.__name__}: {e} (a dlscope bug; "
+              f"the profile in {path} is complete)", file=sys.stderr)
+        return
+    render_top_findings(findings, console(), str(path))

@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import advice
 from ..analysis.summary import summarize
+from ..render.findings import render_top_findings
 from ..render.terminal import console, render_summary
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
 
 
 class SummaryCommand(Command):
-    """Show a profile's summary: steps, phases, and which layers were captured.
+    """Show a profile's summary: steps, phases, which layers were captured, and the top advice.
 
     Statistics cover the selected steps (warm-up excluded by default). A recording left by a
-    killed program is finalized first.
+    killed program is finalized first. The three largest findings of the expert system close the
+    text (dlscope advise shows them all with their evidence); JSON holds them all under 'advice'.
     """
 
     name = "summary"
@@ -28,9 +31,13 @@ class SummaryCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         data = open_for_analysis(args.profile, selection_from(args))
         s = summarize(data)
+        findings = advice.evaluate(data)
         out = console()
         if args.format == "json":
-            out.file.write(json.dumps(s.as_dict(), indent=1, default=str) + "\n")
+            d = s.as_dict()
+            d["advice"] = [f.as_dict() for f in findings]
+            out.file.write(json.dumps(d, indent=1, default=str) + "\n")
         else:
             render_summary(s, out)
+            render_top_findings(findings, out, args.profile)
         return 0

@@ -3,7 +3,8 @@ first as the rules return them, with its estimated saving and its evidence as a 
 
 A finding is any object with the fields ``id, title, severity, evidence, saving_ms_per_step,
 saving_pct, advice, url`` (the contract of ``dlscope.advice``); evidence may be text, a list of
-rows (dicts) or an Arrow table.
+rows (dicts), an Arrow table, or an object (or dict) with ``text``, ``saving`` (how the saving
+was bounded) and ``rows``, as ``dlscope.advice.Evidence``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "lo
 EVIDENCE_ROWS = 5
 
 
+def evidence_parts(evidence: Any) -> tuple[str | None, str | None, Any]:
+    """(text, saving explanation, rows) of a finding's evidence in any of its accepted forms."""
+    if isinstance(evidence, dict) and ("rows" in evidence or "text" in evidence):
+        return evidence.get("text"), evidence.get("saving"), evidence.get("rows")
+    if hasattr(evidence, "rows") and hasattr(evidence, "text") and not isinstance(evidence, pa.Table):
+        return getattr(evidence, "text", None), getattr(evidence, "saving", None), evidence.rows
+    if isinstance(evidence, str):
+        return evidence, None, None
+    return None, None, evidence
+
+
+def pct_basis(f: Any) -> str:
+    """What a finding's saving_pct is a share of: step time, or the profile's time when the
+    profile has no steps (then saving_ms_per_step is None)."""
+    return "step time" if getattr(f, "saving_ms_per_step", None) is not None else "the profile's time"
+
+
 def _rows(evidence: Any) -> list[dict[str, Any]] | None:
     if isinstance(evidence, pa.Table):
         return evidence.to_pylist()
@@ -33,7 +51,7 @@ def _rows(evidence: Any) -> list[dict[str, Any]] | None:
 
 def _cell(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.3f}"
+        return f"{v:,.0f}" if v.is_integer() and abs(v) >= 1000 else f"{v:,.3f}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return "" if v is None else str(v)
@@ -54,12 +72,16 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
         if getattr(f, "saving_ms_per_step", None) is not None:
             saving.append(f"up to {f.saving_ms_per_step:,.2f} ms per step")
         if getattr(f, "saving_pct", None) is not None:
-            saving.append(f"{f.saving_pct:.1f}% of step time")
+            saving.append(f"{f.saving_pct:.1f}% of {pct_basis(f)}")
+        text, bound, ev = evidence_parts(getattr(f, "evidence", None))
         if saving:
             out.print("  estimated saving: " + escape(", ".join(saving)))
+        if bound:
+            out.print("  bound: " + escape(str(bound)))
+        if text:
+            out.print("  evidence: " + escape(str(text)))
         if getattr(f, "advice", None):
-            out.print("  " + escape(str(f.advice)))
-        ev = getattr(f, "evidence", None)
+            out.print("  advice: " + escape(str(f.advice)))
         rows = _rows(ev)
         if rows:
             cols = list(dict.fromkeys(k for r in rows for k in r))
@@ -71,7 +93,31 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
             out.print(t)
             if len(rows) > EVIDENCE_ROWS:
                 out.print(f"  ... {len(rows) - EVIDENCE_ROWS:,} more rows")
-        elif ev:
+        elif ev and not text:
             out.print("  evidence: " + escape(str(ev)))
         if getattr(f, "url", None):
             out.print("  see " + escape(str(f.url)))
+
+
+def render_top_findings(findings: Sequence[Any], out: Console, profile: str, limit: int = 3) -> None:
+    """The summary's advice block: the ``limit`` largest findings, one line each plus their
+    advice, and where to read all of them with the evidence."""
+    out.print()
+    if not findings:
+        out.print("[bold]Advice[/bold]  no rule found a problem (dlscope advise PATH --verbose lists what was checked)")
+        return
+    shown = findings[:limit]
+    more = f"top {len(shown)} of {len(findings)}" if len(findings) > len(shown) else f"{len(findings)} finding" + (
+        "s" if len(findings) != 1 else "")
+    out.print(f"[bold]Advice[/bold]  ({more}; dlscope advise {escape(profile)} for the evidence)")
+    for f in shown:
+        sev = str(getattr(f, "severity", "info")).lower()
+        saving = ""
+        if getattr(f, "saving_ms_per_step", None) is not None:
+            saving = f": up to {f.saving_ms_per_step:,.1f} ms per step"
+        if getattr(f, "saving_pct", None) is not None:
+            saving += f" ({f.saving_pct:.0f}% of {pct_basis(f)})" if saving else f": up to {f.saving_pct:.0f}% of {pct_basis(f)}"
+        out.print(Text.assemble("  ", (f"{sev.upper():<8}", SEVERITY_STYLE.get(sev, "")), " ",
+                                (str(getattr(f, "title", "")), "bold"), saving, f" [{getattr(f, 'id', '')}]"))
+        if getattr(f, "advice", None):
+            out.print(Text("           " + str(f.advice)))

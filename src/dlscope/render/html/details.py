@@ -16,6 +16,7 @@ from ...analysis.report import ReportResult
 from ...analysis.summary import Summary
 from ...analysis.tensor_cores import TensorCoreShare
 from ...store.meta import Meta
+from ..findings import evidence_parts, pct_basis
 from . import blocks
 from .svg import esc
 
@@ -122,7 +123,11 @@ def ops_section(top: pa.Table) -> str:
 
 
 def _evidence(ev: Any) -> str:
-    """Evidence as a table when it is tabular (Arrow table, list of dicts), else as text."""
+    """Evidence as a table when it is tabular (Arrow table, list of dicts), else as text; an
+    evidence object (text, saving, rows) as its text followed by its rows."""
+    text, _, rows = evidence_parts(ev)
+    if text is not None and rows is not None and not isinstance(ev, str):
+        return f"<p>{esc(text)}</p>" + (_evidence(rows) if len(rows) else "")
     if ev is None:
         return ""
     if isinstance(ev, pa.Table):
@@ -167,12 +172,14 @@ def advice_section(findings: list[Any] | None) -> str:
         if getattr(f, "saving_ms_per_step", None) is not None:
             saving.append(f"up to {f.saving_ms_per_step:,.2f} ms per step")
         if getattr(f, "saving_pct", None) is not None:
-            saving.append(f"{f.saving_pct:.1f}% of step time")
+            saving.append(f"{f.saving_pct:.1f}% of {pct_basis(f)}")
+        bound = evidence_parts(getattr(f, "evidence", None))[1]
         url = _safe_url(getattr(f, "url", None))
         out.append(
             f'<article class="finding {sev_cls}"><header><span class="sev">{esc(sev)}</span> '
             f'<strong>{esc(getattr(f, "title", ""))}</strong> <code>{esc(getattr(f, "id", ""))}</code></header>'
             + (f'<p class="saving">Estimated saving: {esc(", ".join(saving))}</p>' if saving else "")
+            + (f'<p class="bound">{esc(bound)}</p>' if bound else "")
             + (f"<p>{esc(f.advice)}</p>" if getattr(f, "advice", None) else "")
             + _evidence(getattr(f, "evidence", None))
             + (f'<p><a href="{esc(url)}" rel="noreferrer">{esc(url)}</a></p>' if url else "")

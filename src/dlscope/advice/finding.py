@@ -1,0 +1,74 @@
+"""What a rule returns: a finding with its evidence, its estimated saving and the advice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+
+# Severity from the estimated saving, in % of the mean step time. 20% and 5% are XProf's lines
+# between a "highly" and a "moderately" input-bound program (input_pipeline_analysis.cc:
+# kHighlyInfeedBoundThresholdInPercent, kModeratelyInfeedBoundThresholdInPercent), applied to
+# every cause; above half of every step the problem *is* the step (dlscope's own line).
+CRITICAL_PCT = 50.0
+HIGH_PCT = 20.0
+MEDIUM_PCT = 5.0
+
+# The keys of a finding in JSON (``dlscope advise --format json``, ``dlscope summary``'s ``advice``).
+KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct", "advice", "url")
+
+
+def severity_for(saving_pct: float | None) -> str:
+    """The severity of a finding that could save ``saving_pct`` % of each step."""
+    if saving_pct is None or saving_pct <= 0:
+        return "info"
+    if saving_pct >= CRITICAL_PCT:
+        return "critical"
+    if saving_pct >= HIGH_PCT:
+        return "high"
+    if saving_pct >= MEDIUM_PCT:
+        return "medium"
+    return "low"
+
+
+@dataclass
+class Evidence:
+    """The measurements behind a finding.
+
+    ``text``: one line with the numbers; ``saving``: one line saying how the saving was bounded;
+    ``rows``: the top offenders (phases, ops, kernels, calls, steps), each a flat dict with the
+    step numbers it was seen in, for tables in the terminal, the HTML report and JSON."""
+
+    text: str
+    saving: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "saving": self.saving, "rows": self.rows}
+
+
+@dataclass
+class Finding:
+    """One problem found in a profile. ``saving_ms_per_step`` and ``saving_pct`` are upper
+    bounds (``evidence.saving`` says why); ``saving_ms_per_step`` is None in a profile without
+    steps, where ``saving_pct`` is a share of the analysed wall time."""
+
+    id: str
+    title: str
+    severity: str
+    evidence: Evidence
+    saving_ms_per_step: float | None
+    saving_pct: float | None
+    advice: str
+    url: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Exactly :data:`KEYS`, JSON-ready."""
+        return {"id": self.id, "title": self.title, "severity": self.severity, "evidence": self.evidence.as_dict(),
+                "saving_ms_per_step": self.saving_ms_per_step, "saving_pct": self.saving_pct,
+                "advice": self.advice, "url": self.url}
+
+    def sort_key(self) -> tuple[float, int, str]:
+        """Largest saving first; severity breaks ties, then the id (a stable order)."""
+        return (-(self.saving_pct if self.saving_pct is not None else -1.0), SEVERITIES.index(self.severity), self.id)

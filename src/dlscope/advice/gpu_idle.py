@@ -1,0 +1,121 @@
+"""gpu_idle: the GPU sits idle for much of each step, and why (nsys's ``gpu_gaps`` and
+``gpu_time_util``, torch-tb-profiler's low-utilization recommendation).
+
+Measured per step (:mod:`dlscope.analysis.step_idle`): the time no kernel, copy or set ran, split
+by what the host was doing: loading input, synchronizing, launching (busy with other work), the
+GPU waiting on itself (the next work was already queued), or nothing recorded. Also the longest
+single gaps, with the phase the host was in when they began.
+
+Saving (upper bound): the idle share of the step. If the GPU never waited, a step could not be
+shorter than its GPU busy time. The causes have their own rules (input_bound, sync_in_step,
+launch_bound) with tighter bounds; this one is their sum and names the largest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.gpu_work import gpu_work_sql
+from ..analysis.intervals import union_sql
+from ..analysis.phases import EXCLUDED_DOMAINS
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import Rule
+from .text import ms, pct
+
+# nsys's gpu_time_util flags regions below 50% GPU utilization; torch-tb-profiler recommends a
+# larger batch for GPUs under 50% utilization (run.py, gpu_utilization < 0.5).
+LOW_UTILIZATION_PCT = 50.0
+URL = "https://docs.nvidia.com/nsight-systems/UserGuide/index.html"
+CAUSES = (("input_ns", "waiting for input", "input_bound"), ("sync_ns", "after a host synchronization", "sync_in_step"),
+          ("launch_ns", "while the host launched work", "launch_bound"),
+          ("queued_ns", "waiting on itself (work already queued)", None),
+          ("other_ns", "with no recorded host activity", None))
+
+
+class GpuIdle(Rule):
+    id = "gpu_idle"
+    title = "The GPU is idle for much of each step"
+    description = "the GPU sits idle for over half of each step; the idle time is split by what the host was doing"
+    needs = ("kernels",)
+    needs_gpu = True
+
+    def check(self, ctx: Context) -> Finding | None:
+        idle_share = 1.0 - ctx.idle_share("busy_ns")
+        util = 100.0 * (1.0 - idle_share)
+        if util >= LOW_UTILIZATION_PCT:
+            return None
+        unit = ctx.basis.unit_ms
+        saving = idle_share * unit
+        shares = [(ctx.idle_share(col), label, rule) for col, label, rule in CAUSES]
+        shares.sort(key=lambda s: -s[0])
+        split = ", ".join(f"{pct(100 * s)} {label}" for s, label, _ in shares if s >= 0.005)
+        of = "each step" if ctx.basis.has_steps else "the profile"
+        text = f"the GPU was busy {pct(util)} of {of} and idle {ms(saving)} of {ms(unit)}: {split}"
+        how = (f"a step cannot be shorter than the GPU's busy time: if the GPU never waited, {of} could be up to "
+               f"{ms(saving)} shorter; the causes' own findings bound their parts more tightly")
+        gaps = _longest_gaps(ctx)
+        rows = [{**_step_row(r), **gaps.get((r["rank"], r["step"]), {})}
+                for r in sorted(ctx.idle, key=lambda r: -(r["window_ns"] - r["busy_ns"]))[:5]]
+        top_share, top_label, top_rule = shares[0]
+        return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, top_share, top_label, top_rule),
+                            title=f"The GPU is idle {pct(100 * idle_share)} of {of}", url=URL)
+
+
+def _step_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {"step": r["step"], "step_ms": r["window_ns"] / 1e6, "busy_ms": r["busy_ns"] / 1e6,
+            "idle_ms": (r["window_ns"] - r["busy_ns"]) / 1e6, "input_ms": r["input_ns"] / 1e6,
+            "sync_ms": r["sync_ns"] / 1e6, "launch_ms": r["launch_ns"] / 1e6,
+            "queued_ms": r["queued_ns"] / 1e6, "other_ms": r["other_ns"] / 1e6}
+
+
+def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
+    """Per GPU window, its longest idle gap: its length and the outermost phase the host was in
+    at its middle."""
+    d = ctx.data
+    work = gpu_work_sql(d, selected=False)
+    if work is None:
+        return {}
+    w = ctx.windows_table
+    excluded = ", ".join(f"'{x}'" for x in EXCLUDED_DOMAINS)
+    phase = ("NULL::VARCHAR" if not d.has("phases") else "CASE WHEN p.end_ns > g.mid THEN p.name END")
+    phase_join = "" if not d.has("phases") else f"""
+        ASOF LEFT JOIN (SELECT rank, start_ns, end_ns, name FROM phases WHERE kind = 'range'
+                        AND coalesce(domain, '') NOT IN ({excluded}) AND coalesce(depth, 0) = 0) p
+          ON p.rank = g.rank AND g.mid >= p.start_ns"""
+    rows = d.rows(f"""
+        WITH isl AS (SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS s, least(i.end_ns, {w}.end_ns) AS e,
+                            {w}.start_ns AS ws, {w}.end_ns AS we
+                     FROM ({union_sql(f"SELECT rank, start_ns, end_ns FROM ({work})", "rank")}) i
+                     JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns),
+             gaps AS (
+                SELECT rank, step, coalesce(lag(e) OVER (PARTITION BY rank, step ORDER BY s), ws) AS start_ns,
+                       s AS end_ns, ws FROM isl
+                UNION ALL
+                SELECT rank, step, max(e), any_value(we), any_value(ws) FROM isl GROUP BY rank, step),
+             g AS (SELECT *, (start_ns + end_ns) // 2 AS mid FROM gaps WHERE end_ns > start_ns
+                   QUALIFY row_number() OVER (PARTITION BY rank, step ORDER BY end_ns - start_ns DESC) = 1)
+        SELECT g.rank, g.step, (g.end_ns - g.start_ns) / 1e6 AS gap_ms, {phase} AS host_phase
+        FROM g {phase_join}""")
+    return {(r["rank"], r["step"]): {"longest_gap_ms": r["gap_ms"], "host_phase_in_gap": r["host_phase"]}
+            for r in rows}
+
+
+def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
+    of = "each step" if ctx.basis.has_steps else "the profile"
+    if rule:
+        first = f"The largest part ({pct(100 * share)} of {of}) the GPU spent {label}; the {rule} finding says what to change."
+    elif label.startswith("waiting on itself"):
+        first = (f"The largest part ({pct(100 * share)} of {of}) the next work was already queued: the GPU waited on "
+                 "dependencies between its own streams or on the gaps between short dependent kernels; fusing kernels "
+                 "(fusion_candidates) or overlapping independent work on separate streams helps.")
+    else:
+        first = (f"The largest part ({pct(100 * share)} of {of}) nothing was recorded on the host: it ran code outside "
+                 "framework ops and phases (Python, I/O, another thread). Wrap the parts of the loop in dlscope phases "
+                 "(with prof.phase('name'):) to see which one keeps the GPU waiting.")
+    if rule in ("launch_bound", "sync_in_step") and ctx.facts.torch:
+        first += " A larger batch also raises the GPU's share of each step, at the same per-step host cost."
+    return first
+
+
+RULE = GpuIdle()

@@ -1,0 +1,92 @@
+"""h2d_not_overlapped: host-to-device copies run while no kernel runs: copy and compute are
+serialized (the pattern of the TensorRT study in the project's seeds: the GPU idle on PCIe
+transfers, then computing, then idle again).
+
+Measured: per step, the time of host-to-device copies not overlapped by any compute kernel on
+the same GPU (as ``memcpy_sum``'s overlap), the copy's stream and where it was issued.
+
+Saving (upper bound): that non-overlapped copy time, capped by the time the host waited for the
+GPU. Copying the next batch on a side stream while this one computes hides at most the copy
+itself. Pageable copies cannot overlap anything (they are synchronous): ``pageable_memcpy`` is
+the first change there, and the two savings are not additive.
+"""
+
+from __future__ import annotations
+
+from ..analysis.gpu_work import gpu_work_sql
+from ..analysis.intervals import covered_sql, union_sql
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import MIN_SAVING_PCT, Rule
+from .text import ms, pct, size, steps
+from .where import with_place_sql
+
+TOP = 5
+URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-streams"
+URL_CUDA = "https://developer.nvidia.com/blog/how-overlap-data-transfers-cuda-cc/"
+
+
+class H2dNotOverlapped(Rule):
+    id = "h2d_not_overlapped"
+    title = "Host-to-device copies do not overlap compute"
+    description = "input copies run while the GPU computes nothing, so copy and compute are serialized"
+    needs = ("memcpy", "kernels")
+    needs_gpu = True
+    cuda_only = True
+
+    def check(self, ctx: Context) -> Finding | None:
+        d, b = ctx.data, ctx.basis
+        work = gpu_work_sql(d, selected=False)
+        compute = union_sql(f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
+                            "rank, device")
+        copies = f"""SELECT c.rank, coalesce(c.device, -1) AS device, c.stream, c.step, c.start_ns, c.end_ns, c.bytes,
+                            coalesce(c.src_kind, 'unknown') AS src_kind, c.correlation_id
+                     FROM memcpy c {ctx.in_windows('c')} WHERE c.copy_kind = 'HtoD'"""
+        # one row per copy: its duration and overlap, and the call that issued it (start_ns: the call's)
+        placed = f"""SELECT x.rank, x.stream, x.step, x.bytes, x.src_kind, x.end_ns - x.start_ns AS copy_ns,
+                            x.covered_ns, a.pid, a.tid, coalesce(a.start_ns, x.start_ns) AS start_ns, a.external_id
+                     FROM ({covered_sql(copies, compute, ('rank', 'device'))}) x
+                     LEFT JOIN api a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"""
+        main_stream = ("(SELECT arg_max(stream, n) FROM (SELECT stream, count(*) AS n FROM kernels GROUP BY stream))"
+                       if d.has("kernels") else "NULL")
+        rows = d.rows(f"""
+            SELECT coalesce(top_op, op) AS op, phase, src_kind, stream = {main_stream} AS on_compute_stream,
+                   count(*)::DOUBLE / {b.windows} AS copies_per_step, avg(bytes) AS bytes_per_copy,
+                   sum(copy_ns)::DOUBLE / 1e6 / {b.windows} AS copy_ms,
+                   sum(copy_ns - covered_ns)::DOUBLE / 1e6 / {b.windows} AS not_overlapped_ms,
+                   list(DISTINCT step ORDER BY step) AS steps
+            FROM ({with_place_sql(d, placed)})
+            GROUP BY ALL ORDER BY not_overlapped_ms DESC""")
+        exposed = sum(r["not_overlapped_ms"] for r in rows)
+        total = sum(r["copy_ms"] for r in rows)
+        saving, cap_note = ctx.gpu_saving_cap(exposed)
+        p = ctx.pct(exposed)  # the cause is judged on the GPU time; the step bound may be smaller
+        if not rows or p is None or p < MIN_SAVING_PCT:
+            return None
+        for r in rows:
+            r["steps"] = steps(r["steps"] or [])
+        top = rows[0]
+        text = (f"{ms(exposed)} of the {ms(total)} of host-to-device copies per step ran while no kernel ran "
+                f"({pct(100 * exposed / total if total else 0)} not overlapped); the largest: {size(top['bytes_per_copy'])} "
+                + (f"from '{top['op']}' " if top["op"] else "") + (f"in phase '{top['phase']}' " if top["phase"] else "")
+                + ("on the compute stream" if top["on_compute_stream"] else "on a separate stream"))
+        how = (f"copying on a side stream while the previous batch computes hides at most the copy itself: up to "
+               f"{ms(saving)} per step" + (f" ({cap_note})" if cap_note else "")
+               + "; not additive with pageable_memcpy")
+        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
+                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+
+def _advice(ctx: Context, top: dict) -> str:
+    if not ctx.facts.torch:
+        return ("Issue the next batch's cudaMemcpyAsync from pinned memory on a second stream while the current batch's "
+                "kernels run, and make the compute stream wait on an event recorded after the copy.")
+    pin = ("First pin the source (pageable copies cannot overlap anything; see pageable_memcpy). "
+           if top["src_kind"] == "pageable" else "")
+    return (f"{pin}Copy the next batch on a side stream while this one computes: "
+            "s = torch.cuda.Stream(); with torch.cuda.stream(s): nxt = batch.to('cuda', non_blocking=True); "
+            "then torch.cuda.current_stream().wait_stream(s) before using nxt (and nxt.record_stream(...)). "
+            "A DataLoader with pin_memory=True feeding such a prefetcher gives the same overlap.")
+
+
+RULE = H2dNotOverlapped()

@@ -1,0 +1,193 @@
+"""input_bound: the step waits for its data (loading or preprocessing on the training thread).
+
+Measured: the time per step the host spent in data-loading phases (the derived ``dataloader``
+phase, torch's ``enumerate(DataLoader)#...`` annotation, user phases named like ``preprocess``
+or ``data_loading``: :data:`dlscope.analysis.host_state.DATA_LOADING_PATTERNS`), on the main
+process, and how much of it the GPU sat idle (nothing queued) meanwhile.
+
+Saving (upper bound): the GPU idle time under those phases. Loading that overlaps GPU work
+(background workers, prefetching) costs nothing, so only the part the GPU waited through can go;
+the rest of the phase ran while the GPU was busy anyway. With sampled detail the idle share is
+measured in the traced steps and applied to the phase time of the timed steps.
+"""
+
+from __future__ import annotations
+
+from ..analysis.host_state import DATA_LOADING_RE, main_pid_sql
+from ..analysis.intervals import covered_sql, union_sql
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import Rule
+from .text import ms, pct, steps
+
+# XProf calls a program moderately input-bound from 5% of the step waiting for input
+# (kModeratelyInfeedBoundThresholdInPercent); torch-tb-profiler recommends DataLoader workers from
+# 5% of the step in the DataLoader (run.py, dataloader_ratio > 0.05).
+MIN_SAVING_PCT = 5.0
+TOP_STEPS = 5
+URL_TORCH = "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading"
+URL_CUDA = "https://developer.nvidia.com/blog/how-overlap-data-transfers-cuda-cc/"
+
+
+class InputBound(Rule):
+    id = "input_bound"
+    title = "The GPU waits for input data"
+    description = "the step waits on data loading or preprocessing while the GPU sits idle"
+    needs = ("phases",)
+
+    def precondition(self, ctx: Context) -> str | None:
+        if not ctx.data.scalar(f"SELECT count(*) FROM ({_input_phases_sql(ctx)})"):
+            return "no data-loading phase was recorded (name one 'data_loading' or 'preprocess', or use a DataLoader)"
+        return None
+
+    def check(self, ctx: Context) -> Finding | None:
+        b = ctx.basis
+        per_name = _per_name(ctx)
+        if not per_name:
+            return None
+        input_ms = sum(r["ms_per_step"] for r in per_name)  # union per step is below; names may overlap
+        stat_input_ms = _union_per_stat_step(ctx)
+        gpu_rows = _per_window(ctx)
+        if b.windows:
+            idle = sum(r["gpu_idle_ms"] for r in gpu_rows)
+            loading = sum(r["input_ms"] for r in gpu_rows)
+            frac = idle / loading if loading else 0.0
+            base = stat_input_ms if b.has_steps and b.stat_steps else loading / b.windows
+            saving = frac * base
+            how = (f"the GPU sat idle through {pct(100 * frac)} of the data loading in the steps with GPU data; "
+                   f"if loading overlapped GPU work, each step could be up to {ms(saving)} shorter")
+            if b.traced_excluded:
+                how += " (idle share from the traced steps, applied to the untraced steps' loading time)"
+        else:
+            saving, frac = stat_input_ms, None
+            how = (f"no GPU activity was recorded in these steps, so all {ms(saving)} of loading per step is counted: "
+                   "an upper bound if it overlapped the rest of the step")
+        p = ctx.pct(saving)
+        if p is None or p < MIN_SAVING_PCT:
+            return None
+        names = ", ".join(f"'{r['phase']}' {ms(r['ms_per_step'])}" for r in per_name[:3])
+        text = (f"{ms(stat_input_ms or input_ms)} of each {ms(b.unit_ms)} step is spent loading data ({names})"
+                + (f"; the GPU was idle for {pct(100 * frac)} of it" if frac is not None else ""))
+        rows = sorted(gpu_rows, key=lambda r: -r["gpu_idle_ms"])[:TOP_STEPS] if gpu_rows else [
+            {"phase": r["phase"], "ms_per_step": r["ms_per_step"], "pct_of_step": r["pct_of_step"], "steps": r["steps"]}
+            for r in per_name]
+        return self.finding(ctx, saving, Evidence(text, how, rows), self._advice(ctx, per_name, saving),
+                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+    def _advice(self, ctx: Context, per_name: list[dict], saving: float) -> str:
+        f = ctx.facts
+        top = per_name[0]["phase"]
+        if not f.torch:
+            return (f"Prepare the next batch while the GPU computes: move the work in '{top}' to a background thread or "
+                    "process, and double-buffer the host-to-device copies (pinned buffers from cudaHostAlloc, "
+                    "cudaMemcpyAsync on a second stream) so that loading overlaps the kernels.")
+        pin = " pin_memory=True," if _copies_in_input(ctx).get("pageable") or f.dataloader != "multi" else ""
+        if top == "dataloader" or top.startswith("enumerate(DataLoader"):
+            if f.dataloader == "multi":
+                return ("The DataLoader already has worker processes, yet the GPU waits for them: raise num_workers "
+                        "(and prefetch_factor), add persistent_workers=True, and make the per-sample work cheaper "
+                        "(decode once and cache; move augmentation to the GPU with torchvision.transforms.v2 on CUDA "
+                        "tensors or NVIDIA DALI).")
+            return (f"The DataLoader loads every batch in the training process (num_workers=0), so the GPU waits "
+                    f"{ms(saving)} per step. Create it with DataLoader(dataset, batch_size=...,{pin} num_workers=N, "
+                    "persistent_workers=True, prefetch_factor=2), N about the CPU cores per GPU, so batches are "
+                    "prepared in parallel while the GPU computes.")
+        untraced = per_name[0].get("outside_ops_pct")
+        where = (f", {pct(untraced)} of it Python or NumPy code outside any PyTorch op"
+                 if untraced is not None and untraced >= 50 else "")
+        workers = ("the DataLoader's worker processes (already in use)" if f.dataloader == "multi"
+                   else "DataLoader worker processes")
+        return (f"Move the work of '{top}' ({ms(per_name[0]['ms_per_step'])} per step on the training thread{where}) "
+                f"into the Dataset's __getitem__ or a collate_fn, so that {workers} prepare the next batch while the GPU "
+                f"runs this one: DataLoader(dataset, batch_size=..., num_workers=N,{pin} persistent_workers=True). "
+                "Per-batch math such as normalization can instead run on the GPU after the copy.")
+
+
+def _input_phases_sql(ctx: Context) -> str:
+    """Data-loading phase ranges of the main process: rank, step, name, start_ns, end_ns."""
+    return f"""SELECT p.rank, p.step, p.name, p.start_ns, p.end_ns
+               FROM phases p LEFT JOIN ({main_pid_sql(ctx.data)}) m USING (rank)
+               WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN ('process', 'trace')
+                 AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
+                 AND regexp_matches(lower(p.name), '{DATA_LOADING_RE}')"""
+
+
+def _per_name(ctx: Context) -> list[dict]:
+    """Per data-loading phase name: mean ms per timed step (or per instance without steps), share
+    of the step, the steps it ran in, and how much of it no framework op covered."""
+    d, b = ctx.data, ctx.basis
+    if b.has_steps:
+        src = f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step"
+        n = b.stat_steps
+    else:
+        src, n = _input_phases_sql(ctx), max(b.windows, 1)
+    rows = d.rows(f"""
+        WITH i AS MATERIALIZED ({src})
+        SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE / 1e6 / {n} AS ms_per_step,
+               list(DISTINCT step ORDER BY step) AS step_list,
+               sum(end_ns - start_ns)::DOUBLE AS total_ns
+        FROM i GROUP BY name ORDER BY ms_per_step DESC""")
+    # how much of each phase ran inside framework ops: only in traced steps, where ops exist
+    cover = {}
+    if d.has("ops"):
+        ops = "SELECT rank, start_ns, end_ns FROM raw_ops WHERE coalesce(depth, 0) = 0"
+        inside = covered_sql(f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i {ctx.in_windows('i')}",
+                             union_sql(ops, "rank"), ("rank",))
+        cover = {r["phase"]: r for r in d.rows(f"""
+            SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE AS ns, sum(covered_ns)::DOUBLE AS op_ns
+            FROM ({inside}) GROUP BY name""")}
+    unit = b.unit_ms
+    out = []
+    for r in rows:
+        c = cover.get(r["phase"])
+        outside = 100.0 * (1 - c["op_ns"] / c["ns"]) if c and c["ns"] else None
+        out.append({"phase": r["phase"], "ms_per_step": r["ms_per_step"],
+                    "pct_of_step": 100.0 * r["ms_per_step"] / unit if unit else None,
+                    "steps": steps(r["step_list"] or []), "outside_ops_pct": outside})
+    return out
+
+
+def _union_per_stat_step(ctx: Context) -> float:
+    """Mean data-loading time per timed step, overlapping phases counted once."""
+    b = ctx.basis
+    if not b.has_steps or not b.stat_steps:
+        return 0.0
+    v = ctx.data.scalar(f"""
+        SELECT sum(end_ns - start_ns)::DOUBLE FROM ({union_sql(
+            f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step",
+            "rank, step")})""")
+    return float(v or 0) / 1e6 / b.stat_steps
+
+
+def _per_window(ctx: Context) -> list[dict]:
+    """Per GPU window: its step, length, data-loading time and the GPU idle while loading."""
+    if not ctx.basis.windows:
+        return []
+    w = ctx.windows_table
+    loading = {(r["rank"], r["step"]): r["ns"] for r in ctx.data.rows(f"""
+        SELECT rank, step, sum(end_ns - start_ns)::DOUBLE AS ns FROM ({union_sql(
+            f"SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS start_ns, "
+            f"least(i.end_ns, {w}.end_ns) AS end_ns FROM ({_input_phases_sql(ctx)}) i "
+            f"JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns",
+            "rank, step")}) GROUP BY ALL""")}
+    out = []
+    for r in ctx.idle:
+        out.append({"step": r["step"], "step_ms": r["window_ns"] / 1e6,
+                    "input_ms": loading.get((r["rank"], r["step"]), 0.0) / 1e6,
+                    "gpu_idle_ms": r["input_ns"] / 1e6, "gpu_busy_ms": r["busy_ns"] / 1e6})
+    return out
+
+
+def _copies_in_input(ctx: Context) -> dict[str, int]:
+    """Host-to-device copies launched inside data-loading phases, by source memory kind."""
+    d = ctx.data
+    if not (d.has("memcpy") and d.has("api")):
+        return {}
+    return {r["kind"]: int(r["n"]) for r in d.rows(f"""
+        SELECT coalesce(c.src_kind, 'unknown') AS kind, count(*) AS n
+        FROM memcpy c JOIN api a ON a.rank = c.rank AND a.correlation_id = c.correlation_id
+        ASOF JOIN ({_input_phases_sql(ctx)}) i ON i.rank = a.rank AND a.start_ns >= i.start_ns
+        WHERE c.copy_kind = 'HtoD' AND a.start_ns < i.end_ns GROUP BY ALL""")}
+
+
+RULE = InputBound()

@@ -1,0 +1,107 @@
+"""launch_bound: the GPU runs out of work while the host is still launching it (many short
+kernels; the CPU cannot keep the GPU fed).
+
+Measured: the GPU idle time per step while the host was busy with recorded work and the GPU's
+queue was empty (``launch`` in :mod:`dlscope.analysis.step_idle`); kernels per step, their median
+duration against the median host cost of one launch call (as :mod:`dlscope.analysis.launch_sum`),
+and the ops that launch the most kernels.
+
+Saving (upper bound): that idle time. If every launch were free (one CUDA-graph replay per step)
+the GPU would never wait for the host; it cannot save more than the GPU waited. Measured with the
+profiler on, which slows the host's launches: the untraced program is less launch-bound.
+"""
+
+from __future__ import annotations
+
+from ..analysis.launch_sum import small_kernel_threshold_ns
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import Rule
+from .text import count, ms, op_label, pct, steps
+
+# XProf calls a program moderately kernel-launch bound from 3% of the step time
+# (input_pipeline_analysis.cc: kModeratelyKernelLaunchBoundThresholdInPercent).
+MIN_SAVING_PCT = 3.0
+TOP_OPS = 5
+URL_TORCH = "https://pytorch.org/docs/stable/torch.compiler.html"
+URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-graphs"
+
+
+class LaunchBound(Rule):
+    id = "launch_bound"
+    title = "The host cannot launch kernels as fast as the GPU runs them"
+    description = "the GPU idles while the host launches many short kernels"
+    needs = ("kernels", "api")
+    needs_gpu = True
+    cuda_only = True
+
+    def check(self, ctx: Context) -> Finding | None:
+        d, b = ctx.data, ctx.basis
+        share = ctx.idle_share("launch_ns")
+        saving = share * b.unit_ms
+        p = ctx.pct(saving)
+        if p is None or p < MIN_SAVING_PCT:
+            return None
+        launch_ns, measured = small_kernel_threshold_ns(d)
+        k = d.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS per_step, median(k.end_ns - k.start_ns) AS med_ns,
+                              count(*) FILTER (WHERE k.end_ns - k.start_ns < {launch_ns})::DOUBLE / count(*) AS short
+                       FROM kernels k {ctx.in_windows('k')}""")[0]
+        rows = _top_ops(ctx, launch_ns)
+        per = self.per_step_phrase(ctx)
+        text = (f"the GPU waited {ms(saving)} {per} ({pct(p)}) for the host to launch work; "
+                f"{count(k['per_step'])} kernels {per}, median {k['med_ns'] / 1e3:.1f} us, "
+                f"{pct(100 * (k['short'] or 0))} of them shorter than one launch call on the host "
+                f"({launch_ns / 1e3:.1f} us{'' if measured else ', assumed'})")
+        how = (f"the GPU's queue ran dry while the host was busy {pct(p)} of the time; if launching cost nothing, "
+               f"{'each step' if b.has_steps else 'the profile'} could be up to {ms(saving)} shorter (measured with the profiler on, which slows launches)")
+        return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, rows),
+                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+
+def _top_ops(ctx: Context, short_ns: int) -> list[dict]:
+    """The outermost ops launching the most kernels per step."""
+    d, b = ctx.data, ctx.basis
+    if not d.has("ops"):
+        return []
+    rows = d.rows(f"""
+        WITH k AS (SELECT k.rank, k.step, k.end_ns - k.start_ns AS ns, a.tid, a.start_ns AS t
+                   FROM kernels k {ctx.in_windows('k')}
+                   JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id)
+        SELECT t.name AS op, count(*)::DOUBLE / {b.windows} AS kernels_per_step,
+               median(k.ns) / 1e3 AS median_kernel_us,
+               count(*) FILTER (WHERE k.ns < {short_ns})::DOUBLE / {b.windows} AS short_kernels_per_step,
+               sum(k.ns)::DOUBLE / 1e6 / {b.windows} AS gpu_ms_per_step,
+               list(DISTINCT k.step ORDER BY k.step) AS steps
+        FROM k ASOF JOIN (SELECT rank, tid, start_ns, end_ns, name FROM ops WHERE coalesce(depth, 0) = 0) t
+          ON t.rank = k.rank AND t.tid = k.tid AND k.t >= t.start_ns
+        WHERE k.t < t.end_ns
+        GROUP BY t.name ORDER BY kernels_per_step DESC LIMIT {TOP_OPS}""")
+    for r in rows:
+        r["op"] = op_label(r["op"])
+        r["steps"] = steps(r["steps"] or [])
+    return rows
+
+
+def _advice(ctx: Context, rows: list[dict]) -> str:
+    f = ctx.facts
+    if not f.torch:
+        return ("Capture the iteration once in a CUDA graph (cudaStreamBeginCapture ... cudaGraphInstantiate) and "
+                "replay it with cudaGraphLaunch: one launch per step instead of one per kernel; fuse short kernels "
+                "and give each kernel more work (a larger batch).")
+    top = ", ".join(f"{r['op']} ({count(r['kernels_per_step'])}/step)" for r in rows[:3])
+    where = f" The most launches come from {top}." if top else ""
+    if f.cuda_graphs:
+        return ("The program already replays CUDA graphs, yet the GPU still waits for launches outside them: widen "
+                "the captured region (torch.compile(mode='reduce-overhead') around the whole step, no graph breaks), "
+                f"or raise the batch size so each kernel runs longer.{where}")
+    if f.compiled:
+        return ("torch.compile is in use, but the GPU still waits for launches: compile with "
+                "mode='reduce-overhead' (CUDA graphs replay the step with one launch), remove graph breaks "
+                f"(torch._dynamo.explain), or raise the batch size so each kernel runs longer.{where}")
+    return ("Launch fewer, larger kernels: model = torch.compile(model) fuses elementwise chains into single kernels, "
+            "and torch.compile(model, mode='reduce-overhead') also replays each step as a CUDA graph (one launch "
+            "instead of hundreds). A larger batch makes every kernel longer at the same launch cost; "
+            f"a fused optimizer (fused=True) removes the optimizer's launches.{where}")
+
+
+RULE = LaunchBound()

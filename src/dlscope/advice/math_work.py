@@ -1,0 +1,59 @@
+"""The matrix math of the GPU windows, by precision, op and kernel: shared by the tensor-core and
+mixed-precision rules (classes from :mod:`dlscope.analysis.math_kernels`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.math_kernels import precision_sql
+from .context import Context
+from .text import kernel_label, merge_rows, ms, op_label, steps
+
+
+def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Per (op, kernel) of the given precision classes: calls and ms per step, the steps seen,
+    longest first. ``op`` is the framework op that launched the kernel (NULL without ops)."""
+    d = ctx.data
+    wanted = ", ".join(f"'{p}'" for p in precisions)
+    op_join = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops WHERE external_id IS NOT NULL "
+               "GROUP BY ALL) o ON o.rank = k.rank AND o.external_id = k.external_id" if d.has("ops")
+               else "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::VARCHAR AS name) o ON FALSE")
+    rows = d.rows(f"""
+        SELECT o.name AS op, k.name AS kernel, k.precision,
+               count(*)::DOUBLE / {max(ctx.basis.windows, 1)} AS calls_per_step,
+               sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {max(ctx.basis.windows, 1)} AS ms_per_step,
+               list(DISTINCT k.step ORDER BY k.step) AS steps
+        FROM (SELECT k.*, {precision_sql('k.name')} AS precision FROM kernels k {ctx.in_windows('k')}) k {op_join}
+        WHERE k.precision IN ({wanted})
+        GROUP BY ALL ORDER BY ms_per_step DESC""")
+    for r in rows:
+        r["op"] = op_label(r["op"])
+        r["kernel"] = kernel_label(r["kernel"])
+        r["steps"] = steps(r["steps"] or [])
+    return merge_rows(rows, ("op", "kernel", "precision"), ("calls_per_step", "ms_per_step"))
+
+
+def ops_phrase(rows: list[dict[str, Any]], limit: int = 3) -> str:
+    """'aten::mm (36.7 ms), aten::addmm (9.3 ms)': the ops with most time, or kernels without ops."""
+    by: dict[str, float] = {}
+    for r in rows:
+        key = r["op"] or r["kernel"]
+        by[key] = by.get(key, 0.0) + r["ms_per_step"]
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:limit]
+    return ", ".join(f"{k} ({ms(v)})" for k, v in top)
+
+
+def touches_convolution(rows: list[dict[str, Any]]) -> bool:
+    return any("conv" in (r["op"] or r["kernel"] or "").lower() or "grad" in (r["kernel"] or "").lower()
+               or "fprop" in (r["kernel"] or "").lower() for r in rows)
+
+
+def touches_matmul(rows: list[dict[str, Any]]) -> bool:
+    return any(any(t in (r["op"] or r["kernel"] or "").lower() for t in ("mm", "linear", "matmul", "gemm", "bmm"))
+               and "conv" not in (r["op"] or "").lower() for r in rows)
+
+
+def kernel_share(ctx: Context, ms_per_step: float) -> str:
+    """'85% of the kernel time' for a per-step amount of kernel time."""
+    k = ctx.kernel_ms
+    return f"{100 * ms_per_step / k:.0f}% of the kernel time" if k else "no kernel time to compare"

@@ -1,0 +1,49 @@
+"""How much GPU memory the program holds at its peak, against the device's total: shared by the
+two memory rules.
+
+Sources, by preference: ``torch_reserved`` (what PyTorch's caching allocator held, from a
+trace's memory events: the program's own footprint), else NVML's ``mem_used`` (the whole device,
+other processes included). The peak is taken over the samples inside the selected steps (all
+samples in a profile without steps); the total is the first GPU's ``memory_bytes`` in the
+profile's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .context import Context
+
+SOURCES = (("torch_reserved", "memory reserved by PyTorch's caching allocator"),
+           ("mem_used", "device memory in use (NVML, all processes)"))
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    metric: str
+    source: str
+    peak_bytes: float
+    total_bytes: float
+    peak_step: int | None
+
+    @property
+    def pct(self) -> float:
+        return 100.0 * self.peak_bytes / self.total_bytes
+
+
+def memory_peak(ctx: Context) -> MemoryPeak | str:
+    """The peak, or why it cannot be known."""
+    d = ctx.data
+    dev = ctx.facts.device
+    if dev is None or not dev.memory_bytes:
+        return "the profile does not say how much memory the GPU has"
+    if not d.has("counters"):
+        return "no memory counters were sampled (NVML mem_used, or a trace's memory events)"
+    steps = "JOIN sel_steps s ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns" if ctx.basis.has_steps else ""
+    step_col = "s.step" if ctx.basis.has_steps else "NULL::INTEGER"
+    for metric, source in SOURCES:
+        r = d.rows(f"""SELECT max(c.value) AS peak, arg_max({step_col}, c.value) AS step
+                       FROM counters c {steps} WHERE c.metric = '{metric}'""")[0]
+        if r["peak"]:
+            return MemoryPeak(metric, source, float(r["peak"]), float(dev.memory_bytes), r["step"])
+    return "no memory counters were sampled (NVML mem_used, or a trace's memory events)"

@@ -1,0 +1,71 @@
+"""memory_near_limit: the program's memory peak is close to the GPU's capacity.
+
+Near the limit PyTorch's caching allocator must release cached blocks and retry (cudaFree, then
+cudaMalloc: both synchronize the device), fragmentation can end the run with an out-of-memory
+error, and the batch cannot grow.
+
+Saving (upper bound): the time per step the host spent in device allocation and release calls
+(cudaMalloc/cudaFree and their driver equivalents) inside the steps: without memory pressure the
+allocator serves everything from its cache. Zero when no such call was made: then the finding is
+a risk, not yet a cost.
+"""
+
+from __future__ import annotations
+
+from .context import Context
+from .finding import Evidence, Finding
+from .memory import memory_peak
+from .rule import Rule
+from .text import count, ms, pct, size
+
+# torch-tb-profiler warns when the peak reaches 90% of the device's memory (run.py:
+# peak_mem > total_mem * 0.9).
+NEAR_LIMIT_PCT = 90.0
+ALLOC_API_RE = r"^(cuda|cu)(malloc|free|memalloc|memfree)(async|_v2)?$"
+URL = "https://pytorch.org/docs/stable/notes/cuda.html#memory-management"
+
+
+class MemoryNearLimit(Rule):
+    id = "memory_near_limit"
+    title = "GPU memory is nearly full"
+    description = "the memory peak is close to the GPU's capacity: allocator retries, OOM risk, no room for a larger batch"
+    needs = ("counters",)
+
+    def precondition(self, ctx: Context) -> str | None:
+        m = memory_peak(ctx)
+        return m if isinstance(m, str) else None
+
+    def check(self, ctx: Context) -> Finding | None:
+        m = memory_peak(ctx)
+        if isinstance(m, str) or m.pct < NEAR_LIMIT_PCT:
+            return None
+        d, b = ctx.data, ctx.basis
+        calls = {"n": 0.0, "ms": 0.0}
+        if d.has("api") and b.windows:
+            calls = d.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS n,
+                                      coalesce(sum(a.end_ns - a.start_ns), 0)::DOUBLE / 1e6 / {b.windows} AS ms
+                               FROM api a {ctx.in_windows('a')}
+                               WHERE regexp_matches(lower(a.name), '{ALLOC_API_RE}')""")[0]
+        saving = calls["ms"]
+        text = (f"the peak {m.source} reached {size(m.peak_bytes)} of {size(m.total_bytes)} ({pct(m.pct)})"
+                + (f" in step {m.peak_step}" if m.peak_step is not None else "")
+                + (f"; {count(calls['n'])} device allocation/release calls per step took {ms(saving)}"
+                   if calls["n"] else "; no device allocation or release call inside the steps yet"))
+        how = ("the host spent this long per step in cudaMalloc/cudaFree, which a roomier cache would avoid"
+               if saving else "no time is lost yet (the allocator never had to free and retry): this is a risk, "
+               "not a measured cost")
+        row = {"metric": m.metric, "peak_gb": m.peak_bytes / 1e9, "total_gb": m.total_bytes / 1e9,
+               "peak_pct": m.pct, "peak_step": m.peak_step, "alloc_calls_per_step": calls["n"],
+               "alloc_ms_per_step": saving}
+        if ctx.facts.torch:
+            advice = ("Make room: run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) (halves "
+                      "activations), recompute activations in backward with torch.utils.checkpoint.checkpoint on the "
+                      "largest blocks, or halve the batch and accumulate gradients over two steps; "
+                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation.")
+        else:
+            advice = ("Reduce the peak: keep fewer buffers alive at once, allocate once and reuse (a memory pool), or "
+                      "process smaller batches.")
+        return self.finding(ctx, saving, Evidence(text, how, [row]), advice, url=URL)
+
+
+RULE = MemoryNearLimit()

@@ -1,0 +1,73 @@
+"""What a rule is: an id, a title, what data it needs, and ``check(ctx) -> Finding | None``.
+
+After torch.profiler's ``_pattern_matcher``: each anti-pattern is a class with a name, a
+description, a URL, a skip condition and a match. Here ``needs`` names the tables that must hold
+rows, ``needs_steps``/``needs_gpu`` the step and GPU data the rule measures with, and
+:meth:`Rule.precondition` anything else (a counter that was not sampled, a GPU without tensor
+cores); :meth:`Rule.missing` turns them into the one line ``dlscope advise --verbose`` prints for a
+rule that could not run. A rule that runs and finds nothing returns None.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..analysis.context import ProfileData
+from .context import Context
+from .finding import Evidence, Finding, severity_for
+
+# The default floor of a finding: below 2% of the step a change is hard to tell from step-to-step
+# variation, so rules without a published threshold of their own stay silent under it.
+MIN_SAVING_PCT = 2.0
+
+
+class Rule:
+    id: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # what the rule looks for, one sentence
+    url: ClassVar[str] = ""
+    needs: ClassVar[tuple[str, ...]] = ()
+    needs_steps: ClassVar[bool] = False
+    needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
+    cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
+
+    def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:
+        """Why this rule cannot run on ``data``, or None."""
+        empty = [t for t in self.needs if not data.has(t)]
+        if empty:
+            return f"the profile has no {', '.join(empty)} data"
+        if self.needs_steps and not data.scalar("SELECT count(*) FROM steps"):
+            return "the profile has no steps (call prof.step() per iteration, or use --key-node)"
+        ctx = ctx or Context(data)
+        if self.needs_steps and not ctx.basis.stat_steps:
+            return "no step is selected"
+        if self.needs_gpu and not ctx.basis.windows:
+            return "no GPU activity in the selected steps" + (
+                " (GPU work is recorded only in the traced steps)" if data.traced_excluded else "")
+        dev = ctx.facts.device if self.cuda_only else None
+        if dev is not None and dev.vendor == "other":
+            return f"the device ({dev.name}) is not a CUDA or ROCm GPU: its kernels and calls are named otherwise"
+        if self.cuda_only and ctx.facts.foreign_runtime:
+            return "the runtime calls are neither CUDA nor HIP: an accelerator whose kernels dlscope cannot judge by name"
+        return self.precondition(ctx)
+
+    def precondition(self, ctx: Context) -> str | None:
+        """A rule-specific reason not to run (checked after ``needs``), or None."""
+        return None
+
+    def check(self, ctx: Context) -> Finding | None:
+        raise NotImplementedError
+
+    def finding(self, ctx: Context, saving_ms: float, evidence: Evidence, advice: str,
+                title: str | None = None, url: str | None = None) -> Finding:
+        """A finding of this rule with its saving (ms per step, or per window without steps)
+        turned into the fields of :class:`Finding`."""
+        saving_ms = max(0.0, min(saving_ms, ctx.basis.unit_ms or saving_ms))
+        pct = ctx.pct(saving_ms)
+        return Finding(id=self.id, title=title or self.title, severity=severity_for(pct), evidence=evidence,
+                       saving_ms_per_step=saving_ms if ctx.basis.has_steps else None,
+                       saving_pct=pct, advice=advice, url=url or self.url)
+
+    def per_step_phrase(self, ctx: Context) -> str:
+        """'per step' or, without steps, 'over the profile'."""
+        return "per step" if ctx.basis.has_steps else "over the profile"

@@ -1,0 +1,139 @@
+"""unfused_optimizer: the optimizer step launches its arithmetic as many small kernels: one per
+parameter and operation (the single-tensor "for-loop" implementation, torch.profiler's
+``OptimizerSingleTensorPattern``) or one per operation over lists of parameters (``foreach``),
+where a fused implementation does the whole update in one pass.
+
+Measured, in the optimizer's step (``Optimizer.step#Name.step`` annotations, else the derived
+``optimizer`` phase): its host time per step, the kernels it launched by implementation
+(kernels named ``Fused...``, e.g. ``multi_tensor_apply_kernel<..., FusedAdamMathFunctor...>``:
+fused; other ``multi_tensor_apply_kernel``: foreach; the rest: per parameter),
+their GPU time, and the number of distinct kernels (one per arithmetic pass over the state).
+
+Saving (upper bound), the sum of two parts:
+
+* GPU: the update's kernel time minus that time divided by the number of passes (a fused update
+  reads and writes each parameter, gradient and state once, so at least about one pass's time
+  remains), capped by the time the host waited for the GPU;
+* host: the time of the framework ops inside the step, less what one op per pass (foreach) or
+  one per pass instead of one per parameter and pass (per-parameter) would take: the host's
+  cost of an optimizer step grows with the ops it dispatches. Measured with the profiler on,
+  which slows dispatch.
+"""
+
+from __future__ import annotations
+
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import MIN_SAVING_PCT, Rule
+from .text import count, kernel_label, ms, steps
+
+# Below this many per-parameter kernels per step the loop is too short to matter (a model with a
+# handful of parameters); dlscope's own line.
+MIN_PER_PARAMETER_KERNELS = 20
+# torch.optim optimizers with fused=True (CUDA): Adam and AdamW since 2.0, SGD since 2.3, Adagrad since 2.5.
+FUSED = ("Adam", "AdamW", "SGD", "Adagrad")
+URL = "https://pytorch.org/docs/stable/optim.html#algorithms"
+URL_CUDA = "https://nvidia.github.io/apex/optimizers.html"
+
+
+class UnfusedOptimizer(Rule):
+    id = "unfused_optimizer"
+    title = "The optimizer step runs as many small kernels"
+    description = "per-parameter (or per-operation foreach) optimizer kernels where a fused optimizer does one pass"
+    needs = ("kernels", "phases", "api")
+    needs_gpu = True
+    cuda_only = True
+
+    def precondition(self, ctx: Context) -> str | None:
+        if not ctx.data.scalar(f"SELECT count(*) FROM ({_phases_sql(ctx)})"):
+            return "no optimizer step was recorded (torch's Optimizer.step annotation or the derived 'optimizer' phase)"
+        return None
+
+    def check(self, ctx: Context) -> Finding | None:
+        d, b = ctx.data, ctx.basis
+        w = ctx.windows_table
+        ops_ms = "0::DOUBLE" if not d.has("ops") else """
+            SELECT coalesce(sum(o.end_ns - o.start_ns), 0)::DOUBLE FROM ops o ASOF JOIN phw p
+              ON p.rank = o.rank AND o.start_ns >= p.start_ns
+            WHERE coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
+        r = d.rows(f"""
+            WITH ph AS ({_phases_sql(ctx)}),
+                 phw AS (SELECT ph.* FROM ph JOIN {w} ON {w}.rank = ph.rank AND ph.start_ns >= {w}.start_ns
+                                                     AND ph.start_ns < {w}.end_ns),
+                 k AS (SELECT k.name, k.step, k.end_ns - k.start_ns AS ns,
+                              CASE WHEN lower(k.name) LIKE '%fused%' THEN 'fused'
+                                   WHEN lower(k.name) LIKE '%multi_tensor_apply%' THEN 'foreach'
+                                   ELSE 'per_parameter' END AS impl
+                       FROM kernels k {ctx.in_windows('k')}
+                       JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
+                       ASOF JOIN phw p ON p.rank = a.rank AND a.start_ns >= p.start_ns
+                       WHERE a.start_ns < p.end_ns)
+            SELECT (SELECT sum(end_ns - start_ns)::DOUBLE FROM phw) / 1e6 / {b.windows} AS phase_ms,
+                   ({ops_ms}) / 1e6 / {b.windows} AS ops_ms,
+                   (SELECT any_value(name) FROM phw) AS phase,
+                   count(*)::DOUBLE / {b.windows} AS kernels,
+                   count(*) FILTER (WHERE impl = 'foreach')::DOUBLE / {b.windows} AS foreach,
+                   count(*) FILTER (WHERE impl = 'fused')::DOUBLE / {b.windows} AS fused,
+                   count(*) FILTER (WHERE impl = 'per_parameter')::DOUBLE / {b.windows} AS per_parameter,
+                   coalesce(sum(ns), 0)::DOUBLE / 1e6 / {b.windows} AS gpu_ms,
+                   count(DISTINCT name) AS passes, list(DISTINCT step ORDER BY step) AS steps,
+                   arg_max(name, ns) AS longest
+            FROM k""")[0]
+        if not r["kernels"] or r["fused"] >= r["foreach"] + r["per_parameter"]:
+            return None  # nothing launched, or already fused
+        impl = "per-parameter" if r["per_parameter"] >= r["foreach"] else "foreach"
+        if impl == "per-parameter" and r["per_parameter"] < MIN_PER_PARAMETER_KERNELS:
+            return None
+        phase_ms, passes = r["phase_ms"] or 0.0, max(int(r["passes"]), 1)
+        floor = r["gpu_ms"] / passes
+        gpu_saving, cap_note = ctx.gpu_saving_cap(r["gpu_ms"] - floor)
+        host_keep = (1 / passes) if impl == "foreach" else min(1.0, passes / r["kernels"])
+        host_saving = (r["ops_ms"] or 0.0) * (1 - host_keep)
+        saving = gpu_saving + host_saving
+        p = ctx.pct(r["gpu_ms"] - floor + host_saving)  # judged on the cut itself; the step bound may be smaller
+        if p is None or p < MIN_SAVING_PCT:
+            return None
+        opt = ctx.facts.optimizer or ""
+        name = opt or "the optimizer"
+        text = (f"{name}.step takes {ms(phase_ms)} per step on the host and launches {count(r['kernels'])} kernels "
+                f"({impl}: {count(r['per_parameter'] if impl == 'per-parameter' else r['foreach'])}; "
+                f"{ms(r['gpu_ms'])} of GPU time in {r['passes']} distinct kernels)")
+        how = (f"a fused update makes one pass instead of {r['passes']}: its kernels could take "
+               f"{ms(r['gpu_ms'] - floor)} less"
+               + (f" ({cap_note})" if cap_note else "") + f", and dispatching fewer ops up to {ms(host_saving)} less host "
+               f"time; up to {ms(saving)} per step (measured with the profiler on)")
+        row = {"optimizer": opt or None, "implementation": impl, "phase": r["phase"], "phase_ms_per_step": phase_ms,
+               "ops_ms_per_step": r["ops_ms"],
+               "kernels_per_step": r["kernels"], "gpu_ms_per_step": r["gpu_ms"], "distinct_kernels": r["passes"],
+               "longest_kernel": kernel_label(r["longest"]) if r["longest"] else None,
+               "steps": steps(r["steps"] or [])}
+        return self.finding(ctx, saving, Evidence(text, how, [row]), _advice(ctx, opt, impl),
+                            url=URL if ctx.facts.torch else URL_CUDA)
+
+
+def _phases_sql(ctx: Context) -> str:
+    """The optimizer's step ranges: torch's annotation when recorded, else the derived phase."""
+    return """SELECT rank, pid, start_ns, end_ns, name FROM phases
+              WHERE kind = 'range' AND (name LIKE 'Optimizer.step#%' OR (name = 'optimizer' AND source = 'derived'
+                    AND NOT EXISTS (SELECT 1 FROM phases q WHERE q.name LIKE 'Optimizer.step#%')))"""
+
+
+def _advice(ctx: Context, opt: str, impl: str) -> str:
+    if not ctx.facts.torch:
+        return ("Update all parameters in one fused kernel per step (a multi-tensor apply over the parameter list, "
+                "e.g. apex.optimizers.FusedAdam) instead of one kernel per parameter and operation.")
+    if opt in FUSED:
+        return (f"Construct the optimizer with fused=True: torch.optim.{opt}(model.parameters(), ..., fused=True) "
+                "runs the whole update in one kernel per parameter group"
+                + (" (today it runs one kernel per parameter and operation)." if impl == "per-parameter" else
+                   " instead of one foreach kernel per arithmetic operation."))
+    if impl == "per-parameter":
+        return (f"{opt or 'The optimizer'} updates one parameter at a time: pass foreach=True "
+                f"(torch.optim.{opt or 'X'}(..., foreach=True)), or switch to an optimizer with fused=True "
+                f"({', '.join(FUSED)}).")
+    return (f"{opt or 'The optimizer'} has no fused implementation in torch.optim: the foreach version is the fastest "
+            f"built-in; a fused optimizer ({', '.join(FUSED)} with fused=True) or a compiled step "
+            "(torch.compile(optimizer.step)) fuses its passes.")
+
+
+RULE = UnfusedOptimizer()

@@ -1,0 +1,127 @@
+"""Per step: how long the GPU sat idle, and why; and how long the host sat waiting on the GPU.
+
+The windows are the selected steps that hold GPU data (traced, or not flagged as in imported
+traces); a profile without steps has one window per rank: the span of its recorded activity (as
+the summary's headline). Within each window every instant counts once, by precedence:
+
+* **busy**: a kernel, copy or set ran (any stream of the rank's GPUs, whichever step launched it);
+* **queued**: idle, but the work that ended the gap had already been launched when it began
+  (the GPU waited on itself: dependent-kernel latency, a wait on another stream). Not the host's
+  doing, as in :mod:`.idle_sum`;
+* **input**, **sync**, **launch**: the host's state (see :mod:`.host_state`): in a data-loading
+  phase; blocked in (or just back from) a synchronizing call; busy with other recorded work;
+* **other**: no recorded host activity.
+
+They are computed as cumulative unions by precedence (busy, + queued, + input, + sync, + host
+busy), each one's coverage of the window minus the previous one's: the same method as the
+headline, per window instead of in total, so the gaps at a window's edges (the GPU waiting for a
+step's first launch) count too, which a span-based breakdown leaves out.
+
+**Host waits** (``wait_ns``): the time the rank's main process spent blocked on the GPU inside
+the window: synchronizing calls (:data:`.host_state.SYNC_API_PATTERNS`, the ``sync`` table's
+waits) and copy calls that block because host memory is pageable (``pageable_wait_ns``: copies
+whose source or destination is pageable). A step cannot get shorter by more than the host
+waited on the GPU when only the GPU work gets faster: the host's own work remains.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .context import ProfileData
+from .gpu_work import gpu_work_sql, has_steps
+from .host_state import EMPTY_INTERVALS, SYNC_API_RE, classes_union_sql, host_ctes
+from .idle_sum import gaps_sql
+from .intervals import covered_sql, union_sql
+
+HOST_ACTIVITY_TABLES = ("ops", "api", "kernels", "memcpy", "memset")
+GPU_TABLES = ("kernels", "memcpy", "memset")
+COLUMNS = ("rank", "step", "start_ns", "end_ns", "window_ns", "busy_ns", "queued_ns", "input_ns", "sync_ns",
+           "launch_ns", "other_ns", "wait_ns", "sync_wait_ns", "pageable_wait_ns")
+
+
+def windows_sql(data: ProfileData) -> str:
+    """SQL: (rank, step, start_ns, end_ns) of the windows (see the module doc). A step flagged as
+    traced that launched no GPU work at all is left out: tracing stopped during it (the recorder
+    flags the step in which it stops), so its GPU side is simply not recorded."""
+    if has_steps(data):
+        launched = " UNION ".join(f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL"
+                                  for t in GPU_TABLES if data.has(t))
+        return f"""SELECT s.rank, s.step, s.start_ns, s.end_ns FROM sel_steps s
+                   SEMI JOIN ({launched or "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step"}) g
+                     ON g.rank = s.rank AND g.step = s.step
+                   WHERE s.traced IS NULL OR s.traced"""
+    spans = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in HOST_ACTIVITY_TABLES if data.has(t))
+    if not spans:
+        return "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
+    return f"""SELECT rank, NULL::INTEGER AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+               FROM ({spans}) GROUP BY rank"""
+
+
+def _waits_sql(data: ProfileData) -> tuple[str, str]:
+    """SQL of the main process's blocking waits: (sync waits, pageable-copy waits), each
+    (rank, start_ns, end_ns); :data:`EMPTY_INTERVALS` when none can be recorded."""
+    sync, pageable = [], []
+    if data.has("api"):
+        sync.append(f"""SELECT a.rank, a.start_ns, a.end_ns FROM api a LEFT JOIN mp m USING (rank)
+                        WHERE (m.pid IS NULL OR a.pid IS NULL OR a.pid = m.pid)
+                          AND regexp_matches(lower(a.name), '{SYNC_API_RE}')""")
+        if data.has("memcpy"):
+            pageable.append("""SELECT a.rank, a.start_ns, a.end_ns FROM api a LEFT JOIN mp m USING (rank)
+                               SEMI JOIN memcpy c ON c.rank = a.rank AND c.correlation_id = a.correlation_id
+                                    AND 'pageable' IN (coalesce(c.src_kind, ''), coalesce(c.dst_kind, ''))
+                               WHERE (m.pid IS NULL OR a.pid IS NULL OR a.pid = m.pid)""")
+    if data.has("sync"):
+        sync.append("""SELECT s.rank, s.start_ns, s.end_ns FROM sync s LEFT JOIN mp m USING (rank)
+                       WHERE (m.pid IS NULL OR s.pid IS NULL OR s.pid = m.pid) AND s.kind <> 'stream_wait_event'""")
+
+    def union(parts: list[str]) -> str:
+        return union_sql(" UNION ALL ".join(parts), "rank") if parts else EMPTY_INTERVALS
+
+    return union(sync), union(pageable)
+
+
+def step_idle(data: ProfileData) -> pa.Table:
+    """One row per window (columns :data:`COLUMNS`, durations in ns). Empty when the profile
+    has no GPU activity or no window."""
+    work = gpu_work_sql(data, selected=False)
+    if work is None:
+        return pa.table({c: pa.array([], pa.int64()) for c in COLUMNS})
+    sync_waits, pageable_waits = _waits_sql(data)
+    gpu = "SELECT rank, start_ns, end_ns FROM gpu_isl"
+    queued = "SELECT rank, start_ns, end_ns FROM q_gaps"
+    layers = {
+        "c0": gpu,
+        "c1": union_sql(f"{gpu} UNION ALL {queued}", "rank"),
+        "c2": classes_union_sql(("input",), f"{gpu} UNION ALL {queued}"),
+        "c3": classes_union_sql(("input", "sync"), f"{gpu} UNION ALL {queued}"),
+        "c4": classes_union_sql(("input", "sync", "busy"), f"{gpu} UNION ALL {queued}"),
+        "w_all": union_sql("SELECT * FROM w_sync UNION ALL SELECT * FROM w_page", "rank"),
+        "w_sync": "SELECT * FROM w_sync",
+        "w_page": "SELECT * FROM w_page",
+    }
+    covered = ",\n".join(
+        f"{name}_cov AS (SELECT wid, covered_ns FROM ({covered_sql('SELECT * FROM win', isl, ('rank',))}))"
+        for name, isl in layers.items())
+    joins = " ".join(f"JOIN {name}_cov {name} USING (wid)" for name in layers)
+    return data.table(f"""
+        WITH {host_ctes(data)},
+             win AS MATERIALIZED (SELECT row_number() OVER () AS wid, * FROM ({windows_sql(data)})
+                                  WHERE end_ns > start_ns),
+             work AS MATERIALIZED ({work}),
+             gpu_isl AS MATERIALIZED ({union_sql("SELECT rank, start_ns, end_ns FROM work", "rank")}),
+             q_gaps AS MATERIALIZED (SELECT rank, start_ns, end_ns FROM ({gaps_sql(data, "SELECT * FROM work")})
+                                     WHERE queued),
+             w_sync AS MATERIALIZED ({sync_waits}),
+             w_page AS MATERIALIZED ({pageable_waits}),
+             {covered}
+        SELECT win.rank, win.step, win.start_ns, win.end_ns, (win.end_ns - win.start_ns)::BIGINT AS window_ns,
+               c0.covered_ns AS busy_ns,
+               (c1.covered_ns - c0.covered_ns)::BIGINT AS queued_ns,
+               (c2.covered_ns - c1.covered_ns)::BIGINT AS input_ns,
+               (c3.covered_ns - c2.covered_ns)::BIGINT AS sync_ns,
+               (c4.covered_ns - c3.covered_ns)::BIGINT AS launch_ns,
+               (win.end_ns - win.start_ns - c4.covered_ns)::BIGINT AS other_ns,
+               w_all.covered_ns AS wait_ns, w_sync.covered_ns AS sync_wait_ns, w_page.covered_ns AS pageable_wait_ns
+        FROM win {joins}
+        ORDER BY win.rank, win.step""")

@@ -1,0 +1,51 @@
+"""Name a profile's bottlenecks: the expert system's findings, with evidence and bounded savings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .. import advice
+from ..render.findings import render_findings
+from ..render.terminal import console
+from .base import Command
+from .common import add_selection, open_for_analysis, selection_from
+
+
+class AdviseCommand(Command):
+    """Name a profile's bottlenecks: findings with their evidence, estimated saving and the change to try.
+
+    dlscope advise PATH [--format text|json] [--verbose]. Findings come largest saving first;
+    each saving is an upper bound per step (a share of the profile's time without steps).
+    --verbose also lists the rules that found nothing and those that could not run, and why.
+    JSON is a list of findings with the keys id, title, severity, evidence, saving_ms_per_step,
+    saving_pct, advice, url.
+    """
+
+    name = "advise"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("profile", help="a NAME.dlscope directory")
+        parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            help="also list the rules that found nothing or could not run")
+        add_selection(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        data = open_for_analysis(args.profile, selection_from(args))
+        result = advice.run(data)
+        out = console()
+        if args.format == "json":
+            out.file.write(json.dumps([f.as_dict() for f in result.findings], indent=1, default=str) + "\n")
+            return 0
+        render_findings(result.findings, out)
+        if args.verbose:
+            out.print()
+            if result.clean:
+                out.print("[bold]No problem found by[/bold]: " + ", ".join(result.clean))
+            for rule_id, why in result.skipped.items():
+                out.print(f"[bold]{rule_id}[/bold] could not run: {why}", markup=True, highlight=False)
+        elif result.skipped:
+            out.print(f"\n{len(result.skipped)} rule{'s' if len(result.skipped) != 1 else ''} could not run on this "
+                      "profile (--verbose says why).")
+        return 0
