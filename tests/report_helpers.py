@@ -4,6 +4,7 @@ import per session), and small profiles written from tables made in a test."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,17 @@ def make_profile(tmp_path: Path, meta: Meta | None = None, **tables: list[dict[s
     out = tmp_path / f"h{len(list(tmp_path.glob('h*.dlscope')))}.dlscope"
     b.write(out, meta or Meta())
     return ProfileData.open(out)
+
+
+@dataclass
+class FakeFinding:
+    """A finding with evidence of any shape (rows, text): what renderers must accept."""
+
+    id: str
+    title: str
+    severity: str
+    evidence: object
+    saving_ms_per_step: float | None
+    saving_pct: float | None
+    advice: str
+    url: str

@@ -19,16 +19,6 @@ def _ns(dur) -> int:
     return int(Decimal(dur) * 1000)
 
 
-def _union(intervals):
-    out = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
 def _overlap(a, islands) -> int:
     s, e = a
     return sum(max(0, min(e, ie) - max(s, i_s)) for i_s, ie in islands)
@@ -70,7 +60,7 @@ def test_resnet_savings_match_the_trace(resnet):
     mean_step = sum(e - s for _, s, e in steps) / len(steps)
     evs = doc["traceEvents"]
     x = [e for e in evs if e.get("ph") == "X"]
-    gpu = _union((ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"]))
+    gpu = ref.merge_intervals((ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"]))
                  for e in x if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     pre = [(ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"])) for e in x
            if e.get("cat") == "user_annotation" and e["name"] == "preprocess"]

@@ -52,3 +52,22 @@ def test_summary_shows_the_headline(cli, tmp_path_factory):
     assert f"{h['tensor_core_pct']:.1f}%" in tc_note
     text = cli("summary", path)
     assert text.code == 0 and "Headline" in text.out and "GPU utilization" in text.out
+
+
+def test_the_step_where_tracing_stopped_is_not_a_step_with_gpu_data(tmp_path):
+    """Sampled detail: steps 0-1 traced with kernels; step 2 is flagged traced (the tracer
+    stopped in it, leaving one cudaDeviceSynchronize) but holds no ops or kernels; steps 3-5
+    untraced. The headline and per-step GPU figures cover steps 0-1 only."""
+    steps = [dict(step=i, start_ns=i * 1000 * US, end_ns=(i + 1) * 1000 * US, pid=1, tid=1, traced=i <= 2)
+             for i in range(6)]
+    k = [dict(device=0, stream=7, start_ns=(i * 1000 + 100) * US, end_ns=(i * 1000 + 600) * US,
+              name="elementwise_kernel", pid=1, correlation_id=i + 1) for i in range(2)]
+    api = [dict(pid=1, tid=1, start_ns=(i * 1000 + 50) * US, end_ns=(i * 1000 + 60) * US,
+                name="cudaLaunchKernel", correlation_id=i + 1) for i in range(2)]
+    api.append(dict(pid=1, tid=1, start_ns=2000 * US, end_ns=2001 * US, name="cudaDeviceSynchronize",
+                    correlation_id=99))
+    data = make_profile(tmp_path, steps=steps, kernels=k, api=api)
+    assert [r["step"] for r in data.rows("SELECT step FROM detail_steps ORDER BY step")] == [0, 1]
+    h = headline(data)
+    assert h is not None and h.steps == 2 and h.wall_ms == pytest.approx(2.0)
+    assert h.kernels_pct == pytest.approx(50.0) and h.gpu_util_pct == pytest.approx(50.0)

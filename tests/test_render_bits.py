@@ -58,20 +58,9 @@ def test_progress_is_silent_off_a_terminal_and_shown_on_one():
 
 
 def test_findings_in_the_terminal_show_saving_evidence_and_names_verbatim():
-    from dataclasses import dataclass
-
     from dlscope.render.findings import render_findings
 
-    @dataclass
-    class F:
-        id: str
-        title: str
-        severity: str
-        evidence: object
-        saving_ms_per_step: float | None
-        saving_pct: float | None
-        advice: str
-        url: str
+    from .report_helpers import FakeFinding as F
 
     buf = io.StringIO()
     rows = [{"kernel": f"[bold]k{i}[/bold]", "ms": 1.5 * i} for i in range(8)]

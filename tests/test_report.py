@@ -8,7 +8,6 @@ import os
 import re
 import sys
 import types
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from dlscope.store.meta import CollectorStatus, Meta
 
 from . import browser
 from .conftest import assert_one_line_error
+from .report_helpers import FakeFinding
 from .test_report_analysis import nvml_counters
 
 XSS = ["<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>", "\"><svg onload=alert(3)>",
@@ -135,18 +135,6 @@ def test_names_are_escaped_in_the_html(tmp_path):
         assert name in text or name in [a.get("title") for _, a in page.tags], f"{name!r} is not shown as text"
     assert not any(t in ("img", "script", "iframe", "object", "embed") for t, _ in page.tags)
     assert not any(k.startswith("on") for _, a in page.tags for k in a), "an event handler attribute got in"
-
-
-@dataclass
-class FakeFinding:
-    id: str
-    title: str
-    severity: str
-    evidence: object
-    saving_ms_per_step: float | None
-    saving_pct: float | None
-    advice: str
-    url: str
 
 
 def test_advice_section_lights_up_when_the_advice_module_exists(resnet_profile, monkeypatch):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
-from .math_work import kernel_share, math_by_kernel, ops_phrase
+from .math_work import kernel_share, math_by_kernel, no_tensor_cores_reason, ops_phrase
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms
 
@@ -33,10 +33,7 @@ class AmpNotEnabled(Rule):
     cuda_only = True
 
     def precondition(self, ctx: Context) -> str | None:
-        dev = ctx.facts.device
-        if dev is not None and not dev.has_tensor_cores:
-            return f"the GPU ({dev.name}) has no tensor cores for 16-bit math"
-        return None
+        return no_tensor_cores_reason(ctx)
 
     def check(self, ctx: Context) -> Finding | None:
         rows = math_by_kernel(ctx, ("fp32", "fp32_tc"))

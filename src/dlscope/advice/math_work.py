@@ -10,6 +10,14 @@ from .context import Context
 from .text import kernel_label, merge_rows, ms, op_label, steps
 
 
+def no_tensor_cores_reason(ctx: Context) -> str | None:
+    """Why tensor-core advice cannot apply (the GPU has none), else None."""
+    dev = ctx.facts.device
+    if dev is not None and not dev.has_tensor_cores:
+        return f"the GPU ({dev.name}) has no tensor cores"
+    return None
+
+
 def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per (op, kernel) of the given precision classes: calls and ms per step, the steps seen,
     longest first. ``op`` is the framework op that launched the kernel (NULL without ops)."""

@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
-from .math_work import kernel_share, math_by_kernel, ops_phrase, touches_convolution, touches_matmul
+from .math_work import (
+    kernel_share,
+    math_by_kernel,
+    no_tensor_cores_reason,
+    ops_phrase,
+    touches_convolution,
+    touches_matmul,
+)
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms
 
@@ -34,10 +41,7 @@ class NoTensorCores(Rule):
     cuda_only = True
 
     def precondition(self, ctx: Context) -> str | None:
-        dev = ctx.facts.device
-        if dev is not None and not dev.has_tensor_cores:
-            return f"the GPU ({dev.name}) has no tensor cores"
-        return None
+        return no_tensor_cores_reason(ctx)
 
     def check(self, ctx: Context) -> Finding | None:
         rows = math_by_kernel(ctx, ("fp32",))

@@ -43,6 +43,9 @@ class Selection:
 
 
 MIN_UNTRACED_STEPS = 3
+# tables recorded only while detailed tracing runs; runtime calls are not among them because
+# stopping the tracer makes one (a device synchronize) in the step where it stops
+DETAIL_TABLES = ("ops", "kernels", "memcpy", "memset")
 
 
 class ProfileData:
@@ -84,6 +87,18 @@ class ProfileData:
                              "WHERE NOT coalesce(traced, FALSE)")
         else:
             self.con.execute("CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps")
+        self._select_detail_steps()
+
+    def _select_detail_steps(self) -> None:
+        """``detail_steps``: the selected steps that hold ops, runtime calls and GPU work: those
+        not flagged (an imported trace is traced whole) and those flagged ``traced`` in which
+        something was recorded. The step in which tracing stopped is flagged (the stop slowed
+        it) but may hold nothing: counting it would add an empty step to every average."""
+        tables = [t for t in DETAIL_TABLES if self.has(t)] or (["api"] if self.has("api") else [])
+        recorded = [f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL" for t in tables]
+        holds = (f"OR (traced AND (rank, step) IN ({' UNION '.join(recorded)}))" if recorded else "")
+        self.con.execute("CREATE OR REPLACE TEMP TABLE detail_steps AS SELECT * FROM sel_steps "
+                         f"WHERE traced IS NULL {holds}")
 
     def _select_user_steps(self) -> None:
         sel = self.selection

@@ -65,7 +65,7 @@ def gpu_step_count(data: ProfileData) -> int | None:
     """How many selected steps can hold GPU work (traced or not flagged); None without steps."""
     if not has_steps(data):
         return None
-    return int(data.scalar("SELECT count(*) FROM sel_steps WHERE traced IS NULL OR traced") or 0)
+    return int(data.scalar("SELECT count(*) FROM detail_steps") or 0)
 
 
 def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:

@@ -47,7 +47,7 @@ class Headline:
 
 def _windows_sql(data: ProfileData) -> str:
     if has_steps(data):
-        return "SELECT rank, start_ns, end_ns FROM sel_steps WHERE traced IS NULL OR traced"
+        return "SELECT rank, start_ns, end_ns FROM detail_steps"
     spans = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}"
                                for t in ("ops", "api", *GPU_TABLES) if data.has(t))
     return f"SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM ({spans}) GROUP BY rank"

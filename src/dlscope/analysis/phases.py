@@ -46,7 +46,7 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
         return rows
     # GPU activity exists only for steps that were traced: average over those
     if n_steps:
-        gsteps = "(SELECT * FROM sel_steps WHERE traced IS NULL OR traced)"
+        gsteps = "detail_steps"
         n_gpu = int(data.scalar(f"SELECT count(*) FROM {gsteps}") or 0)
         in_steps = f"JOIN {gsteps} s ON g.rank = s.rank AND g.step = s.step"
     else:
@@ -131,7 +131,7 @@ def _breakdown(data: ProfileData) -> list[PhaseRow]:
         if data.traced_excluded:
             # phases that exist only while tracing ran (derived from the PyTorch trace: forward,
             # backward ...) are measured over the traced steps, and said to be
-            rows += _per_step(data, base, "(SELECT * FROM sel_steps WHERE traced)", "traced", {r.name for _, r in rows})
+            rows += _per_step(data, base, "(SELECT * FROM detail_steps WHERE traced)", "traced", {r.name for _, r in rows})
         return _tree_order(data, base, rows)
     wall = wall_ns(data)
     rows = data.rows(f"""

@@ -41,16 +41,14 @@ COLUMNS = ("rank", "step", "start_ns", "end_ns", "window_ns", "busy_ns", "queued
 
 
 def windows_sql(data: ProfileData) -> str:
-    """SQL: (rank, step, start_ns, end_ns) of the windows (see the module doc). A step flagged as
-    traced that launched no GPU work at all is left out: tracing stopped during it (the recorder
-    flags the step in which it stops), so its GPU side is simply not recorded."""
+    """SQL: (rank, step, start_ns, end_ns) of the windows (see the module doc): the detail steps
+    that launched GPU work (idle time means nothing in a step that used no GPU)."""
     if has_steps(data):
         launched = " UNION ".join(f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL"
                                   for t in GPU_TABLES if data.has(t))
-        return f"""SELECT s.rank, s.step, s.start_ns, s.end_ns FROM sel_steps s
+        return f"""SELECT s.rank, s.step, s.start_ns, s.end_ns FROM detail_steps s
                    SEMI JOIN ({launched or "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step"}) g
-                     ON g.rank = s.rank AND g.step = s.step
-                   WHERE s.traced IS NULL OR s.traced"""
+                     ON g.rank = s.rank AND g.step = s.step"""
     spans = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in HOST_ACTIVITY_TABLES if data.has(t))
     if not spans:
         return "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .context import ProfileData
 
-DETAIL_STEPS = "(SELECT * FROM sel_steps WHERE traced IS NULL OR traced)"
+DETAIL_STEPS = "detail_steps"  # see ProfileData._select_detail_steps
 
 
 def detail_step_count(data: ProfileData) -> int:
