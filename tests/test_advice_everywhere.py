@@ -99,6 +99,10 @@ def test_the_recorded_resnet_profile(recorded):
     assert ib.saving_pct == pytest.approx(100 * ib.saving_ms_per_step / mean)
     assert "already in use" in ib.advice  # the program's DataLoader has worker processes
     assert found["memory_underused"].evidence.rows[0]["batch_size"] == 64
+    # the traced steps' phases sit under the tracing window's range: the longest gap is still
+    # named after the outermost phase a user wrote, and the stop step (no GPU data) is not a row
+    idle = found["gpu_idle"].evidence.rows
+    assert [r["host_phase_in_gap"] for r in idle] == ["preprocess"] * 5 and {r["step"] for r in idle} == {1, 2, 3, 4, 5}
 
 
 def test_advise_command_text_json_and_verbose(cli, tmp_path_factory):

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..analysis.gpu_work import gpu_work_sql
 from ..analysis.intervals import union_sql
-from ..analysis.phases import EXCLUDED_DOMAINS
+from ..analysis.phases import shown_phases_sql
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -77,11 +77,10 @@ def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
     if work is None:
         return {}
     w = ctx.windows_table
-    excluded = ", ".join(f"'{x}'" for x in EXCLUDED_DOMAINS)
     phase = ("NULL::VARCHAR" if not d.has("phases") else "CASE WHEN p.end_ns > g.mid THEN p.name END")
+    # the outermost phase shown in breakdowns (depth among those, not under the process's range)
     phase_join = "" if not d.has("phases") else f"""
-        ASOF LEFT JOIN (SELECT rank, start_ns, end_ns, name FROM phases WHERE kind = 'range'
-                        AND coalesce(domain, '') NOT IN ({excluded}) AND coalesce(depth, 0) = 0) p
+        ASOF LEFT JOIN (SELECT rank, start_ns, end_ns, name FROM ({shown_phases_sql(d)}) WHERE depth = 0) p
           ON p.rank = g.rank AND g.mid >= p.start_ns"""
     rows = d.rows(f"""
         WITH isl AS (SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS s, least(i.end_ns, {w}.end_ns) AS e,
