@@ -84,15 +84,38 @@ RESNET_TRACE = KINETO / "h100_resnet50_phases.trace.json.gz"
 SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()),
               REPO.parent / "shared")
 SCALE_TRACE = SHARED / "fixtures" / "gpu" / "h100_gpt12_bf16_40steps.trace.json.gz"
+# HTA's trace corpus: the whole of it in shared/, else the part bundled with the tests
+# (tests/data/hta_corpus/make_subset.py says which)
+SHARED_CORPUS = SHARED / "corpus" / "hta"
+CORPUS = SHARED_CORPUS if SHARED_CORPUS.is_dir() else DATA / "hta_corpus"
+
+
+def strict() -> bool:
+    """DLSCOPE_STRICT_TESTS=1: what a test needs and cannot find is a failure, not a skip."""
+    return os.environ.get("DLSCOPE_STRICT_TESTS") == "1"
 
 
 def need_file(path: Path) -> Path:
-    """``path``, or skip the test when it is absent; in CI (CI=true) absence is a failure."""
+    """``path``, or skip the test when it is absent (a failure under DLSCOPE_STRICT_TESTS=1)."""
     if not path.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{path} is missing in CI")
-        pytest.skip(f"{path} is not here")
+        if strict():
+            pytest.fail(f"{path} is missing")
+        pytest.skip(f"{path} is not here (shared/ beside the clone has it)")
     return path
+
+
+def corpus_files() -> list[Path]:
+    """Every trace of the corpus in use (see CORPUS)."""
+    return sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix not in (".py", ".md"))
+
+
+def corpus_id(path: Path) -> str:
+    return str(path.relative_to(CORPUS))
+
+
+def corpus_file(rel: str) -> Path:
+    """A file or folder of the corpus; skipped where only the bundled part is here and lacks it."""
+    return need_file(CORPUS / rel)
 
 
 @pytest.fixture(scope="session")

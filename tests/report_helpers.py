@@ -3,7 +3,6 @@ import per session), and small profiles written from tables made in a test."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from dlscope.importers.run import import_files
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 
-from .conftest import DATA, REPO
+from .conftest import DATA, SHARED, SHARED_CORPUS
 
 T0 = 1_700_000_000_000_000_000  # epoch origin of the hand-made profiles
 US = 1_000
@@ -24,19 +23,8 @@ TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
 
 
 def shared_root() -> Path | None:
-    """The project's shared/ directory: beside the clone (CI), or beside a worktree's parent."""
-    for parent in REPO.parents:
-        if (parent / "shared" / "corpus" / "hta").is_dir():
-            return parent / "shared"
-    if os.environ.get("CI"):
-        raise RuntimeError("shared/corpus/hta is missing: CI must have shared/ beside the clone")
-    return None
-
-
-def corpus_files() -> list[Path]:
-    """Every file of HTA's trace corpus (an empty list where it is absent, outside CI)."""
-    root = shared_root()
-    return sorted(p for p in (root / "corpus" / "hta").rglob("*") if p.is_file()) if root else []
+    """The project's shared/ directory where it is here (beside the clone or the worktrees)."""
+    return SHARED if SHARED_CORPUS.is_dir() else None
 
 
 def fixture_path(name: str) -> Path:

@@ -15,8 +15,8 @@ from dlscope import advice
 from dlscope.advice import KEYS, SEVERITIES
 from dlscope.analysis.context import ProfileData, Selection
 
-from .conftest import DATA, REPO, assert_one_line_error
-from .report_helpers import corpus_files, fixture_path, imported, shared_root
+from .conftest import DATA, REPO, assert_one_line_error, corpus_files, corpus_id
+from .report_helpers import fixture_path, imported
 
 FIXTURES = ["h100_resnet50_phases", "h100_gpt6_fp32", "h100_gpt6_bf16"]
 RECORDED = REPO / "examples" / "data" / "h100_resnet50.dlscope.tgz"
@@ -43,7 +43,7 @@ def check_contract(data: ProfileData) -> advice.AdviceRun:
     return run
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: str(p.relative_to(shared_root() / "corpus" / "hta")))
+@pytest.mark.parametrize("path", corpus_files(), ids=corpus_id)
 def test_every_rule_on_every_corpus_file(tmp_path_factory, path):
     check_contract(ProfileData.open(imported(path, tmp_path_factory)))
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +13,9 @@ from dlscope.analysis.summary import summarize
 from dlscope.importers.run import import_files
 
 from . import kineto_reference as ref
-from .conftest import DATA, assert_one_line_error, q
+from .conftest import DATA, assert_one_line_error, corpus_file, corpus_files, corpus_id, q
 
 FIXTURES = ["h100_resnet50_phases", "h100_gpt6_fp32", "h100_gpt6_bf16"]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "hta"
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +100,7 @@ def test_trace_with_optimizer_but_no_profiler_steps_gets_optimizer_iterations(im
 
 
 def test_multi_rank_directory(tmp_path):
-    src = CORPUS / "trace_filter"
-    if not src.exists():
-        pytest.skip("needs shared/corpus/hta beside the clone")
+    src = corpus_file("trace_filter")
     p = import_files([src], tmp_path / "mr.dlscope")
     data = ProfileData.open(p)
     assert data.meta.ranks == [0, 1]
@@ -114,15 +109,7 @@ def test_multi_rank_directory(tmp_path):
         assert q(data.con, f"SELECT count(*) FROM kernels WHERE rank = {rank}")[0][0] == len(ref.events(doc, "kernel"))
 
 
-def corpus_files() -> list[Path]:
-    if not CORPUS.exists():
-        if os.environ.get("CI"):
-            raise RuntimeError(f"{CORPUS} is missing: CI must have shared/ beside the clone")
-        return []
-    return sorted(p for p in CORPUS.rglob("*") if p.is_file())
-
-
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: str(p.relative_to(CORPUS)))
+@pytest.mark.parametrize("path", corpus_files(), ids=corpus_id)
 def test_every_corpus_file_imports_and_summarizes(cli, tmp_path, path):
     out = tmp_path / "c.dlscope"
     r = cli("import", path, "-o", out)
@@ -134,9 +121,7 @@ def test_every_corpus_file_imports_and_summarizes(cli, tmp_path, path):
 
 
 def test_ns_resolution_timestamps_are_exact(tmp_path):
-    src = CORPUS / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
-    if not src.exists():
-        pytest.skip("needs shared/corpus/hta")
+    src = corpus_file("ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
     doc = ref.load(src)
     con = ProfileData.open(import_files([src], tmp_path / "ns.dlscope")).con
     want = sorted(ref.ns(doc, e["ts"]) for e in ref.events(doc, "kernel"))

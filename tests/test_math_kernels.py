@@ -7,7 +7,8 @@ import pytest
 
 from dlscope.analysis import math_kernels as mk
 
-from .report_helpers import corpus_files, fixture_path, imported, open_fixture
+from .conftest import corpus_files
+from .report_helpers import fixture_path, imported, open_fixture
 
 EXPECTED = {  # example -> class, for every pattern list
     **{ex: None for _, ex in mk.NOT_MATH_PATTERNS},

@@ -14,8 +14,8 @@ from dlscope.analysis.context import ProfileData, Selection
 from dlscope.analysis.gpu_work import COMMUNICATION_RE
 
 from . import kineto_reference as ref
-from .conftest import DATA
-from .report_helpers import US, imported, make_profile, shared_root
+from .conftest import DATA, corpus_file
+from .report_helpers import US, imported, make_profile
 
 
 def expected(paths) -> dict[tuple, dict]:
@@ -66,10 +66,7 @@ def test_resnet_pageable_copies(tmp_path_factory):
 
 
 def test_two_ranks_with_copies_hidden_behind_compute(tmp_path_factory):
-    root = shared_root()
-    if root is None:
-        pytest.skip("needs shared/corpus/hta beside the clone")
-    src = root / "corpus" / "hta" / "trace_filter"
+    src = corpus_file("trace_filter")
     files = sorted(src.glob("*.json.gz"))
     data = ProfileData.open(imported(src, tmp_path_factory), Selection(include_warmup=True))
     r = memcpy_sum.compute(data)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import sqlite3
 import time
@@ -24,7 +23,7 @@ from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 from dlscope.store.reader import open_profile
 
-from .conftest import DATA
+from .conftest import DATA, corpus_file
 
 NSYS_GZ = DATA / "nsys" / "h100_nsys_mlp.sqlite.gz"
 GROUND_TRUTH = DATA / "nsys" / "h100_nsys_mlp_stats"
@@ -340,7 +339,6 @@ def test_two_ranks_add_up(cli, tmp_path):
     assert [r["Instances"] for r in both] == [2 * int(line.split(",")[2]) for line in truth]
 
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "hta"
 # traces written by others that stress the reports: AMD, MTIA, CPU-only, no phases, Triton, event syncs
 CORPUS_SAMPLE = ("amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
                  "mtia_trace_single_rank/mtia_rank_0.json.gz",
@@ -351,11 +349,7 @@ CORPUS_SAMPLE = ("amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
 
 @pytest.mark.parametrize("name", CORPUS_SAMPLE)
 def test_reports_on_corpus_traces(cli, tmp_path, name):
-    path = CORPUS / name
-    if not path.exists():
-        if os.environ.get("CI"):
-            raise RuntimeError(f"{CORPUS} is missing: CI must have shared/ beside the clone")
-        pytest.skip("needs shared/corpus/hta beside the clone")
+    path = corpus_file(name)
     out = tmp_path / "c.dlscope"
     assert cli("import", path, "-o", out).code == 0
     wanted = ",".join(NSYS_REPORTS + ("cuda_gpu_trace",))

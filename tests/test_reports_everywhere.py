@@ -10,7 +10,8 @@ import pytest
 from dlscope.analysis import REPORTS
 from dlscope.analysis.context import ProfileData, Selection
 
-from .report_helpers import corpus_files, fixture_path, imported, shared_root
+from .conftest import corpus_files, corpus_id
+from .report_helpers import fixture_path, imported
 
 FIXTURES = ["h100_resnet50_phases", "h100_gpt6_fp32", "h100_gpt6_bf16"]
 
@@ -30,7 +31,7 @@ def _check_all_reports(cli, path) -> dict:
     return out
 
 
-@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: str(p.relative_to(shared_root() / "corpus" / "hta")))
+@pytest.mark.parametrize("path", corpus_files(), ids=corpus_id)
 def test_every_report_on_every_corpus_file(cli, tmp_path_factory, path):
     _check_all_reports(cli, imported(path, tmp_path_factory))
 
