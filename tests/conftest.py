@@ -88,6 +88,8 @@ SCALE_TRACE = SHARED / "fixtures" / "gpu" / "h100_gpt12_bf16_40steps.trace.json.
 # (tests/data/hta_corpus/make_subset.py says which)
 SHARED_CORPUS = SHARED / "corpus" / "hta"
 CORPUS = SHARED_CORPUS if SHARED_CORPUS.is_dir() else DATA / "hta_corpus"
+# folders of the bundled part that hold less than the original (a window of the trace)
+CUT_IN_BUNDLE = ("ns_resolution_trace",)
 
 
 def strict() -> bool:

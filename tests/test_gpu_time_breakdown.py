@@ -16,7 +16,7 @@ import pytest
 from dlscope.analysis import gpu_time_breakdown
 from dlscope.analysis.context import ProfileData, Selection
 
-from .conftest import DATA, REPO
+from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO
 from .report_helpers import US, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "temporal_breakdown.json").read_text())
@@ -40,7 +40,11 @@ def _source(e: dict) -> Path | None:
     if e["location"] == "repo":
         return REPO / e["path"]
     root = shared_root()
-    return root / e["path"] if root else None
+    if root:
+        return root / e["path"]
+    # without shared/, the corpus folders bundled whole (HTA's numbers are for whole traces)
+    rel = e["path"].removeprefix("corpus/hta/")
+    return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
 
 def _selection(data: ProfileData, include_last: bool) -> Selection:
