@@ -92,6 +92,20 @@ def test_input_bound_is_silent_when_loading_overlaps_the_gpu(tmp_path):
     assert outcome(_loader_loop(tmp_path, overlapped=True), "input_bound") == "clean"
 
 
+def test_input_bound_on_a_program_without_gpu_speaks_of_the_step(tmp_path):
+    """A CPU-only loop: 6 steps of 100 ms, 30 ms of them in the DataLoader; no GPU anywhere."""
+    lp = Loop()
+    for i in range(6):
+        t = 100 * i
+        lp.step(i, t, t + 100)
+        lp.phase("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, t + 30, domain="torch",
+                 source="record_function")
+    f = findings(lp.open(tmp_path))["input_bound"]
+    assert f.saving_ms_per_step == pytest.approx(30.0, abs=0.01) and f.saving_pct == pytest.approx(30.0, abs=0.01)
+    assert f.title == "The step waits for input data"
+    assert "GPU" not in f.title + f.advice and "pin_memory" not in f.advice and "num_workers=N" in f.advice
+
+
 def _optimizer_loop(tmp_path, fused: bool):
     """Adam's step: 60 one-parameter add kernels and ops (0.5 ms of host time each), or one
     fused kernel."""

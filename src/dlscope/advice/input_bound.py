@@ -27,6 +27,7 @@ MIN_SAVING_PCT = 5.0
 TOP_STEPS = 5
 URL_TORCH = "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading"
 URL_CUDA = "https://developer.nvidia.com/blog/how-overlap-data-transfers-cuda-cc/"
+TITLE_NO_GPU = "The step waits for input data"
 
 
 class InputBound(Rule):
@@ -71,36 +72,42 @@ class InputBound(Rule):
         rows = sorted(gpu_rows, key=lambda r: -r["gpu_idle_ms"])[:TOP_STEPS] if gpu_rows else [
             {"phase": r["phase"], "ms_per_step": r["ms_per_step"], "pct_of_step": r["pct_of_step"], "steps": r["steps"]}
             for r in per_name]
-        return self.finding(ctx, saving, Evidence(text, how, rows), self._advice(ctx, per_name, saving),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        gpu = ctx.data.has("kernels")  # a program that used no GPU is told about its step, not a GPU
+        return self.finding(ctx, saving, Evidence(text, how, rows), self._advice(ctx, per_name, saving, gpu),
+                            title=None if gpu else TITLE_NO_GPU, url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
-    def _advice(self, ctx: Context, per_name: list[dict], saving: float) -> str:
+    def _advice(self, ctx: Context, per_name: list[dict], saving: float, gpu: bool) -> str:
         f = ctx.facts
         top = per_name[0]["phase"]
+        meanwhile = "while the GPU runs this one" if gpu else "while the training thread computes this one"
+        if not f.torch and not gpu:
+            return (f"Prepare the next batch while this one is computed: move the work in '{top}' to a background "
+                    "thread or process with a small queue between them.")
         if not f.torch:
             return (f"Prepare the next batch while the GPU computes: move the work in '{top}' to a background thread or "
                     "process, and double-buffer the host-to-device copies (pinned buffers from cudaHostAlloc, "
                     "cudaMemcpyAsync on a second stream) so that loading overlaps the kernels.")
-        pin = " pin_memory=True," if _copies_in_input(ctx).get("pageable") or f.dataloader != "multi" else ""
+        pin = " pin_memory=True," if gpu and (_copies_in_input(ctx).get("pageable") or f.dataloader != "multi") else ""
         if top == "dataloader" or top.startswith("enumerate(DataLoader"):
             if f.dataloader == "multi":
                 return ("The DataLoader already has worker processes, yet the GPU waits for them: raise num_workers "
                         "(and prefetch_factor), add persistent_workers=True, and make the per-sample work cheaper "
                         "(decode once and cache; move augmentation to the GPU with torchvision.transforms.v2 on CUDA "
                         "tensors or NVIDIA DALI).")
-            return (f"The DataLoader loads every batch in the training process (num_workers=0), so the GPU waits "
+            who = "the GPU waits" if gpu else "each step waits"
+            return (f"The DataLoader loads every batch in the training process (num_workers=0), so {who} "
                     f"{ms(saving)} per step. Create it with DataLoader(dataset, batch_size=...,{pin} num_workers=N, "
-                    "persistent_workers=True, prefetch_factor=2), N about the CPU cores per GPU, so batches are "
-                    "prepared in parallel while the GPU computes.")
+                    f"persistent_workers=True, prefetch_factor=2), N about the CPU cores {'per GPU' if gpu else 'to spare'}, so batches are "
+                    f"prepared in parallel {meanwhile}.")
         untraced = per_name[0].get("outside_ops_pct")
         where = (f", {pct(untraced)} of it Python or NumPy code outside any PyTorch op"
                  if untraced is not None and untraced >= 50 else "")
         workers = ("the DataLoader's worker processes (already in use)" if f.dataloader == "multi"
                    else "DataLoader worker processes")
         return (f"Move the work of '{top}' ({ms(per_name[0]['ms_per_step'])} per step on the training thread{where}) "
-                f"into the Dataset's __getitem__ or a collate_fn, so that {workers} prepare the next batch while the GPU "
-                f"runs this one: DataLoader(dataset, batch_size=..., num_workers=N,{pin} persistent_workers=True). "
-                "Per-batch math such as normalization can instead run on the GPU after the copy.")
+                f"into the Dataset's __getitem__ or a collate_fn, so that {workers} prepare the next batch {meanwhile}: "
+                f"DataLoader(dataset, batch_size=..., num_workers=N,{pin} persistent_workers=True)."
+                + (" Per-batch math such as normalization can instead run on the GPU after the copy." if gpu else ""))
 
 
 def _input_phases_sql(ctx: Context) -> str:
