@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
-from .math_work import kernel_share, math_by_kernel, no_tensor_cores_reason, ops_phrase
-from .rule import MIN_SAVING_PCT, Rule
+from .math_work import MatrixMathRule, kernel_share, math_by_kernel, ops_phrase
+from .rule import MIN_SAVING_PCT
 from .text import ms
 
 TOP = 6
@@ -24,17 +24,10 @@ URL = "https://pytorch.org/docs/stable/amp.html"
 URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/mixed-precision-training/index.html"
 
 
-class AmpNotEnabled(Rule):
+class AmpNotEnabled(MatrixMathRule):
     id = "amp_not_enabled"
     title = "Matrix math runs in fp32/TF32 where bf16/fp16 autocast applies"
     description = "eligible GEMMs, convolutions and attention run in 32-bit precision instead of 16-bit mixed precision"
-    needs = ("kernels",)
-    needs_gpu = True
-    cuda_only = True
-
-    def precondition(self, ctx: Context) -> str | None:
-        return no_tensor_cores_reason(ctx)
-
     def check(self, ctx: Context) -> Finding | None:
         rows = math_by_kernel(ctx, ("fp32", "fp32_tc"))
         dev = ctx.facts.device

@@ -7,15 +7,23 @@ from typing import Any
 
 from ..analysis.math_kernels import precision_sql
 from .context import Context
+from .rule import Rule
 from .text import kernel_label, merge_rows, ms, op_label, steps
 
 
-def no_tensor_cores_reason(ctx: Context) -> str | None:
-    """Why tensor-core advice cannot apply (the GPU has none), else None."""
-    dev = ctx.facts.device
-    if dev is not None and not dev.has_tensor_cores:
-        return f"the GPU ({dev.name}) has no tensor cores"
-    return None
+class MatrixMathRule(Rule):
+    """A rule about the precision GEMMs, convolutions and attention run in: it reads CUDA/ROCm
+    kernel names in the selected steps, on a GPU that has tensor cores."""
+
+    needs = ("kernels",)
+    needs_gpu = True
+    cuda_only = True
+
+    def precondition(self, ctx: Context) -> str | None:
+        dev = ctx.facts.device
+        if dev is not None and not dev.has_tensor_cores:
+            return f"the GPU ({dev.name}) has no tensor cores"
+        return None
 
 
 def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -16,14 +16,14 @@ from __future__ import annotations
 from .context import Context
 from .finding import Evidence, Finding
 from .math_work import (
+    MatrixMathRule,
     kernel_share,
     math_by_kernel,
-    no_tensor_cores_reason,
     ops_phrase,
     touches_convolution,
     touches_matmul,
 )
-from .rule import MIN_SAVING_PCT, Rule
+from .rule import MIN_SAVING_PCT
 from .text import ms
 
 TOP = 6
@@ -32,17 +32,10 @@ URL_AMP = "https://pytorch.org/docs/stable/amp.html"
 URL_CUDA = "https://docs.nvidia.com/cuda/cublas/index.html#cublassetmathmode"
 
 
-class NoTensorCores(Rule):
+class NoTensorCores(MatrixMathRule):
     id = "no_tensor_cores"
     title = "Matrix math runs on CUDA cores instead of tensor cores"
     description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
-    needs = ("kernels",)
-    needs_gpu = True
-    cuda_only = True
-
-    def precondition(self, ctx: Context) -> str | None:
-        return no_tensor_cores_reason(ctx)
-
     def check(self, ctx: Context) -> Finding | None:
         rows = math_by_kernel(ctx, ("fp32",))
         t32 = sum(r["ms_per_step"] for r in rows)
