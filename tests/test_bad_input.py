@@ -98,6 +98,10 @@ def test_bad_sql_and_bad_iteration_range(cli, good_profile):
     r = cli("summary", good_profile, "--iter-start", "5", "--iter-stop", "2")
     assert r.code == 2
     assert_one_line_error(r.err)
+    for cmd in (["summary"], ["advise"], ["stats", "--report", "step_sum"]):  # a range past the last step
+        r = cli(*cmd[:1], good_profile, *cmd[1:], "--iter-start", "10000")
+        assert r.code == 2 and "select no step: the profile has steps" in r.err
+        assert_one_line_error(r.err)
 
 
 def test_existing_output_is_not_overwritten_without_force(tmp_path, good_profile):

@@ -36,10 +36,10 @@ class AmpNotEnabled(MatrixMathRule):
         t32 = sum(r["ms_per_step"] for r in rows if r["precision"] == "fp32")
         ttc = sum(r["ms_per_step"] for r in rows if r["precision"] == "fp32_tc")
         gpu_saving = t32 * (1 - 1 / s32) + ttc * (1 - 1 / stc)
-        saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
-        if p is None or p < MIN_SAVING_PCT:
+        judged = ctx.judge_gpu_cut(gpu_saving, MIN_SAVING_PCT)
+        if judged is None:
             return None
+        saving, cap_note = judged
         parts = [f"{ms(t32)} in fp32 on CUDA cores" if t32 else "", f"{ms(ttc)} in TF32/fp32 on tensor cores" if ttc else ""]
         text = (f"{ms(t32 + ttc)} of matrix math per step ({kernel_share(ctx, t32 + ttc)}) runs in 32-bit "
                 f"precision ({', '.join(x for x in parts if x)}): {ops_phrase(rows)}")

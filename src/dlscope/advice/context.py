@@ -145,6 +145,15 @@ class Context:
         return wait, (f"but the step shrinks only by the {wait:.2f} ms per step the host waited for the GPU: the host's "
                       f"own {host:.1f} ms per step (traced, so slowed by the profiler) sets the pace after that")
 
+    def judge_gpu_cut(self, gpu_saving_ms: float, floor_pct: float) -> tuple[float, str] | None:
+        """None when cutting ``gpu_saving_ms`` of GPU time per step is under ``floor_pct`` % of
+        the step (the cause is judged on the GPU time); else :meth:`gpu_saving_cap`'s step bound
+        and its note (the saving reported, which may be smaller)."""
+        p = self.pct(gpu_saving_ms)
+        if p is None or p < floor_pct:
+            return None
+        return self.gpu_saving_cap(gpu_saving_ms)
+
     # ---- facts about the program ----------------------------------------------------------
     @cached_property
     def facts(self) -> Facts:

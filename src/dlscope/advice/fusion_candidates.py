@@ -57,10 +57,10 @@ class FusionCandidates(Rule):
                    flatten(list(ops)) AS ops, list(DISTINCT step ORDER BY step) AS steps
             FROM runs GROUP BY names ORDER BY fusable_ms_per_step DESC""")
         gpu_saving = sum(r["fusable_ms_per_step"] for r in rows)
-        saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
-        if not rows or p is None or p < MIN_SAVING_PCT:
+        judged = ctx.judge_gpu_cut(gpu_saving, MIN_SAVING_PCT) if rows else None
+        if judged is None:
             return None
+        saving, cap_note = judged
         out = [{"sequence": _sequence(r["names"]), "kernels": r["kernels"], "per_step": r["per_step"],
                 "ms_per_step": r["ms_per_step"], "fusable_ms_per_step": r["fusable_ms_per_step"],
                 "ops": ", ".join(sorted({op_label(o) for o in r["ops"] if o})[:4]), "steps": steps(r["steps"] or [])}

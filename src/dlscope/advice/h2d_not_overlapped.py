@@ -59,10 +59,10 @@ class H2dNotOverlapped(Rule):
             GROUP BY ALL ORDER BY not_overlapped_ms DESC""")
         exposed = sum(r["not_overlapped_ms"] for r in rows)
         total = sum(r["copy_ms"] for r in rows)
-        saving, cap_note = ctx.gpu_saving_cap(exposed)
-        p = ctx.pct(exposed)  # the cause is judged on the GPU time; the step bound may be smaller
-        if not rows or p is None or p < MIN_SAVING_PCT:
+        judged = ctx.judge_gpu_cut(exposed, MIN_SAVING_PCT) if rows else None
+        if judged is None:
             return None
+        saving, cap_note = judged
         for r in rows:
             r["steps"] = steps(r["steps"] or [])
         top = rows[0]

@@ -47,10 +47,10 @@ class LayoutTransposes(Rule):
             WHERE regexp_matches(lower(k.name), '{LAYOUT_RE}')
             GROUP BY ALL ORDER BY ms_per_step DESC""")
         t = sum(r["ms_per_step"] for r in rows)
-        saving, cap_note = ctx.gpu_saving_cap(t)
-        p = ctx.pct(t)  # the cause is judged on the GPU time; the step bound may be smaller
-        if not rows or p is None or p < MIN_SAVING_PCT:
+        judged = ctx.judge_gpu_cut(t, MIN_SAVING_PCT) if rows else None
+        if judged is None:
             return None
+        saving, cap_note = judged
         for r in rows:
             r["op"], r["kernel"], r["steps"] = op_label(r["op"]), kernel_label(r["kernel"]), steps(r["steps"] or [])
         rows = merge_rows(rows, ("op", "kernel"), ("calls_per_step", "ms_per_step"))

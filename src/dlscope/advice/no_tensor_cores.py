@@ -43,10 +43,10 @@ class NoTensorCores(MatrixMathRule):
         tf32 = dev.tf32_speedup() if dev else 8.0
         factor = tf32 or (dev.low_speedup(False) if dev else 8.0)
         gpu_saving = t32 * (1 - 1 / factor)
-        saving, cap_note = ctx.gpu_saving_cap(gpu_saving)
-        p = ctx.pct(gpu_saving)  # the cause is judged on the GPU time; the step bound may be smaller
-        if p is None or p < MIN_SAVING_PCT:
+        judged = ctx.judge_gpu_cut(gpu_saving, MIN_SAVING_PCT)
+        if judged is None:
             return None
+        saving, cap_note = judged
         path = "TF32 tensor cores" if tf32 else "fp16 tensor cores"
         gpu_name = dev.name if dev else "this GPU"
         text = (f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "

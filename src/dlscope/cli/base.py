@@ -12,7 +12,9 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag as one line (raised, printed by main) instead of usage+exit."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        # main() prints "dlscope: " before the message: name only the subcommand here
+        sub = self.prog.removeprefix("dlscope").strip()
+        raise UsageError(f"{sub + ': ' if sub else ''}{message} (see '{self.prog} --help')")
 
 
 class Command:

@@ -35,7 +35,23 @@ def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileD
 
         finalize_profile(p)
         print(f"dlscope: finalized the recording left unfinished in {p}", file=sys.stderr)
-    return ProfileData.open(p, selection)
+    data = ProfileData.open(p, selection)
+    if selection is not None and (selection.iter_start is not None or selection.iter_stop is not None):
+        _check_range(data, selection)
+    return data
+
+
+def _check_range(data: ProfileData, selection: Selection) -> None:
+    """An iteration range that selects no step of a profile that has steps is a bad flag: say
+    which steps there are instead of printing empty tables."""
+    if data.scalar("SELECT count(*) FROM sel_steps"):
+        return
+    first, last = data.con.execute("SELECT min(step), max(step) FROM steps").fetchall()[0]
+    if first is None:
+        return  # no steps at all: the reports say so themselves
+    asked = f"{selection.iter_start if selection.iter_start is not None else ''}:" \
+            f"{selection.iter_stop if selection.iter_stop is not None else ''}"
+    raise UsageError(f"--iter-start/--iter-stop {asked} select no step: the profile has steps {first} to {last}")
 
 
 def add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("table", "csv", "json"),

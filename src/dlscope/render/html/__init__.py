@@ -8,8 +8,6 @@ anyway (:func:`svg.esc`). Numbers come from ``analysis``; this package only lays
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 from datetime import datetime, timezone
 from importlib import resources
@@ -36,16 +34,11 @@ SECTIONS = (("summary", "Summary"), ("advice", "Advice"), ("steps", "Steps"), ("
             ("gpu", "GPU over time"), ("kernels", "Kernels"), ("ops", "Ops"), ("capture", "Capture"))
 
 
-def load_findings(data: ProfileData) -> list[Any] | None:
-    """The advice findings for ``data``, or None when this dlscope has no advice module (one with
-    ``evaluate(data) -> list[Finding]``). Errors inside the rules are bugs and propagate."""
-    if importlib.util.find_spec("dlscope.advice") is None:
-        return None
-    mod = importlib.import_module("dlscope.advice")
-    evaluate = getattr(mod, "evaluate", None)
-    if not callable(evaluate):
-        return None
-    return list(evaluate(data))
+def load_findings(data: ProfileData) -> list[Any]:
+    """The advice findings for ``data``. Errors inside the rules are bugs and propagate."""
+    from ... import advice
+
+    return list(advice.evaluate(data))
 
 
 def render_report(data: ProfileData, progress: ProgressCallback | None = None) -> str:

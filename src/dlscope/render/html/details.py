@@ -158,10 +158,7 @@ def _safe_url(url: Any) -> str | None:
     return u if u.lower().startswith(("https://", "http://")) else None
 
 
-def advice_section(findings: list[Any] | None) -> str:
-    if findings is None:
-        return blocks.section("advice", "Advice", blocks.note(
-            "No advice module: this dlscope has no expert-system rules yet (dlscope.advice)."))
+def advice_section(findings: list[Any]) -> str:
     if not findings:
         return blocks.section("advice", "Advice", blocks.note("No rule found a problem in this profile."))
     out = []
