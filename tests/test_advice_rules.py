@@ -168,6 +168,21 @@ def test_no_tensor_cores_on_a_v100_asks_for_fp16_autocast(tmp_path):
     assert "amp_not_enabled" in f
 
 
+def test_a_gpu_missing_from_the_datasheet_table_says_a100_ratios_are_assumed(tmp_path):
+    """Same loop on a GPU of capability 12.0 (not in advice.hardware's table): A100's TF32/FP32
+    ratio 8 gives 50 * 7/8 ms, and the evidence says whose ratios were used."""
+    lp = Loop()
+    for i in range(6):
+        t = 100 * i
+        lp.step(i, t, t + 100)
+        lp.kernel(SGEMM, t + 1, t + 2, t + 52)
+        lp.call("cudaStreamSynchronize", t + 2, t + 52)
+    gpu = dict(V100, name="NVIDIA Future GPU", compute_capability="12.0")
+    ntc = findings(lp.open(tmp_path, devices=[gpu]))["no_tensor_cores"]
+    assert ntc.saving_ms_per_step == pytest.approx(50 * 7 / 8, rel=1e-6)
+    assert "NVIDIA Future GPU (A100's ratios assumed" in ntc.evidence.saving
+
+
 def _memory_loop(tmp_path, used_gb: float, launch_wait: bool = False, frees: bool = False):
     """6 steps of 100 ms on an 80 GB GPU: a 40 ms kernel per step, NVML mem_used samples;
     ``launch_wait``: the host is busy in an op for the first 50 ms while the GPU waits;

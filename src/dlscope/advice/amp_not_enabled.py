@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
+from .hardware import ratios_label
 from .math_work import MatrixMathRule, kernel_share, math_by_kernel, ops_phrase
 from .rule import MIN_SAVING_PCT
 from .text import ms
@@ -44,7 +45,7 @@ class AmpNotEnabled(MatrixMathRule):
         text = (f"{ms(t32 + ttc)} of matrix math per step ({kernel_share(ctx, t32 + ttc)}) runs in 32-bit "
                 f"precision ({', '.join(x for x in parts if x)}): {ops_phrase(rows)}")
         how = (f"16-bit tensor cores peak at {stc:g}x TF32 and {s32:g}x fp32 CUDA cores on "
-               f"{dev.name if dev else 'this GPU'}: these kernels could take {ms(gpu_saving)} less per step"
+               f"{ratios_label(dev)}: these kernels could take {ms(gpu_saving)} less per step"
                + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step (not additive with "
                "no_tensor_cores)")
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), self._advice(ctx, rows),

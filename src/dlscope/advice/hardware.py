@@ -77,6 +77,16 @@ class Device:
         return NVIDIA_RATIOS.get(self.capability or (0, 0), DEFAULT_NVIDIA)[1]
 
 
+def ratios_label(dev: Device | None) -> str:
+    """The GPU the throughput ratios are for, as evidence text: its name, and whether A100's
+    ratios stand in for a GPU the table above lacks."""
+    if dev is None:
+        return "this GPU (A100's ratios assumed: the profile does not name its GPU)"
+    if dev.vendor == "nvidia" and dev.capability not in NVIDIA_RATIOS:
+        return f"{dev.name} (A100's ratios assumed: dlscope's datasheet table lacks this GPU)"
+    return dev.name
+
+
 def _capability(v: Any) -> tuple[int, int] | None:
     try:
         major, minor = str(v).split(".")[:2]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .context import Context
 from .finding import Evidence, Finding
+from .hardware import ratios_label
 from .math_work import (
     MatrixMathRule,
     kernel_share,
@@ -48,7 +49,7 @@ class NoTensorCores(MatrixMathRule):
             return None
         saving, cap_note = judged
         path = "TF32 tensor cores" if tf32 else "fp16 tensor cores"
-        gpu_name = dev.name if dev else "this GPU"
+        gpu_name = ratios_label(dev)
         text = (f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
                 f"{ops_phrase(rows)}")
         how = (f"{path} peak at {factor:g}x the fp32 CUDA-core rate on {gpu_name}: the kernels could take "
