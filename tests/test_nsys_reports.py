@@ -353,8 +353,13 @@ def test_reports_on_corpus_traces(cli, tmp_path, name):
     out = tmp_path / "c.dlscope"
     assert cli("import", path, "-o", out).code == 0
     wanted = ",".join(NSYS_REPORTS + ("cuda_gpu_trace",))
-    for sel in ([], ["--iter-start", "0", "--iter-stop", "1"]):
+    first = ProfileData.open(out).scalar("SELECT min(step) FROM steps")
+    sels = [[]] + ([["--iter-start", str(first), "--iter-stop", str(first)]] if first is not None else [])
+    for sel in sels:  # the whole trace, and its first iteration alone
         r = cli("stats", out, "--report", wanted, "--format", "json", *sel)
         assert r.code == 0, r.err
         for rows in json.loads(r.out).values():
             assert isinstance(rows, list) or set(rows) == {"skipped"}
+    if first is not None:  # a range past the trace's iterations is a bad flag
+        r = cli("stats", out, "--report", wanted, "--iter-start", str(first + 10_000))
+        assert r.code == 2 and "select no step" in r.err
