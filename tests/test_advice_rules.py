@@ -152,16 +152,20 @@ def test_h2d_not_overlapped_is_silent_when_a_kernel_covers_the_copy(tmp_path):
     assert outcome(data, "pageable_memcpy") == "clean"
 
 
-def test_no_tensor_cores_on_a_v100_asks_for_fp16_autocast(tmp_path):
-    """50 ms of sgemm per step and a host that waits 50 ms for it: fp16 tensor cores peak at 8x
-    a V100's fp32 rate, so 50 * 7/8 ms could go."""
+def _sgemm_loop(tmp_path, gpu: dict):
+    """6 steps of 100 ms, each with 50 ms of fp32 sgemm that the host waits for, on ``gpu``."""
     lp = Loop()
     for i in range(6):
         t = 100 * i
         lp.step(i, t, t + 100)
         lp.kernel(SGEMM, t + 1, t + 2, t + 52)
         lp.call("cudaStreamSynchronize", t + 2, t + 52)
-    f = findings(lp.open(tmp_path, devices=[V100]))
+    return lp.open(tmp_path, devices=[gpu])
+
+
+def test_no_tensor_cores_on_a_v100_asks_for_fp16_autocast(tmp_path):
+    """fp16 tensor cores peak at 8x a V100's fp32 rate, so 50 * 7/8 ms of each step could go."""
+    f = findings(_sgemm_loop(tmp_path, V100))
     ntc = f["no_tensor_cores"]
     assert ntc.saving_ms_per_step == pytest.approx(50 * 7 / 8, rel=1e-6)
     assert "torch.float16" in ntc.advice and "GradScaler" in ntc.advice and "allow_tf32" not in ntc.advice
@@ -171,14 +175,8 @@ def test_no_tensor_cores_on_a_v100_asks_for_fp16_autocast(tmp_path):
 def test_a_gpu_missing_from_the_datasheet_table_says_a100_ratios_are_assumed(tmp_path):
     """Same loop on a GPU of capability 12.0 (not in advice.hardware's table): A100's TF32/FP32
     ratio 8 gives 50 * 7/8 ms, and the evidence says whose ratios were used."""
-    lp = Loop()
-    for i in range(6):
-        t = 100 * i
-        lp.step(i, t, t + 100)
-        lp.kernel(SGEMM, t + 1, t + 2, t + 52)
-        lp.call("cudaStreamSynchronize", t + 2, t + 52)
     gpu = dict(V100, name="NVIDIA Future GPU", compute_capability="12.0")
-    ntc = findings(lp.open(tmp_path, devices=[gpu]))["no_tensor_cores"]
+    ntc = findings(_sgemm_loop(tmp_path, gpu))["no_tensor_cores"]
     assert ntc.saving_ms_per_step == pytest.approx(50 * 7 / 8, rel=1e-6)
     assert "NVIDIA Future GPU (A100's ratios assumed" in ntc.evidence.saving
 
