@@ -1,0 +1,92 @@
+"""Untraced step time of a model's baseline and of each single-fix variant, measured in one
+process, alternated: every round times one block of steps of each variant in a rotated order, so
+slow drifts (clocks, temperature, the page cache) hit all variants alike.
+
+    python bench/advice_truth/measure.py --model cnn [--rounds 5] [--block 10] -o cnn.json
+
+A block's time is wall time over ``--block`` steps closed by a device synchronize, divided by the
+steps (the mean step, as a training loop sees it: steps that do not synchronize overlap with the
+next one). The result per variant: the median over rounds, the spread (min..max over rounds) as
+the noise, and for ``batch2x`` the time per sample. ``saving_pct`` is relative to the baseline,
+per sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import programs  # noqa: E402
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cuda",
+            variants: list[str] | None = None) -> dict:
+    names = ["baseline", *(variants or programs.MODEL_FIXES[model])]
+    trainers = {}
+    for v in names:
+        t0 = time.perf_counter()
+        trainers[v] = programs.build(model, v, device)
+        for _ in range(warmup):
+            trainers[v].step()
+        sync(device)
+        print(f"  {model}/{v}: built and warmed in {time.perf_counter() - t0:.1f} s", flush=True)
+    times: dict[str, list[float]] = {v: [] for v in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for v in order:
+            t = trainers[v]
+            sync(device)
+            t0 = time.perf_counter()
+            for _ in range(block):
+                t.step()
+            sync(device)
+            times[v].append((time.perf_counter() - t0) / block * 1e3)
+    base_per_sample = statistics.median(times["baseline"]) / programs.samples(model, "baseline")
+    out = {}
+    for v in names:
+        med = statistics.median(times[v])
+        per_sample = med / programs.samples(model, v)
+        out[v] = {"step_ms": med, "rounds_ms": times[v], "noise_pct": 100 * (max(times[v]) - min(times[v])) / med,
+                  "samples": programs.samples(model, v),
+                  "saving_pct": 100 * (1 - per_sample / base_per_sample),
+                  "saving_ms": base_per_sample * programs.samples(model, "baseline") - per_sample
+                  * programs.samples(model, "baseline")}
+        print(f"  {model}/{v}: {med:.2f} ms/step (noise {out[v]['noise_pct']:.1f}%), "
+              f"saving {out[v]['saving_pct']:.1f}%", flush=True)
+    for t in trainers.values():
+        del t.batches  # ends DataLoader workers
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--block", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=4)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--variants", default="")
+    p.add_argument("-o", "--output", required=True)
+    a = p.parse_args()
+    res = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
+           "torch": torch.__version__, "rounds": a.rounds, "block": a.block,
+           "variants": measure(a.model, a.rounds, a.block, a.warmup, a.device,
+                               [v for v in a.variants.split(",") if v] or None)}
+    Path(a.output).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
