@@ -30,6 +30,7 @@ from . import (
 from .context import Context
 from .finding import KEYS, SEVERITIES, Evidence, Finding
 from .rule import Rule
+from .what_if import apply as apply_what_if
 
 RULES: list[Rule] = [
     gpu_idle.RULE,
@@ -74,7 +75,7 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
             out.clean.append(rule.id)
         else:
             out.findings.append(f)
-    out.findings.sort(key=Finding.sort_key)
+    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
     return out
 
 
