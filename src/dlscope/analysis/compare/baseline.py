@@ -62,7 +62,12 @@ class Verdict:
             return "-" if x is None else f"{x:,.3f}"
 
         head = "REGRESSION" if self.regressed else "ok"
-        change = "" if self.change_pct is None else f" ({self.change_pct:+.1f}% {'worse' if self.change_pct > 0 else 'better'}, limit {self.limit_pct:g}%)"
+        if self.change_pct is None:
+            change = ""
+        elif self.change_pct == 0:
+            change = f" (unchanged, limit {self.limit_pct:g}%)"
+        else:
+            change = f" ({abs(self.change_pct):.1f}% {'worse' if self.change_pct > 0 else 'better'}, limit {self.limit_pct:g}%)"
         return f"{head} {self.metric}: {self.what} {v(self.baseline)} -> {v(self.value)} {self.unit}{change}; {self.why}"
 
 
