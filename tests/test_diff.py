@@ -16,7 +16,7 @@ from dlscope.analysis.compare.diff import compare
 from dlscope.analysis.context import ProfileData
 from dlscope.importers.run import import_files
 
-from .conftest import CORPUS, DATA, RESNET_TRACE, need_file
+from .conftest import CORPUS, DATA, need_file
 
 FP32 = DATA / "kineto" / "h100_gpt6_fp32.trace.json.gz"
 BF16 = DATA / "kineto" / "h100_gpt6_bf16.trace.json.gz"
@@ -160,4 +160,3 @@ def test_resnet_against_itself_changes_nothing(resnet_profile):
     assert all(c.delta == pytest.approx(0, abs=1e-9) and c.status == "matched" for c in d.explain + d.kernels)
     assert not any(s.significant for s in d.shifts)
     assert all(m.new == 0 and m.vanished == 0 for m in d.matching)
-    assert RESNET_TRACE.exists()
