@@ -291,7 +291,8 @@ def compare(a: ProfileData, b: ProfileData, with_advice: bool = True, names: tup
                 and min(m.matched_a_pct, m.matched_b_pct) < LOW_MATCH_PCT):
             notes.append(f"{m.table}: only {m.matched_a_pct:.0f}% of A's and {m.matched_b_pct:.0f}% of B's time is in "
                          f"names both profiles have (a different framework, compiler or library?): "
-                         f"{m.vanished} name(s) only in A, {m.new} only in B; the step-time rows still add up")
+                         f"{m.vanished} name(s) only in A, {m.new} only in B"
+                         + ("; the step-time rows still add up" if total is not None else ""))
     return ProfileDiff(
         a=names[0] if names else str(a.path), b=names[1] if names else str(b.path), steps_a=len(sa), steps_b=len(sb), shifts=shifts,
         throughput=_throughput(a, b, sa, sb), total_delta_ms=total, explain=rows,
@@ -307,7 +308,9 @@ def _notes(a: ProfileData, b: ProfileData, sa: np.ndarray, sb: np.ndarray, da: D
     notes = []
     for tag, data, s in (("A", a, sa), ("B", b, sb)):
         if not len(s):
-            notes.append(f"{tag} has no steps: step-time statistics and the decomposition need them")
+            notes.append(f"{tag} has no steps: its values are totals over the whole profile (phases: per "
+                         "instance), with no step-time statistics or decomposition; --key-node NAME marks "
+                         "iterations by a range or op")
         st = step_stats(data)
         if st.traced_excluded:
             notes.append(f"{tag}: step statistics leave out {len(st.traced_excluded)} step(s) slowed by detailed "
