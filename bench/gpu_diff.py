@@ -15,7 +15,7 @@ JSON, HTML) and `dlscope check`, and checks that the diff says what changed:
 * eager -> compiled: fewer kernels per step; Triton kernels among the new GPU work; aten
   elementwise kernels among the vanished; the rows add up.
 * check: batch 256 against batch 4 on step_p50 exits 1 (a real, significant step-time
-  regression) while throughput does not regress; a profile against itself exits 0; against its
+  regression) while throughput does not regress, and mem_peak (NVML) regresses; a profile against itself exits 0; against its
   own summary JSON exits 0; a missing baseline exits 2 with one line on stderr.
 
 Writes into $OUT: gpu_diff.json (checks and numbers), gpu_diff.log, diff_batch.txt,
@@ -154,6 +154,9 @@ def batch_checks(d: dict[str, Any]) -> None:
     check("batch_throughput_up", (tp.get("ratio") or 0) > 1 and bool(ps.get("significant")) and ps.get("delta", 0) < 0,
           f"samples/s {tp.get('samples_per_s_a')} -> {tp.get('samples_per_s_b')} (x{tp.get('ratio')}); "
           f"per sample: {ps.get('why')}")
+    mem = d["memory"]
+    check("batch_memory_peak_up", (mem.get("peak_bytes_a") or 0) > 0 and (mem.get("peak_bytes_b") or 0) > mem["peak_bytes_a"],
+          f"NVML memory peak {mem.get('peak_bytes_a')} -> {mem.get('peak_bytes_b')} bytes")
     gpu = next(m for m in d["matching"] if m["table"] == "gpu")
     # cuDNN may pick other convolution kernels at another batch size: the share is recorded, the
     # check only asks that the same model's kernels are recognized as the same by name
@@ -179,11 +182,13 @@ def compile_checks(d: dict[str, Any]) -> None:
 def check_cmds(prof: dict[str, Path | None]) -> None:
     b4, b256 = prof.get("resnet18_b4"), prof.get("resnet18_b256")
     if b4 and b256:
-        p = dlscope("check", str(b256), "--baseline", str(b4), "--metric", "step_p50,throughput")
+        p = dlscope("check", str(b256), "--baseline", str(b4), "--metric", "step_p50,throughput,mem_peak")
         RESULTS["data"]["check_batch"] = p.stdout
         lines = p.stdout.strip().splitlines()
         check("check_regression_exit_1", p.returncode == 1 and any(x.startswith("REGRESSION step_p50") for x in lines)
               and any(x.startswith("ok throughput") for x in lines), f"rc {p.returncode}: {p.stdout.strip()}")
+        check("check_mem_peak_regression", any(x.startswith("REGRESSION mem_peak") for x in lines),
+              next((x for x in lines if "mem_peak" in x), "no mem_peak line"))
         p = dlscope("check", str(b4), "--baseline", str(b4))
         check("check_self_exit_0", p.returncode == 0, f"rc {p.returncode}: {p.stdout.strip()}")
         s = dlscope("summary", str(b4), "--format", "json")

@@ -86,3 +86,22 @@ def test_a_shorter_kernel_shows_as_its_own_row(tmp_path):
     k1 = next(c for c in d.kernels if c.name == "K1")
     assert k1.a == pytest.approx(4.0) and k1.b == pytest.approx(1.0) and k1.count_a == pytest.approx(1.0)
     assert any("slowed by detailed tracing" in n for n in d.notes)
+
+
+def test_memory_peaks_and_counters_are_compared(tmp_path):
+    def loop(scale: float) -> Loop:
+        lp = _gpu_loop(4.0)
+        for i, t in enumerate((1.0, 13.0, 25.0)):
+            lp.sample("mem_used", t, scale * (10 + i) * 1e9)  # NVML, bytes
+            lp.sample("gpu_util", t, 50.0 * scale)
+        lp.tables["counters"] += [dict(device=0, ts_ns=int(t * 1e6), metric="torch_allocated", value=v * scale)
+                                  for t, v in ((2.0, 1e9), (14.0, 3e9), (26.0, 2e9))]
+        return lp
+
+    d = compare(loop(1.0).open(tmp_path / "a"), loop(1.5).open(tmp_path / "b"), with_advice=False)
+    assert d.memory["peak_bytes_a"] == pytest.approx(12e9) and d.memory["peak_bytes_b"] == pytest.approx(18e9)
+    torch_rows = {r["metric"]: r for r in d.memory["torch"]}
+    assert torch_rows["torch_allocated"]["a"] == pytest.approx(3e9)
+    assert torch_rows["torch_allocated"]["b"] == pytest.approx(4.5e9)
+    util = next(r for r in d.counters if r["metric"] == "gpu_util")
+    assert util["b"] / util["a"] == pytest.approx(1.5)

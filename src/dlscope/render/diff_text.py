@@ -120,7 +120,8 @@ def _top_names(items: list[tuple[str, float]], k: int = 2) -> str:
 def _gpu(out: Console, d: ProfileDiff) -> None:
     rows = d.gpu.get("rows", [])
     mem = d.memory
-    if not rows and not d.counters and mem.get("peak_bytes_a") is None and mem.get("peak_bytes_b") is None:
+    if (not rows and not d.counters and not mem.get("torch") and mem.get("peak_bytes_a") is None
+            and mem.get("peak_bytes_b") is None):
         return
     out.print("\n[bold]GPU[/bold]")
     t = _table("metric", "A", "B", "change")
@@ -130,6 +131,10 @@ def _gpu(out: Console, d: ProfileDiff) -> None:
     a, b = mem.get("peak_bytes_a"), mem.get("peak_bytes_b")
     if a is not None or b is not None:
         t.add_row("memory peak (GB)", _v(None if a is None else a / 1e9, 2), _v(None if b is None else b / 1e9, 2),
+                  "-" if a is None or b is None else _d((b - a) / 1e9, 2))
+    for r in mem.get("torch", []):
+        a, b = r["a"], r["b"]
+        t.add_row(f"{r['metric']} peak (GB)", _v(None if a is None else a / 1e9, 2), _v(None if b is None else b / 1e9, 2),
                   "-" if a is None or b is None else _d((b - a) / 1e9, 2))
     for r in d.counters:
         a, b = r["a"], r["b"]

@@ -26,6 +26,7 @@ from .significance import Shift, compare_samples
 from .tables import Item, gpu_items, op_items, phase_items
 
 STATS = ("p50", "p95", "p99", "mean")
+TORCH_MEMORY = ("torch_allocated", "torch_reserved")  # bytes, from Kineto's [memory] events
 COUNTER_METRICS = ("gpu_util", "sm_active", "tensor_active", "dram_bw_util", "power")
 LOW_MATCH_PCT = 50.0  # below this share of GPU time matched by name, say that names differ
 
@@ -234,6 +235,15 @@ def _gpu_pair(a: ProfileData, b: ProfileData) -> dict[str, Any]:
             "per": "per step (ms); shares of the traced steps' wall time (%)"}
 
 
+def _torch_memory(data: ProfileData) -> dict[str, float]:
+    if not data.has("counters"):
+        return {}
+    names = ", ".join(f"'{m}'" for m in TORCH_MEMORY)
+    return {r[0]: float(r[1]) for r in data.con.execute(
+        f"SELECT metric, max(value) FROM counters WHERE metric IN ({names}) AND coalesce(device, 0) >= 0 "
+        "GROUP BY metric").fetchall()}
+
+
 def _memory_and_counters(a: ProfileData, b: ProfileData) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     ha, hb = gpu_metrics.headline(a), gpu_metrics.headline(b)
 
@@ -245,7 +255,11 @@ def _memory_and_counters(a: ProfileData, b: ProfileData) -> tuple[dict[str, Any]
         vals = [d[m] for d in h if d.get(m) is not None]
         return sum(vals) / len(vals) if vals else None
 
-    memory = {"peak_bytes_a": peak(ha), "peak_bytes_b": peak(hb), "source": "NVML device memory used, maximum"}
+    memory: dict[str, Any] = {"peak_bytes_a": peak(ha), "peak_bytes_b": peak(hb),
+                              "source": "NVML device memory used, maximum"}
+    # PyTorch's own allocator peaks, when the trace recorded memory events (profile_memory)
+    ta, tb = _torch_memory(a), _torch_memory(b)
+    memory["torch"] = [{"metric": m, "a": ta.get(m), "b": tb.get(m)} for m in TORCH_MEMORY if m in ta or m in tb]
     counters = [{"metric": m, "a": mean(ha, m), "b": mean(hb, m)} for m in COUNTER_METRICS
                 if mean(ha, m) is not None or mean(hb, m) is not None]
     return memory, counters

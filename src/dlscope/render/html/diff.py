@@ -99,6 +99,10 @@ def _gpu(d: ProfileDiff) -> str:
     if a is not None or b is not None:
         rows.append(["memory peak (GB)", _v(None if a is None else a / 1e9, 2), _v(None if b is None else b / 1e9, 2),
                      "-" if a is None or b is None else _d((b - a) / 1e9, 2)])
+    rows += [[f"{r['metric']} peak (GB)", _v(None if r["a"] is None else r["a"] / 1e9, 2),
+              _v(None if r["b"] is None else r["b"] / 1e9, 2),
+              "-" if r["a"] is None or r["b"] is None else _d((r["b"] - r["a"]) / 1e9, 2)]
+             for r in d.memory.get("torch", [])]
     rows += [[f"counter {r['metric']} (mean)", _v(r["a"], 1), _v(r["b"], 1),
               "-" if r["a"] is None or r["b"] is None else _d(r["b"] - r["a"], 1)] for r in d.counters]
     match = [[m.table, str(m.matched), str(m.vanished), str(m.new),
