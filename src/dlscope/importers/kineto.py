@@ -404,6 +404,9 @@ def optimizer_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], rank: 
 def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict[str, int],
                skipped: list[tuple[str, int]]) -> None:
     meta.ranks.append(rank)
+    world = _world_size(md)
+    if world:
+        meta.world_size = max(meta.world_size or 0, world)
     for d in _devices(md, rank):
         meta.add_device(d)
     for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
