@@ -25,8 +25,8 @@ from ..clock import measure_offset
 from ..errors import CollectorUnavailable
 from ..store import spool
 from ..store.meta import CollectorStatus
-from .app import AppRecorder
 from . import distributed
+from .app import AppRecorder
 from .base import Collector, Settings
 from .schedule import Action, StepSchedule
 
