@@ -33,10 +33,10 @@ OUT.mkdir(parents=True, exist_ok=True)
 WORK = Path("/tmp/gpu_dist")
 WORK.mkdir(parents=True, exist_ok=True)
 LOG = (OUT / "gpu_dist.log").open("w")  # noqa: SIM115 - written through the whole run
-STEPS = 60
+STEPS = int(os.environ.get("STEPS", "60"))  # STEPS=12 HIDDEN=256 LAYERS=2: a quick CPU (Gloo) smoke run
 TRACED_UNTIL = 6  # default mode: warm-up step 0 and 5 traced steps; later steps run untraced
-PROGRAM = [str(REPO / "examples" / "ddp_train.py"), "--steps", str(STEPS), "--hidden", "4096", "--layers", "8",
-           "--batch", "64"]
+PROGRAM = [str(REPO / "examples" / "ddp_train.py"), "--steps", str(STEPS), "--hidden", os.environ.get("HIDDEN", "4096"),
+           "--layers", os.environ.get("LAYERS", "8"), "--batch", "64"]
 LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
 results: dict = {"errors": {}}
 

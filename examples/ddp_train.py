@@ -12,6 +12,7 @@ profiler. ``--spawn N`` starts N ranks with torch.multiprocessing.spawn instead 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -74,6 +75,11 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     if args.times_out and rank == 0:
         with open(args.times_out, "w") as f:
             json.dump(times, f)
+    # Free DDP (and its reference to the process group) before destroying the group: a Gloo
+    # group destroyed later, at interpreter exit, joins its worker threads while holding the GIL
+    # that a worker may need to finish (seen with torch 2.13: the job hangs at exit).
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -10,7 +10,7 @@ top-level phase (on its step's thread) that took longest compared with the same 
 other ranks (their median), time outside every phase counting as ``(outside phases)``.
 
 Ranks that never meet at a collective (none recorded) are compared by step duration instead:
-the slowest rank, ``lag_ms`` its excess over the median rank. When some steps have matched
+the slowest rank, ``lag_ms`` its excess over the median of the other ranks. When some steps have matched
 collectives (the steps traced in detail) only those are reported: in lock step, the others'
 durations differ by noise.
 """
