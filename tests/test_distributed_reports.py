@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dlscope import advice
+from dlscope.advice import straggler as straggler_rule
 from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
 from dlscope.analysis.context import ProfileData, Selection
 
@@ -173,3 +175,12 @@ def test_one_rank_has_nothing_to_compare(tmp_path):
     data = make_profile(tmp_path, steps=[dict(step=0, start_ns=0, end_ns=1000)])
     assert straggler.compute(data).table.num_rows == 0
     assert rank_balance.compute(data).table.num_rows == 0
+
+
+def test_straggler_rule_fires_on_a_late_rank_and_not_on_even_ones(tmp_path):
+    late = make_profile(tmp_path, **_two_rank_steps(lag_us=200, slow=1, steps=5))
+    f = straggler_rule.RULE.check(advice.context.Context(late))
+    assert f is not None and f.evidence.text.startswith("rank 1 ") and "'data'" in f.evidence.text
+    assert f.saving_ms_per_step == pytest.approx(0.2)
+    even = make_profile(tmp_path, **_two_rank_steps(lag_us=0, slow=1, steps=5))
+    assert straggler_rule.RULE.check(advice.context.Context(even)) is None

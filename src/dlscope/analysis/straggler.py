@@ -6,7 +6,7 @@ does not show in step times but in waits. Per step, the straggler is the rank th
 for the others at its collectives (it arrived last; see :mod:`.comm_wait`), and ``lag_ms`` is how
 much longer the other ranks waited (the median of their waits minus its own): the time a step
 would save if the straggler were as fast as the others. The phase to blame is the straggler's
-top-level phase (on its step's thread) that took longest compared with the same phase on the
+outermost phase (on its step's thread) that took longest compared with the same phase on the
 other ranks (their median), time outside every phase counting as ``(outside phases)``.
 
 Ranks that never meet at a collective (none recorded) are compared by step duration instead:
@@ -70,9 +70,12 @@ def phase_excess_sql(data: ProfileData, stragglers: str) -> str:
              if data.has("comms") else "SELECT NULL::INTEGER AS rank, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns WHERE FALSE")
     step_rows = ("SELECT rank, step, tid, start_ns, end_ns, (end_ns - start_ns)::BIGINT AS step_ns FROM sel_steps "
                  "WHERE step IN (SELECT step FROM s)")
-    phase_rows = ("SELECT p.rank, p.step, p.name, p.start_ns, p.end_ns "
+    # the outermost phases of the step's thread, not counting dlscope's own ranges (the run, the
+    # tracing window) that enclose them
+    phase_rows = ("SELECT rank, step, name, start_ns, end_ns FROM ("
+                  "SELECT p.*, min(p.depth) OVER (PARTITION BY p.rank, p.step) AS top "
                   "FROM phases p JOIN steps t ON t.rank = p.rank AND t.step = p.step AND t.tid = p.tid "
-                  "WHERE p.kind = 'range' AND p.depth = 0 AND coalesce(p.domain, '') NOT IN ('process', 'trace')")
+                  "WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN ('process', 'trace')) WHERE depth = top")
     islands = "SELECT * FROM isl"
     return f"""
     WITH s AS MATERIALIZED ({stragglers}),
