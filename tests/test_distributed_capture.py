@@ -147,7 +147,7 @@ def test_spawned_ranks(spawned):
     assert d.scalar("SELECT count(DISTINCT rank) FROM steps") == 2
     per_step = d.scalar("SELECT count(*) / count(DISTINCT step) FROM comms WHERE rank = 0 AND name = 'allreduce' "
                         "AND step IS NOT NULL")
-    assert per_step >= 13  # 6 hidden layers + output: 14 parameters, each its own 1 KB bucket
+    assert per_step >= 4  # 1 KB buckets: several all-reduces per step (DDP keeps its first bucket at 1 MB)
 
 
 def test_timeline_has_one_process_per_rank(slow_rank_1, tmp_path):
