@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..analysis.context import ProfileData
 from . import (
     amp_not_enabled,
+    comm_exposed,
     fusion_candidates,
     gpu_idle,
     h2d_not_overlapped,
@@ -23,6 +24,8 @@ from . import (
     memory_underused,
     no_tensor_cores,
     pageable_memcpy,
+    small_collectives,
+    straggler,
     sync_in_step,
     throttling,
     unfused_optimizer,
@@ -47,6 +50,9 @@ RULES: list[Rule] = [
     memory_underused.RULE,
     memory_near_limit.RULE,
     high_step_variance.RULE,
+    straggler.RULE,
+    comm_exposed.RULE,
+    small_collectives.RULE,
     throttling.RULE,
 ]
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError, ProfileFormatError
 from . import db
 from .meta import Meta, load_meta
-from .schema import NAME_COLUMNS, TABLES
+from .schema import ADDED_LATER, NAME_COLUMNS, TABLES, Table
 
 
 @dataclass
@@ -52,6 +52,9 @@ def open_profile(path: str | Path) -> StoredProfile:
     prof = StoredProfile(p, meta)
     for spec in TABLES:
         files = sorted(p.glob(f"{spec.name}.parquet")) + sorted(p.glob(f"{spec.name}.rank*.parquet"))
+        if not files and spec.name in ADDED_LATER:
+            prof.files[spec.name] = []
+            continue
         if not files:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         for f in files:
@@ -72,7 +75,7 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     for spec in TABLES:
         files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
         cols = ", ".join(f'"{c}"' for c in spec.column_names())
-        src = f"SELECT {cols} FROM read_parquet({files})"
+        src = f"SELECT {cols} FROM read_parquet({files})" if profile.files[spec.name] else _empty_sql(spec)
         if spec.name == "strings":
             con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
             continue
@@ -91,3 +94,11 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
         con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
         con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
     return con
+
+
+def _empty_sql(spec: Table) -> str:
+    """A zero-row relation with ``spec``'s columns (a table the profile predates)."""
+    from .build import _duck_type
+
+    cols = ", ".join(f'CAST(NULL AS {_duck_type(c.type)}) AS "{c.name}"' for c in spec.columns)
+    return f"SELECT {cols} WHERE FALSE"
