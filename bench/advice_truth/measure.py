@@ -41,6 +41,19 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
     # model, optimizer and DataLoader is alive while a block is timed, as in the real program
     kept = {v: programs.build(model, v, device) for v in names if programs.config(model, v).compile}
     times: dict[str, list[float]] = {v: [] for v in names}
+    if block <= 0:  # about a second of baseline steps per block: short steps need many to average out
+        probe = programs.build(model, "baseline", device)
+        for _ in range(warmup + 3):
+            probe.step()
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(5):
+            probe.step()
+        sync(device)
+        block = max(12, min(200, int(1.0 / ((time.perf_counter() - t0) / 5))))
+        del probe
+        gc.collect()
+        print(f"  {model}: {block} steps per block", flush=True)
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for v in order:
@@ -67,7 +80,8 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
                   "noise_pct": 100 * (max(times[v]) - min(times[v])) / med,
                   "samples": programs.samples(model, v),
                   "saving_pct": 100 * (1 - per_sample / base_per_sample),
-                  "saving_ms": (base_per_sample - per_sample) * programs.samples(model, "baseline")}
+                  "saving_ms": (base_per_sample - per_sample) * programs.samples(model, "baseline"),
+                  "block_steps": block}
         print(f"  {model}/{v}: {med:.2f} ms/step (IQR {out[v]['iqr_pct']:.1f}%), "
               f"saving {out[v]['saving_pct']:.1f}%", flush=True)
     return out
@@ -77,13 +91,13 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--block", type=int, default=15)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--block", type=int, default=0, help="steps per block; 0: about 1 s of baseline steps")
+    p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda")
     p.add_argument("--variants", default="")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
-    res = {"model": a.model, "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
+    res = {"model": a.model, "method": "fresh variant per block", "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
            "torch": torch.__version__, "rounds": a.rounds, "block": a.block,
            "variants": measure(a.model, a.rounds, a.block, a.warmup, a.device,
                                [v for v in a.variants.split(",") if v] or None)}
