@@ -74,6 +74,7 @@ class Finding:
     bound_pct: float | None = None
     what_if: dict[str, Any] | None = None
     symptom: bool = False
+    alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
 
     def __post_init__(self) -> None:
         if self.bound_ms_per_step is None and self.bound_pct is None:
@@ -86,8 +87,9 @@ class Finding:
                 "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
                 "what_if": self.what_if}
 
-    def sort_key(self) -> tuple[bool, float, int, str]:
-        """Causes before symptoms, then the largest saving first; severity breaks ties, then the
-        id (a stable order)."""
-        return (self.symptom, -(self.saving_pct if self.saving_pct is not None else -1.0),
+    def sort_key(self) -> tuple[int, float, int, str]:
+        """Causes first, then alternatives to another finding's fix, then symptoms; within each,
+        the largest saving first; severity breaks ties, then the id (a stable order)."""
+        group = 2 if self.symptom else 1 if self.alternative_of else 0
+        return (group, -(self.saving_pct if self.saving_pct is not None else -1.0),
                 SEVERITIES.index(self.severity), self.id)

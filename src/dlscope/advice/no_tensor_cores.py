@@ -36,6 +36,7 @@ URL_CUDA = "https://docs.nvidia.com/cuda/cublas/index.html#cublassetmathmode"
 
 class NoTensorCores(MatrixMathRule):
     id = "no_tensor_cores"
+    alternative_to = "amp_not_enabled"  # 16-bit autocast puts the same kernels on tensor cores
     title = "Matrix math runs on CUDA cores instead of tensor cores"
     description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
     def check(self, ctx: Context) -> Finding | None:

@@ -32,6 +32,7 @@ class Rule:
     needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
     symptom: ClassVar[bool] = False    # an effect whose causes have rules of their own: ranks after them
+    alternative_to: ClassVar[str] = ""  # a rule whose fix includes this one's: when both fire, this ranks after the causes
 
     def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:
         """Why this rule cannot run on ``data``, or None."""

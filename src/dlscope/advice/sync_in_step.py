@@ -75,7 +75,8 @@ class SyncInStep(Rule):
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "the synchronizing calls no longer wait", unblock=(1,))
+        return Fix(self.id, "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
+                   unblock=(1, 3))
 
 
 

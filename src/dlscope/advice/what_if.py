@@ -60,6 +60,11 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
     """``findings`` with replayed savings and the chain where rules give a fix, sorted (causes
     by saving now, then symptoms); findings whose fix saves under the floor now and along the
     chain are left out."""
+    present = {f.id for f in findings}
+    for f in findings:
+        rule = rules.get(f.id)
+        if rule is not None and rule.alternative_to in present:
+            f.alternative_of = rule.alternative_to
     fixes = {}
     for f in findings:
         rule = rules.get(f.id)
@@ -93,7 +98,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
         f.what_if.update({"after_above_ms": before, "after_above_fixed_ms": after,
                           "saving_after_above_ms": max(before - after, 0.0),
                           "fixed_above": [g.id for g in ordered if g.id in {a.name for a in applied}]})
-        if fix.batch == 1.0:
+        if fix.batch == 1.0 and not f.alternative_of:
             applied.append(fix)
     kept = []
     for f in ordered:

@@ -53,7 +53,8 @@ class Calls:
     """The replay's input, one entry per runtime call (plus one sentinel per window end), in
     order; numpy arrays named as :data:`ARRAYS`. ``cls``: index in :data:`HOST_CLASSES` of
     what the host was doing when it made the call; ``blocking``: 0 no, 1 synchronize, 2 copy from
-    or to pageable memory."""
+    pageable memory (host to device), 3 copy to pageable memory (device to host: ``.item()``,
+    ``.cpu()``)."""
 
     arrays: dict[str, np.ndarray]
     windows: int
@@ -74,12 +75,13 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
     if data.has("kernels"):
         parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, {precision_sql('name')} AS prec,
                                 regexp_matches(lower(name), '{LAYOUT_RE}') AS layout, FALSE AS h2d, 0 AS bytes,
-                                FALSE AS pageable FROM kernels""")
+                                FALSE AS pageable, FALSE AS d2h FROM kernels""")
     if data.has("memcpy"):
         parts.append("""SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, copy_kind = 'HtoD', bytes,
-                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')) FROM memcpy""")
+                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH'
+                        FROM memcpy""")
     if data.has("memset"):
-        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE FROM memset")
+        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE, FALSE FROM memset")
     return " UNION ALL ".join(parts) if parts else None
 
 
@@ -118,7 +120,7 @@ def replay_calls(data: ProfileData) -> Calls:
                        coalesce(sum(ns) FILTER (WHERE layout), 0) AS layout_ns,
                        coalesce(sum(ns) FILTER (WHERE h2d), 0) AS h2d_ns,
                        coalesce(sum(bytes) FILTER (WHERE h2d), 0) AS h2d_bytes,
-                       bool_or(pageable) AS pageable
+                       bool_or(pageable AND NOT d2h) AS pageable, bool_or(pageable AND d2h) AS pageable_d2h
                 FROM ({gpu}) WHERE correlation_id IS NOT NULL GROUP BY ALL),
              a AS MATERIALIZED (
                 SELECT a.rank, a.pid, a.tid, a.start_ns, a.end_ns, a.name, g.* EXCLUDE (rank, correlation_id)
@@ -128,11 +130,11 @@ def replay_calls(data: ProfileData) -> Calls:
              launchers AS (SELECT DISTINCT rank, tid FROM a WHERE gpu_ns IS NOT NULL),
              raw AS (
                 SELECT w.wid, w.rank, w.start_ns AS w_start, a.start_ns, a.end_ns, a.name, a.gpu_ns, a.simt_ns,
-                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable
+                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h
                 FROM a SEMI JOIN launchers l ON l.rank = a.rank AND l.tid IS NOT DISTINCT FROM a.tid
                 JOIN win w ON w.rank = a.rank AND a.start_ns >= w.start_ns AND a.start_ns < w.end_ns
                 UNION ALL
-                SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM win),
+                SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM win),
              calls AS MATERIALIZED (
                 SELECT *, row_number() OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST) AS seq,
                        max(end_ns) OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST
@@ -152,7 +154,8 @@ def replay_calls(data: ProfileData) -> Calls:
                     WHEN cov_model_at.covered_ns > 0 THEN 2 ELSE 3 END AS cls,
                CASE WHEN g.name IS NULL THEN 0
                     WHEN regexp_matches(lower(g.name), '{SYNC_API_RE}') THEN 1
-                    WHEN coalesce(g.pageable, FALSE) THEN 2 ELSE 0 END AS blocking,
+                    WHEN coalesce(g.pageable, FALSE) THEN 2
+                    WHEN coalesce(g.pageable_d2h, FALSE) THEN 3 ELSE 0 END AS blocking,
                greatest(g.end_ns - g.start_ns, 0) AS call_ns,
                coalesce(g.gpu_ns, 0) AS gpu_ns, coalesce(g.simt_ns, 0) AS simt_ns, coalesce(g.tf32_ns, 0) AS tf32_ns,
                coalesce(g.layout_ns, 0) AS layout_ns, coalesce(g.h2d_ns, 0) AS h2d_ns,
@@ -176,7 +179,8 @@ class Fix:
     """A change to the step, as factors on the replay's inputs (1 = unchanged).
 
     ``host``: per host class, a factor on the host's own work in that class (gaps and the calls
-    made in it); ``unblock``: blocking kinds that no longer block (1 synchronize, 2 pageable copy);
+    made in it); ``unblock``: blocking kinds that no longer block (1 synchronize, 2 pageable host-to-device
+    copy, 3 pageable device-to-host copy);
     ``gpu``: per GPU-time column (``simt_ns``, ``tf32_ns``, ``layout_ns``, ``h2d_ns``), the factor
     on that part of each call's GPU time; ``gpu_in``: per host class, a factor on all GPU time
     launched from it; ``batch``: the work per step grows this many times (GPU time and data
