@@ -149,6 +149,8 @@ class CuptiCollector(Collector):
         if self.trigger:
             out["started_by"] = self.trigger
         if self._tracer is not None:
+            if getattr(self._tracer, "preloaded", None):
+                out["libcupti_preloaded"] = self._tracer.preloaded
             out["records"] = dict(getattr(self._tracer, "records", {}))
             sizes = getattr(self._tracer, "record_bytes", None)
             if sizes is not None:
