@@ -11,6 +11,7 @@ from .advise import AdviseCommand
 from .base import Command, Parser
 from .export import ExportCommand
 from .imports import ImportCommand
+from .ncu import NcuCommand
 from .profile import ProfileCommand
 from .report import ReportCommand
 from .sql import SqlCommand
@@ -18,7 +19,7 @@ from .stats import StatsCommand
 from .summary import SummaryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
-                                 SqlCommand, ExportCommand, ReportCommand]
+                                 SqlCommand, ExportCommand, ReportCommand, NcuCommand]
 
 
 def build_parser() -> Parser:

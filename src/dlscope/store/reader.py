@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError, ProfileFormatError
 from . import db
 from .meta import Meta, load_meta
-from .schema import NAME_COLUMNS, TABLES
+from .schema import NAME_COLUMNS, OPTIONAL_TABLES, TABLES
 
 
 @dataclass
@@ -52,7 +52,7 @@ def open_profile(path: str | Path) -> StoredProfile:
     prof = StoredProfile(p, meta)
     for spec in TABLES:
         files = sorted(p.glob(f"{spec.name}.parquet")) + sorted(p.glob(f"{spec.name}.rank*.parquet"))
-        if not files:
+        if not files and spec.name not in OPTIONAL_TABLES:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         for f in files:
             try:
@@ -70,9 +70,13 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     """Create the views of ``profile`` in ``con`` (a new connection if None) and return it."""
     con = con or db.connect()
     for spec in TABLES:
-        files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
         cols = ", ".join(f'"{c}"' for c in spec.column_names())
-        src = f"SELECT {cols} FROM read_parquet({files})"
+        if profile.files[spec.name]:
+            files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
+            src = f"SELECT {cols} FROM read_parquet({files})"
+        else:  # an optional table this profile predates
+            src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.type)}) AS "{c.name}"' for c in spec.columns) \
+                + " WHERE FALSE"
         if spec.name == "strings":
             con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
             continue

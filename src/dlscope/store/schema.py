@@ -198,6 +198,24 @@ COUNTERS = Table(
     sort_by=("rank", "metric_id", "ts_ns"),
 )
 
+KERNEL_METRICS = Table(
+    "kernel_metrics", "hardware",
+    "Per-kernel metrics measured by Nsight Compute (ncu) on chosen launches: one row per profiled launch "
+    "and metric. Joined to kernels by name (and launch order). Absent from profiles written before it "
+    "existed (read as empty).",
+    (RANK, DEVICE, NAME,
+     _c("launch", I32, "ncu's id of the profiled launch (its ID column): 0, 1, ... in launch order", False),
+     _c("section_id", I32, "ncu section the metric belongs to, an id in strings"),
+     _c("metric_id", I32, "metric name as ncu reports it, an id in strings", False),
+     _c("value", F64, "value in unit; ncu's scaled units converted to the base unit (ns, byte, byte/s, hz)"),
+     _c("unit", STR, "ns, byte, byte/s, hz, %, cycle, ... (as ncu names base units); NULL: a count"),
+     _c("pid", I64, "host process that launched it")),
+    sort_by=("rank", "launch", "metric_id"),
+)
+
+# Tables a profile may lack (written before the table existed): read as empty.
+OPTIONAL_TABLES = ("kernel_metrics",)
+
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
@@ -205,9 +223,11 @@ NAME_COLUMNS: dict[str, dict[str, str]] = {
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
+    "kernel_metrics": {"name": "name_id", "section": "section_id", "metric": "metric_id"},
 }
 
-TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COUNTERS)
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COUNTERS,
+                             KERNEL_METRICS)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).
@@ -215,7 +235,7 @@ LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "application": ("phases", "steps"),
     "framework": ("ops",),
     "runtime": ("api", "sync"),
-    "hardware": ("kernels", "memcpy", "memset", "counters"),
+    "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
 }
 
 # Counter metrics: name -> (unit, description). A collector may add metrics not listed here; they
