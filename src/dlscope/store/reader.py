@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError, ProfileFormatError
 from . import db
 from .meta import Meta, load_meta
-from .schema import NAME_COLUMNS, OPTIONAL_TABLES, TABLES
+from .schema import NAME_COLUMNS, OPTIONAL_COLUMNS, OPTIONAL_TABLES, TABLES
 
 
 @dataclass
@@ -28,6 +28,7 @@ class StoredProfile:
     path: Path
     meta: Meta
     files: dict[str, list[Path]] = field(default_factory=dict)
+    absent_columns: dict[str, set[str]] = field(default_factory=dict)  # optional columns the files predate
 
     @property
     def name(self) -> str:
@@ -60,6 +61,10 @@ def open_profile(path: str | Path) -> StoredProfile:
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
             missing = set(spec.column_names()) - set(md.schema.names)
+            optional = missing & set(OPTIONAL_COLUMNS.get(spec.name, ()))
+            if optional:
+                prof.absent_columns.setdefault(spec.name, set()).update(optional)
+                missing -= optional
             if missing:
                 raise ProfileFormatError(f"{f}: table {spec.name} lacks columns {sorted(missing)}")
         prof.files[spec.name] = files
@@ -70,7 +75,9 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     """Create the views of ``profile`` in ``con`` (a new connection if None) and return it."""
     con = con or db.connect()
     for spec in TABLES:
-        cols = ", ".join(f'"{c}"' for c in spec.column_names())
+        absent = profile.absent_columns.get(spec.name, set())
+        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.type)}) AS "{c.name}"' if c.name in absent else f'"{c.name}"'
+                         for c in spec.columns)
         if profile.files[spec.name]:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"

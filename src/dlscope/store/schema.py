@@ -123,7 +123,10 @@ OPS = Table(
      _c("input_shapes_id", I32, "input shapes as text, an id in strings"),
      _c("input_types_id", I32, "input dtypes as text, an id in strings"),
      _c("category", STR, "'cpu_op' or another framework category"),
-     STEP),
+     STEP,
+     _c("source_id", I32, "where the op comes from, an id in strings: the framework's op path and the "
+                          "program's source line when the framework records them (JAX: 'jit(f)/jvp()/dot_general "
+                          "(train.py:26 loss_fn)')")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -213,13 +216,15 @@ KERNEL_METRICS = Table(
     sort_by=("rank", "launch", "metric_id"),
 )
 
-# Tables a profile may lack (written before the table existed): read as empty.
+# Tables and columns a profile may lack (written before they existed): read as empty / NULL.
 OPTIONAL_TABLES = ("kernel_metrics",)
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
-    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id"},
+    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id",
+            "source": "source_id"},
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
