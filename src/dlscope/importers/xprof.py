@@ -38,6 +38,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
+from ..store.schema import TABLES_BY_NAME
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
 from .xplane_pb import Event, Plane, parse_xspace
@@ -48,7 +49,8 @@ INTERNAL = re.compile(
     r"::|^PjitFunction\(|^Wait for |^Handle input|^ParseArguments$|^AllocateOutput|^DevicePut|^shard_args$"
     r"|^lower_|^backend_compile|^batched_copy|^BatchedCopy|^ExecuteReplicated|^PythonRefManager|^Eager"
     r"|^TFE_|^ValidateInputTypeAndPlacement$|^convert_to_tensor$|^tf\.constant$|^FunctionRun$|^end: "
-    r"|^cu[A-Z]\w*$|^cuda[A-Z]\w*$|^Thunk|^Execute|^Compile|^Await")
+    r"|^cu[A-Z]\w*$|^cuda[A-Z]\w*$|^Thunk|^Execute|^Compile|^Await|^trace_to_|jaxpr|^mlir|^cache_miss|^compile"
+    r"|^np\.asarray")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
 _STREAM = re.compile(r"^Stream #(\d+)")
 _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\d,]+)")
@@ -77,7 +79,15 @@ class Tables:
         return len(next(iter(cols.values()))) if cols else 0
 
     def arrow(self) -> dict[str, pa.Table]:
-        return {name: pa.table(cols) for name, cols in self.rows.items() if cols}
+        """Columns typed as the schema types them (text name columns stay text), so that the
+        tables concatenate with other collectors' tables."""
+        out = {}
+        for name, cols in self.rows.items():
+            if not cols:
+                continue
+            types = {c.name: c.type for c in TABLES_BY_NAME[name].columns}
+            out[name] = pa.table({k: pa.array(v, types.get(k)) for k, v in cols.items()})
+        return out
 
 
 def _int(v: Any) -> int | None:
@@ -101,12 +111,14 @@ class XSpaceResult:
     devices: list[dict[str, Any]]
     notes: list[str]
     counts: dict[str, int]
+    marker_ns: tuple[int, int] | None = None  # the clock-sync annotation, when asked for
 
 
 def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: int | None = None,
-                op_base: int = 0) -> XSpaceResult:
+                op_base: int = 0, marker: str | None = None) -> XSpaceResult:
     """One XSpace to tables (text name columns). ``base_ns``: epoch ns of the session start
-    (default: the trace's own ``profile_start_time``); ``pid`` overrides the trace's."""
+    (default: the trace's own ``profile_start_time``); ``pid`` overrides the trace's; the host
+    event named ``marker`` (a clock-sync annotation) is left out and its times returned."""
     try:
         planes, hosts = parse_xspace(data)
     except ValueError as e:
@@ -142,8 +154,9 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
     pid = pid or 0
     out = Tables()
     ids = itertools.count(op_base)
+    marker_ns = None
     if host is not None:
-        _host(host, out, rank, pid, base_ns, ids, sources)
+        marker_ns = _host(host, out, rank, pid, base_ns, ids, sources, marker)
     devices = []
     for p in planes:
         m = _GPU_PLANE.match(p.name)
@@ -156,7 +169,7 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
     counts = {t: out.count(t) for t in ("ops", "phases", "steps", "kernels", "memcpy", "memset")}
     if hosts:
         notes.append(f"host {hosts[0]}")
-    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts)
+    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns)
 
 
 def _cc(stats: dict[str, Any]) -> str | None:
@@ -170,17 +183,25 @@ def _source(sources: dict[str, dict[str, str]], module: Any, op: Any, stats: dic
 
 
 def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
-          sources: dict[str, dict[str, str]]) -> None:
+          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int] | None:
+    """Host events to steps, phases and ops; returns the marker's (start, end) if seen."""
     it = iter(ids)
+    marker_ns = None
     step_lines = {line.id for line in plane.lines for e in line.events if "step_num" in e.stats}
     seen_steps: set[int] = set()
+    # one row per module run, on the thread of its first op (XLA:CPU spreads a run's ops over its
+    # threads): (run_id, module) -> [start, end, tid]; a run without run_id is a streak of its ops
+    modules: dict[tuple[Any, ...], list[int]] = {}
+    ops: list[dict[str, Any]] = []
     for line in plane.lines:
-        modules: dict[tuple[Any, Any], list[int]] = {}  # (run_id, module) -> [start, end]
         annotations = line.id in step_lines or (not step_lines and line.name in ("python", "MainThread"))
         jit_end: dict[str, int] = {}  # PjitFunction(f) nests a second PjitFunction(f): count the outer one
-        line_ops: list[dict[str, Any]] = []
+        streak: tuple[Any, int] = (None, 0)
         for e in line.events:
             s, t = base + e.start_ns, base + e.start_ns + e.dur_ns
+            if marker is not None and e.name == marker:
+                marker_ns = (s, t)
+                continue
             common = {"rank": rank, "pid": pid, "tid": line.id, "start_ns": s, "end_ns": t}
             step = _int(e.stats.get("step_num"))
             if step is not None:
@@ -197,23 +218,31 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
                     if e.start_ns < jit_end.get(name, -1):
                         continue
                     jit_end[name] = e.start_ns + e.dur_ns
-                line_ops.append(dict(**common, name=name, category=category, op_id=next(it),
-                                     source=_source(sources, module, e.stats.get("hlo_op"), e.stats)))
+                ops.append(dict(**common, name=name, category=category, op_id=next(it),
+                                source=_source(sources, module, e.stats.get("hlo_op"), e.stats)))
                 if category == "hlo_op" and module:
-                    span = modules.setdefault((e.stats.get("run_id"), module), [s, t])
+                    run = e.stats.get("run_id")
+                    if run is None:
+                        if streak[0] != module:
+                            streak = (module, streak[1] + 1)
+                        key: tuple[Any, ...] = (module, line.id, streak[1])
+                    else:
+                        key = (module, run)
+                    span = modules.setdefault(key, [s, t, line.id])
                     span[0], span[1] = min(span[0], s), max(span[1], t)
                 continue
             if annotations and not e.name.startswith("$") and not INTERNAL.search(e.name) \
                     and "_src" not in e.stats and e.dur_ns > 0:
                 out.add("phases", **common, name=e.name, kind="range", source="record_function",
                         domain="xprof")
-        # modules first: a module with one op has that op's span, and the first of two equal
-        # intervals becomes the parent
-        for (_, module), (s, t) in modules.items():
-            out.add("ops", rank=rank, pid=pid, tid=line.id, start_ns=s, end_ns=t, name=module,
-                    category="xla_module", op_id=next(it))
-        for row in line_ops:
-            out.add("ops", **row)
+    # modules first: a module with one op has that op's span, and the first of two equal intervals
+    # becomes the parent
+    for key, (s, t, tid) in modules.items():
+        out.add("ops", rank=rank, pid=pid, tid=tid, start_ns=s, end_ns=t, name=str(key[0]),
+                category="xla_module", op_id=next(it))
+    for row in ops:
+        out.add("ops", **row)
+    return marker_ns
 
 
 def op_kind(e: Event) -> tuple[str, str] | None:
