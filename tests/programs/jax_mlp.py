@@ -1,9 +1,10 @@
 """A jitted MLP training loop with jax.profiler step and phase annotations, inside a dlscope phase
 'loop' (whose times, taken by dlscope's clock, bound the steps taken by JAX's)."""
 
-import dlscope
 import jax
 import jax.numpy as jnp
+
+import dlscope
 
 
 def loss_fn(params, x, y):
