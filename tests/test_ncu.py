@@ -168,3 +168,31 @@ def test_profiles_without_kernel_metrics_still_open(tmp_path, cli, small_profile
     (small_profile / "kernel_metrics.parquet").unlink()  # as written before the table existed
     data = ProfileData.open(small_profile)
     assert q(data.con, "SELECT count(*) FROM kernel_metrics") == [(0,)]
+
+
+PICKY_NCU = """#!{python}
+import json, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+log = args[args.index("--log-file") + 1]
+if args[args.index("--kernel-name-base") + 1] != "function":
+    open(log, "w").write("==WARNING== No kernels were profiled.\\n")  # ncu spells the name differently
+else:
+    open(log, "w").write(open({csv!r}).read())
+"""
+
+
+def test_dlscope_ncu_retries_by_function_name(tmp_path, cli, small_profile):
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(PICKY_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV)))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0, r.err
+    first, second = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert second[second.index("--kernel-name-base") + 1] == "function"
+    name = q(ProfileData.open(small_profile).con, "SELECT DISTINCT name FROM kernel_metrics")[0][0]
+    # the bare function name of the profile's demangled kernel name
+    bare = second[second.index("--kernel-name") + 1].removeprefix("regex:^").removesuffix("$")
+    assert re.sub(r"\\(.)", r"\1", bare) in name and "<" not in bare and "(" not in bare

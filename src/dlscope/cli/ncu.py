@@ -20,10 +20,10 @@ from ..store.reader import open_profile
 from .base import Command, Parser
 from .common import open_for_analysis
 
-# Sections for the verdicts dlscope draws (throughput, occupancy, launch shape, roofline), and
+# Sections for the verdicts dlscope draws (throughput, occupancy, launch shape), and
 # raw metrics for the roofline position and the tensor pipe. Regexes: the tensor pipe's metric
 # name differs between GPU generations, and a metric a GPU lacks must not fail the run.
-DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "SpeedOfLight_RooflineChart")
+DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 DEFAULT_METRICS = ("dram__bytes.sum",
                    r"regex:^sm__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum$",
                    r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$")
@@ -62,18 +62,64 @@ def find_ncu(explicit: str | None) -> str:
                      "or give --ncu PATH)")
 
 
-def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> list[str]:
-    base = "mangled" if target.name.startswith("_Z") else "demangled"
+def function_name(name: str) -> str:
+    """The bare function name of a demangled kernel name: 'void ns::k<4, T>(int, T)' -> 'k'."""
+    head = name.removeprefix("void ").split("(", 1)[0]
+    depth, out = 0, []
+    for c in head:  # drop template arguments, which may nest and hold '::'
+        depth += c == "<"
+        if depth == 0:
+            out.append(c)
+        depth -= c == ">"
+    return "".join(out).strip().split("::")[-1].split(" ")[-1]
+
+
+def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, by_function: bool = False,
+                metrics: bool = True) -> list[str]:
+    """ncu's command line for one kernel. ``by_function``: match the bare function name (ncu and
+    the profiler demangle some names differently); ``metrics``: add the raw metrics."""
+    if by_function:
+        base, pattern = "function", function_name(target.name)
+    else:
+        base, pattern = ("mangled" if target.name.startswith("_Z") else "demangled"), target.name
     skip = min(args.launch_skip, max(target.launches - args.launch_count, 0))
     cmd = [ncu, "--csv", "--page", "details", "--print-units", "base", "--log-file", str(log),
            "--target-processes", "all", "--kernel-name-base", base,
-           "--kernel-name", f"regex:^{regex_escape(target.name)}$",
+           "--kernel-name", f"regex:^{regex_escape(pattern)}$",
            "--launch-skip", str(skip), "--launch-count", str(args.launch_count)]
     for s in args.section or DEFAULT_SECTIONS:
         cmd += ["--section", s]
-    for m in args.metrics or DEFAULT_METRICS:
+    for m in (args.metrics or DEFAULT_METRICS) if metrics else ():
         cmd += ["--metrics", m]
     return cmd + ["--", *args.cmd]
+
+
+def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> tuple[pa.Table | None, str]:
+    """Run ncu on one kernel: (its metrics, '') or (None, why not). A second try matches the bare
+    function name when ncu profiled nothing (it spells the name differently), or leaves the raw
+    metrics out when ncu refused one (a GPU that lacks it)."""
+    tries = [(False, True)]
+    why = ""
+    while tries:
+        by_function, metrics = tries.pop(0)
+        log.unlink(missing_ok=True)
+        try:
+            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, metrics), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {args.timeout:.0f} s"
+        text = read_ncu_file(log) if log.exists() else ""
+        try:
+            return parse_ncu_csv(text, log), ""
+        except InputError:
+            lines = (text + "\n" + (proc.stderr or "")).strip().splitlines()
+            why = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else f"exit code {proc.returncode}")
+            if (by_function, metrics) == (False, True):
+                if "metric" in why.lower():
+                    tries.append((False, False))
+                elif "no kernels were profiled" in (text + (proc.stderr or "")).lower():
+                    tries.append((True, True))
+    return None, why[:200]
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -130,21 +176,10 @@ class NcuCommand(Command):
         launch_base = 0
         with tempfile.TemporaryDirectory(prefix="dlscope-ncu-") as work:
             for i, t in enumerate(targets):
-                log = Path(work) / f"k{i}.csv"
                 print(f"dlscope: ncu {i + 1}/{len(targets)}: {t.name[:100]}", file=sys.stderr)
-                try:
-                    proc = subprocess.run(ncu_command(ncu, t, args, log), stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE, text=True, timeout=args.timeout, check=False)
-                except subprocess.TimeoutExpired:
-                    failures.append(f"{t.name[:60]}: timed out")
-                    continue
-                text = read_ncu_file(log) if log.exists() else ""
-                try:
-                    table = parse_ncu_csv(text, log)
-                except InputError:
-                    err = (proc.stderr or text).strip().splitlines()
-                    why = next((ln for ln in err if "ERROR" in ln), err[-1] if err else f"exit code {proc.returncode}")
-                    failures.append(f"{t.name[:60]}: {why[:200]}")
+                table, why = measure_one(ncu, t, args, Path(work) / f"k{i}.csv")
+                if table is None:
+                    failures.append(f"{t.name[:60]}: {why}")
                     continue
                 # the profile's own name (ncu may print it differently), launches numbered across runs
                 table = table.set_column(table.schema.get_field_index("name"), "name",
