@@ -123,8 +123,10 @@ class KinetoImporter(Importer):
         return text[:1] == b"[" and text[1:].lstrip()[:1] == b"{"
 
     def expand_dir(self, directory: Path) -> list[Path]:
+        # a JAX profile folder holds the same events as JSON beside its XSpace: the XSpace is read
         return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                      and not p.name.endswith(".et.json") and "_et." not in p.name)
+                      and not p.name.endswith(".et.json") and "_et." not in p.name
+                      and not any(p.parent.glob("*.xplane.pb")))
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         op_base = 0

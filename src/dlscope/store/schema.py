@@ -125,7 +125,10 @@ OPS = Table(
      _c("input_shapes_id", I32, "input shapes as text, an id in strings"),
      _c("input_types_id", I32, "input dtypes as text, an id in strings"),
      _c("category", STR, "'cpu_op' or another framework category"),
-     STEP),
+     STEP,
+     _c("source_id", I32, "where the op comes from, an id in strings: the framework's op path and the "
+                          "program's source line when the framework records them (JAX: 'jit(f)/jvp()/dot_general "
+                          "(train.py:26 loss_fn)')")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -223,20 +226,39 @@ COUNTERS = Table(
     sort_by=("rank", "metric_id", "ts_ns"),
 )
 
+KERNEL_METRICS = Table(
+    "kernel_metrics", "hardware",
+    "Per-kernel metrics measured by Nsight Compute (ncu) on chosen launches: one row per profiled launch "
+    "and metric. Joined to kernels by name (and launch order). Absent from profiles written before it "
+    "existed (read as empty).",
+    (RANK, DEVICE, NAME,
+     _c("launch", I32, "ncu's id of the profiled launch (its ID column): 0, 1, ... in launch order", False),
+     _c("section_id", I32, "ncu section the metric belongs to, an id in strings"),
+     _c("metric_id", I32, "metric name as ncu reports it, an id in strings", False),
+     _c("value", F64, "value in unit; ncu's scaled units converted to the base unit (ns, byte, byte/s, hz)"),
+     _c("unit", STR, "ns, byte, byte/s, hz, %, cycle, ... (as ncu names base units); NULL: a count"),
+     _c("pid", I64, "host process that launched it")),
+    sort_by=("rank", "launch", "metric_id"),
+)
+
+# Tables and columns a profile may lack (written before they existed): read as empty / NULL.
+OPTIONAL_TABLES = ("comms", "kernel_metrics")
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
+
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
-    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id"},
+    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id",
+            "source": "source_id"},
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
     "comms": {"name": "name_id"},
+    "kernel_metrics": {"name": "name_id", "section": "section_id", "metric": "metric_id"},
 }
 
-TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS)
-# Tables added after format version 1 was first written: a profile made before them lacks their
-# file, and reads as having none of their rows.
-ADDED_LATER: frozenset[str] = frozenset({"comms"})
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
+                             KERNEL_METRICS)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).
@@ -244,7 +266,7 @@ LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "application": ("phases", "steps"),
     "framework": ("ops", "comms"),
     "runtime": ("api", "sync"),
-    "hardware": ("kernels", "memcpy", "memset", "counters"),
+    "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
 }
 
 # Counter metrics: name -> (unit, description). A collector may add metrics not listed here; they
