@@ -75,6 +75,7 @@ class Finding:
     what_if: dict[str, Any] | None = None
     symptom: bool = False
     alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
+    negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
 
     def __post_init__(self) -> None:
         if self.bound_ms_per_step is None and self.bound_pct is None:
@@ -88,8 +89,9 @@ class Finding:
                 "what_if": self.what_if}
 
     def sort_key(self) -> tuple[int, float, int, str]:
-        """Causes first, then alternatives to another finding's fix, then symptoms; within each,
+        """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix
+        would hardly show (negligible); within each,
         the largest saving first; severity breaks ties, then the id (a stable order)."""
-        group = 2 if self.symptom else 1 if self.alternative_of else 0
+        group = 3 if self.negligible else 2 if self.symptom else 1 if self.alternative_of else 0
         return (group, -(self.saving_pct if self.saving_pct is not None else -1.0),
                 SEVERITIES.index(self.severity), self.id)

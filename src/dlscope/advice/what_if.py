@@ -16,7 +16,7 @@ problem of the program.
 **The chain.** Findings rank by what their fix saves now. Each also says what it saves once the
 findings above it are fixed: a cause masked by a larger one (the GPU's work, hidden while the host
 loads data) is still named, with the saving it will have when its turn comes. A finding that
-saves under the floor both now and along the chain is dropped.
+saves under the floor both now and along the chain is kept, as information, after all the others.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ class Replayer:
 
 def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list[Finding]:
     """``findings`` with replayed savings and the chain where rules give a fix, sorted (causes
-    by saving now, then symptoms); findings whose fix saves under the floor now and along the
-    chain are left out."""
+    by saving now, then alternatives, symptoms, and findings whose fix saves under the floor now
+    and along the chain)."""
     present = {f.id for f in findings}
     for f in findings:
         rule = rules.get(f.id)
@@ -100,19 +100,21 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
                           "fixed_above": [g.id for g in ordered if g.id in {a.name for a in applied}]})
         if fix.batch == 1.0 and not f.alternative_of:
             applied.append(fix)
-    kept = []
     for f in ordered:
         w = f.what_if
         if w is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
             after_pct = 100 * w["saving_after_above_ms"] / unit
             if after_pct < MIN_SAVING_PCT:
+                f.negligible = True
+                f.severity = "info"
+                f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
+                                      "cause is real, its fix would hardly show.")
                 continue
             f.evidence.saving += (f" Masked now: once {', '.join(w['fixed_above'])} "
                                   f"{'is' if len(w['fixed_above']) == 1 else 'are'} fixed it saves "
                                   f"{w['saving_after_above_ms']:.2f} ms per step ({after_pct:.0f}% of today's step).")
             f.severity = severity_for(after_pct)
-        kept.append(f)
-    return kept
+    return sorted(ordered, key=Finding.sort_key)
 
 
 def _set_saving(f: Finding, saving_ms: float, unit_ms: float) -> None:

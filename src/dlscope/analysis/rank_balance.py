@@ -39,5 +39,5 @@ def compute(data: ProfileData) -> ReportResult:
 FORMATS = {"steps": integer(), "step_ms": fixed(3), "wait_ms": fixed(3), "work_ms": fixed(3),
            "work_vs_mean_pct": fixed(1), "imbalance_pct": fixed(1)}
 
-REPORT = Report("rank_balance", "Load balance across ranks", compute, needs_steps=True,
+REPORT = Report("rank_balance", "Load balance across ranks", compute, needs_steps=True, needs_ranks=2,
                 doc="per rank: step time, wait for other ranks at collectives, own work, and the job's imbalance")

@@ -122,6 +122,6 @@ def compute(data: ProfileData) -> ReportResult:
 FORMATS = {"lag_ms": fixed(3), "lag_pct": fixed(1), "step_ms": fixed(3), "own_wait_ms": fixed(3),
            "phase_excess_ms": fixed(3), "ranks": integer()}
 
-REPORT = Report("straggler", "Stragglers: the rank each step waited for", compute, needs_steps=True,
+REPORT = Report("straggler", "Stragglers: the rank each step waited for", compute, needs_steps=True, needs_ranks=2,
                 doc="per step: the slowest rank (the one the others waited for at collectives), by how much, "
                     "and the phase that made it slow")
