@@ -13,6 +13,7 @@ memory traffic of the elementwise ops between them, which this bound leaves out.
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .hardware import ratios_label
@@ -68,6 +69,14 @@ class AmpNotEnabled(MatrixMathRule):
                     "backward pass follows it; bf16 needs no loss scaling). Keep the optimizer step outside.")
         return ("Run the forward pass and the loss under torch.autocast('cuda', dtype=torch.float16) and scale the "
                 "loss with torch.amp.GradScaler('cuda') (this GPU has no bf16 tensor cores).")
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        dev = ctx.facts.device
+        s32 = dev.low_speedup(False) if dev else 16.0
+        stc = dev.low_speedup(True) if dev else 2.0
+        return Fix(self.id, f"matrix math in 16 bits at the peak ratios ({stc:g}x TF32, {s32:g}x fp32)",
+                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc})
+
 
 
 RULE = AmpNotEnabled()

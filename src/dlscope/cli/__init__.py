@@ -13,6 +13,7 @@ from .check import CheckCommand
 from .diff import DiffCommand
 from .export import ExportCommand
 from .imports import ImportCommand
+from .ncu import NcuCommand
 from .profile import ProfileCommand
 from .report import ReportCommand
 from .sql import SqlCommand
@@ -20,7 +21,7 @@ from .stats import StatsCommand
 from .summary import SummaryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
-                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand]
+                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand]
 
 
 def build_parser() -> Parser:

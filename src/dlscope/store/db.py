@@ -55,3 +55,12 @@ def arrow_batches(con: duckdb.DuckDBPyConnection, sql: str, rows_per_batch: int 
         if fn is not None:
             return fn(rows_per_batch)
     raise RuntimeError("this DuckDB release cannot stream Arrow batches")
+
+
+_DUCK_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+               pa.float64(): "DOUBLE", pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN"}
+
+
+def duck_type(t: pa.DataType) -> str:
+    """The DuckDB type of a schema column's Arrow type."""
+    return _DUCK_TYPES[t]
