@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dlscope.analysis.compare.diff import compare
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.context import ProfileData, Selection
 from dlscope.importers.run import import_files
 
 from .conftest import CORPUS, DATA, need_file
@@ -30,17 +30,25 @@ def gpt(tmp_path_factory):
     return a, b, compare(a, b)
 
 
-def _mean_step_ms(profile: Path) -> float:
-    """Mean step duration read straight from the Parquet file (no dlscope analysis code)."""
+def _steps(profile: Path, only: tuple[int, int] | None = None):
     t = pq.read_table(profile / "steps.parquet")
+    if only is not None:
+        keep = [only[0] <= s <= only[1] for s in t.column("step").to_pylist()]
+        t = t.filter(keep)
+    return t
+
+
+def _mean_step_ms(profile: Path, only: tuple[int, int] | None = None) -> float:
+    """Mean step duration read straight from the Parquet file (no dlscope analysis code)."""
+    t = _steps(profile, only)
     d = np.array(t.column("end_ns").to_pylist()) - np.array(t.column("start_ns").to_pylist())
     return float(d.mean()) / 1e6
 
 
-def _busy_ms_per_step(profile: Path) -> float:
+def _busy_ms_per_step(profile: Path, only: tuple[int, int] | None = None) -> float:
     """GPU busy time inside each step (union of kernels, copies and sets), mean over steps, from
     the Parquet files with numpy."""
-    steps = pq.read_table(profile / "steps.parquet")
+    steps = _steps(profile, only)
     iv = []
     for t in ("kernels", "memcpy", "memset"):
         tab = pq.read_table(profile / f"{t}.parquet")
@@ -151,6 +159,24 @@ def test_hta_trace_diff_regression_is_significant(tmp_path):
     assert p50.significant and p50.delta == pytest.approx(np.median(sb) - np.median(sa), rel=1e-6)
     rows = sum(c.delta for c in d.explain)
     assert rows == pytest.approx(np.mean(sb) - np.mean(sa), rel=1e-6)
+
+
+def test_resnet_first_step_against_the_next_two(resnet_profile):
+    """A real change inside one trace: step 2 (145 ms) against steps 3-4 (130 and 120 ms)."""
+    a = ProfileData.open(resnet_profile, Selection(iter_start=2, iter_stop=2))
+    b = ProfileData.open(resnet_profile, Selection(iter_start=3, iter_stop=4))
+    d = compare(a, b, with_advice=False)
+    total = _mean_step_ms(resnet_profile, (3, 4)) - _mean_step_ms(resnet_profile, (2, 2))
+    assert total < -10
+    assert d.total_delta_ms == pytest.approx(total, rel=1e-9)
+    assert sum(c.delta for c in d.explain) == pytest.approx(total, rel=1e-9)
+    for dec, only in ((d.decomposition_a, (2, 2)), (d.decomposition_b, (3, 4))):
+        busy = sum(p.ms for p in dec.parts if p.kind != "idle" and not p.key.startswith("other:not"))
+        assert busy == pytest.approx(_busy_ms_per_step(resnet_profile, only), rel=1e-6)
+    # the phases that changed are the ones the rows say: input loading dominates the idle change
+    idle_input = next(c for c in d.explain if c.name.startswith("GPU idle: host loading"))
+    phase = {c.name: c for c in d.phases}
+    assert phase["preprocess"].delta == pytest.approx(idle_input.delta, abs=3.0)
 
 
 def test_resnet_against_itself_changes_nothing(resnet_profile):

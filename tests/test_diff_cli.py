@@ -126,3 +126,13 @@ def test_bad_input_is_one_line_exit_2(cli, resnet_profile, tmp_path, args):
     r = cli(*argv)
     assert r.code == 2, (argv, r.out, r.err)
     assert_one_line_error(r.err)
+
+
+def test_diff_reads_nsys_exports(cli):
+    nsys = DATA / "nsys" / "h100_nsys_domains.sqlite.gz"
+    r = cli("diff", nsys, nsys, "--format", "json", "--no-advice")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["total_delta_ms"] is None and d["explain"] == []  # no iterations in this capture
+    assert any("has no steps" in n and "--key-node" in n for n in d["notes"])
+    assert d["kernels"] and all(k["status"] == "matched" and k["delta"] == 0 for k in d["kernels"])

@@ -82,10 +82,10 @@ def render_diff(d: ProfileDiff, out: Console, top: int = 12) -> None:
 
     if d.total_delta_ms is not None:
         basis = {d.decomposition_a.basis, d.decomposition_b.basis}
-        how = ("GPU busy time by kernel, copy and set, and GPU idle time by cause" if basis == {"gpu"}
-               else "the outermost phases of each step" if basis == {"phases"} else "each side's own parts")
-        _changes(out, f"What changed the mean step time: {d.total_delta_ms:+,.3f} ms per step, split into {how}; "
-                 f"the rows add up to it", d.explain, top)
+        how = ("GPU busy by kernel, GPU idle by cause" if basis == {"gpu"}
+               else "outermost phases" if basis == {"phases"} else "each side's own parts")
+        _changes(out, f"What changed the mean step time: {d.total_delta_ms:+,.3f} ms ({how}; the rows add up to it)",
+                 d.explain, top)
     _changes(out, "Phases", d.phases, top)
     _changes(out, f"Ops ({'self GPU time' if d.ops_basis == 'self_gpu' else 'self CPU time'})", d.ops, top,
              counts=True)
