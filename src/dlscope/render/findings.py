@@ -136,3 +136,31 @@ def render_top_findings(findings: Sequence[Any], out: Console, profile: str, lim
                                 (str(getattr(f, "title", "")), "bold"), saving, f" [{getattr(f, 'id', '')}]"))
         if getattr(f, "advice", None):
             out.print(Text("           " + str(f.advice)))
+
+
+def render_what_if(findings: Sequence[Any], out: Console) -> None:
+    """``dlscope advise --what-if``: for each finding the replay could model, the step time now,
+    after its fix alone, and after it and every finding ranked above it (the chain of fixes)."""
+    rows = [f for f in findings if getattr(f, "what_if", None)]
+    if not rows:
+        out.print("No finding has a what-if: the profile has no traced steps with runtime calls and GPU work to replay.")
+        return
+    t = Table(show_edge=False, header_style="bold", pad_edge=False, box=None,
+              title="Predicted step time (ms) after each fix, from a replay of the traced steps")
+    for c in ("rank", "finding", "now", "this fix alone", "saving", "after the fixes above", "then with this fix",
+              "saving there"):
+        t.add_column(c, justify="left" if c == "finding" else "right")
+    for i, f in enumerate(findings, 1):
+        w = getattr(f, "what_if", None)
+        if not w:
+            continue
+        per = " /sample" if w.get("per_sample") else ""
+        t.add_row(str(i), escape(str(f.id)), f"{w['step_ms']:,.2f}", f"{w['fixed_step_ms']:,.2f}{per}",
+                  f"{w['step_ms'] - w['fixed_step_ms']:,.2f}", f"{w.get('after_above_ms', w['step_ms']):,.2f}",
+                  f"{w.get('after_above_fixed_ms', w['fixed_step_ms']):,.2f}",
+                  f"{w.get('saving_after_above_ms', 0.0):,.2f}")
+    out.print(t)
+    f0 = rows[0].what_if
+    if abs(f0.get("host_factor", 1.0) - 1.0) > 0.02:
+        out.print(f"Host work scaled by {f0['host_factor']:.2f} so the replay matches the steps measured without "
+                  "tracing (the tracer slows the host, not the GPU).")
