@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from dlscope.analysis.compare.decompose import _gpu_parts
 from dlscope.analysis.compare.diff import compare
 from dlscope.analysis.context import ProfileData, Selection
 from dlscope.importers.run import import_files
@@ -89,6 +90,21 @@ def test_gpu_busy_rows_equal_the_union_of_gpu_work(gpt, side):
     busy = sum(p.ms for p in dec.parts if p.kind != "idle" and not p.key.startswith("other:not"))
     assert busy == pytest.approx(_busy_ms_per_step(data.path), rel=1e-6)
     assert sum(p.ms for p in dec.parts) == pytest.approx(_mean_step_ms(data.path), rel=1e-9)
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_all_traced_steps_are_decomposed_as_traced(gpt, side):
+    """Every step of a Kineto trace is traced: no calibration to untraced steps, the idle rows are
+    the traced steps' own (step time minus busy time, from numpy), the parts are the windows' parts
+    as they are, and no residual row (each step is a window)."""
+    data = gpt[side]
+    dec = gpt[2].decomposition_a if side == 0 else gpt[2].decomposition_b
+    assert not data.traced_excluded and dec.idle_scale is None
+    idle = sum(p.ms for p in dec.parts if p.kind == "idle")
+    assert idle == pytest.approx(_mean_step_ms(data.path) - _busy_ms_per_step(data.path), rel=1e-6)
+    assert idle > 1.0
+    assert [(p.key, p.ms) for p in dec.parts] == [(p.key, p.ms) for p in _gpu_parts(data)[0]]
+    assert all(not p.key.startswith("other:not") for p in dec.parts)
 
 
 def test_fp32_gemms_vanish_and_tensor_core_gemms_appear(gpt):

@@ -7,8 +7,15 @@ import math
 
 import pytest
 
-from dlscope.analysis.compare.decompose import RESIDUAL_KEY, decompose
+from dlscope.analysis.compare.decompose import (
+    BUSY_OVER_LABEL,
+    IDLE_PARTS,
+    IDLE_UNSPLIT_LABEL,
+    RESIDUAL_KEY,
+    decompose,
+)
 from dlscope.analysis.compare.diff import compare
+from dlscope.analysis.step_idle import step_idle
 
 from .advice_helpers import Loop
 
@@ -44,35 +51,76 @@ def test_without_gpu_data_steps_split_into_phases(tmp_path):
     assert p50.p_value == pytest.approx(math.erfc((50 - 0.5) / math.sqrt(10 * 10 * 21 / 12) / math.sqrt(2)))
 
 
-def _gpu_loop(k1_ms: float) -> Loop:
-    """Steps 0-2 traced (12 ms, with kernels), steps 3-9 untraced (10 ms, nothing recorded but the
-    step). Each traced step: K1 on stream 7 over [1, 1 + k1_ms], K2 on stream 8 over [3, 7]."""
+def _gpu_loop(k1_ms: float, untraced_ms: float = 10.0, k2_end: float = 7.0) -> Loop:
+    """Steps 0-2 traced (12 ms, with kernels), steps 3-9 untraced (``untraced_ms``, nothing
+    recorded but the step). Each traced step: K1 on stream 7 over [1, 1 + k1_ms], K2 on stream 8
+    over [3, k2_end]."""
     lp = Loop()
     t = 0.0
     for i in range(10):
-        dur = 12.0 if i < 3 else 10.0
+        dur = 12.0 if i < 3 else untraced_ms
         lp.tables["steps"].append(dict(step=i, start_ns=int(t * 1e6), end_ns=int((t + dur) * 1e6), pid=1, tid=1,
                                        traced=i < 3))
         if i < 3:
             lp.kernel("K1", t + 0.5, t + 1, t + 1 + k1_ms, stream=7)
-            lp.kernel("K2", t + 0.6, t + 3, t + 7, stream=8)
+            lp.kernel("K2", t + 0.6, t + 3, t + k2_end, stream=8)
         t += dur
     return lp
 
 
-def test_overlapping_kernels_share_the_busy_time_and_tracing_is_a_row(tmp_path):
+def test_overlapping_kernels_share_the_busy_time_and_idle_is_calibrated(tmp_path):
     a = _gpu_loop(4.0).open(tmp_path / "a")
     da = decompose(a)
     assert da.basis == "gpu" and da.windows == 3
     parts = {p.key: p.ms for p in da.parts}
     # busy: union of [1, 5] and [3, 7] = 6 ms, shared 4:4 between K1 and K2
     assert parts["kernel:K1"] == pytest.approx(3.0) and parts["kernel:K2"] == pytest.approx(3.0)
-    idle = sum(v for k, v in parts.items() if k.startswith("idle:"))
-    assert idle == pytest.approx(12.0 - 6.0)
-    # statistics steps are the untraced ones (10 ms): the traced steps' extra 2 ms is a row
+    # statistics steps are the untraced ones (10 ms): tracing slowed the host, not the GPU, so the
+    # busy time stays and the idle time is what is left of the untraced step: 10 - 6 = 4 ms of
+    # the traced steps' 6 ms, every cause scaled by 2/3, no residual row
     assert da.mean_step_ms == pytest.approx(10.0)
-    assert parts[RESIDUAL_KEY] == pytest.approx(-2.0)
+    assert da.idle_scale == pytest.approx(4.0 / 6.0)
+    idle = sum(v for k, v in parts.items() if k.startswith("idle:"))
+    assert idle == pytest.approx(10.0 - 6.0)
+    assert RESIDUAL_KEY not in parts
     assert sum(parts.values()) == pytest.approx(10.0)
+
+
+def test_the_scaled_idle_keeps_the_traced_split(tmp_path):
+    """The traced steps' idle split (from step_idle, per cause) scaled by one factor."""
+    a = _gpu_loop(4.0).open(tmp_path / "a")
+    per_window = step_idle(a).to_pydict()
+    traced = {f"idle:{c}": sum(per_window[f"{c}_ns"]) / 1e6 / 3 for c in IDLE_PARTS}
+    assert sum(v > 0 for v in traced.values()) >= 2  # a split, not one cause
+    assert sum(traced.values()) == pytest.approx(6.0)
+    parts = {p.key: p.ms for p in decompose(a).parts if p.kind == "idle"}
+    assert parts == pytest.approx({k: v * 4.0 / 6.0 for k, v in traced.items()})
+
+
+def test_busy_time_beyond_the_untraced_step_is_the_only_residual(tmp_path):
+    """Untraced steps of 5 ms against 6 ms of GPU busy time per traced step: no idle time is left,
+    and the 1 ms the busy rows exceed the step by is a row of its own, named for it."""
+    da = decompose(_gpu_loop(4.0, untraced_ms=5.0).open(tmp_path / "a"))
+    parts = {p.key: p for p in da.parts}
+    assert parts["kernel:K1"].ms + parts["kernel:K2"].ms == pytest.approx(6.0)
+    assert all(p.ms == 0 for p in da.parts if p.kind == "idle")
+    assert parts[RESIDUAL_KEY].ms == pytest.approx(-1.0)
+    assert parts[RESIDUAL_KEY].name == BUSY_OVER_LABEL
+    assert sum(p.ms for p in da.parts) == pytest.approx(5.0)
+
+
+def test_untraced_idle_without_a_traced_split_is_a_residual(tmp_path):
+    """Traced steps busy from start to end (K2 over [0, 12]) leave no idle split to scale: the
+    untraced steps' idle time is a residual row that says so."""
+    lp = _gpu_loop(4.0, untraced_ms=15.0, k2_end=12.0)
+    for k in lp.tables["kernels"]:  # K2 from the step's start, so the GPU never idles in it
+        if k["stream"] == 8:
+            k["start_ns"] -= 3_000_000
+    da = decompose(lp.open(tmp_path / "a"))
+    parts = {p.key: p for p in da.parts}
+    assert sum(p.ms for p in da.parts if p.kind == "kernel") == pytest.approx(12.0)
+    assert parts[RESIDUAL_KEY].ms == pytest.approx(3.0) and parts[RESIDUAL_KEY].name == IDLE_UNSPLIT_LABEL
+    assert sum(p.ms for p in da.parts) == pytest.approx(15.0)
 
 
 def test_a_shorter_kernel_shows_as_its_own_row(tmp_path):

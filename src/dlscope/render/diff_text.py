@@ -84,6 +84,8 @@ def render_diff(d: ProfileDiff, out: Console, top: int = 12) -> None:
         basis = {d.decomposition_a.basis, d.decomposition_b.basis}
         how = ("GPU busy by kernel, GPU idle by cause" if basis == {"gpu"}
                else "outermost phases" if basis == {"phases"} else "each side's own parts")
+        if d.decomposition_a.idle_scale is not None or d.decomposition_b.idle_scale is not None:
+            how += "; idle scaled to the untraced steps, see the notes"
         _changes(out, f"What changed the mean step time: {d.total_delta_ms:+,.3f} ms ({how}; the rows add up to it)",
                  d.explain, top)
     _changes(out, "Phases", d.phases, top)

@@ -8,9 +8,18 @@ work overlaps on several streams each piece gets its share of the overlapped tim
 still sum to the busy time. Without GPU data, a step splits into the outermost phases on its own
 thread and the time outside them (:func:`..step_phases.step_phases`).
 
-The decomposition covers the windows; the step-time statistics cover ``stat_steps``, which leave
-out steps slowed by detailed tracing. Their difference is one more row ("not decomposed"), so the
-rows sum to the statistics steps' mean step time exactly, by construction.
+The decomposition covers the windows; the step-time statistics cover ``stat_steps``. When every
+step was traced the two are the same steps (up to steps without GPU work), and what differs is one
+more row ("not decomposed"). In a profile with sampled detail (``dlscope profile``'s default mode)
+the statistics steps are the untraced ones and the windows the traced ones, which tracing slowed.
+Tracing slows the host (the profiler's callbacks), never the GPU, as the advice's ``gpu_idle`` and
+:mod:`..replay` hold, so the windows are calibrated to the untraced step: the GPU busy rows keep
+the traced steps' busy time per step; the idle total becomes the untraced mean step minus that
+busy time (never below 0), split over the causes in proportion to the traced steps' idle split.
+The rows then sum to the untraced mean step with no other row. A residual remains only where the
+calibration cannot close the sum: busy time longer than the untraced step (the part beyond it is a
+negative row) or traced steps without idle time to take the split from; its name says which.
+Either way the rows sum to the statistics steps' mean step time exactly, by construction.
 """
 
 from __future__ import annotations
@@ -32,6 +41,9 @@ IDLE_PARTS = {
 }
 RESIDUAL_KEY = "other:not decomposed"
 RESIDUAL_LABEL = "steps not decomposed (traced steps differ from the statistics steps: tracing overhead, steps without GPU work)"
+# residuals left by the calibration to untraced steps (same key: at most one of them per side)
+BUSY_OVER_LABEL = "steps not decomposed (GPU busy time of the traced steps beyond the untraced mean step)"
+IDLE_UNSPLIT_LABEL = "steps not decomposed (GPU idle time of the untraced steps: the traced steps had none to split by)"
 EARLIER_KEY = "gpu:(work launched before the step)"
 
 
@@ -52,10 +64,13 @@ class Decomposition:
     windows: int  # steps decomposed
     basis: str  # 'gpu' (busy by kernel + idle by cause), 'phases' (no GPU data), 'none'
     parts: list[Part] = field(default_factory=list)
+    # idle rows scaled from the traced windows to the untraced steps (see the module doc): the
+    # factor on the traced idle time, None when the windows were taken as they are
+    idle_scale: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"mean_step_ms": self.mean_step_ms, "windows": self.windows, "basis": self.basis,
-                "parts": [p.as_dict() for p in self.parts]}
+                "idle_scale": self.idle_scale, "parts": [p.as_dict() for p in self.parts]}
 
 
 def _gpu_parts(data: ProfileData) -> tuple[list[Part], int, float]:
@@ -116,7 +131,26 @@ def decompose(data: ProfileData) -> Decomposition:
         basis = "phases"
     if not n:
         return Decomposition(mean_ms, 0, "none", [Part(RESIDUAL_KEY, "other", RESIDUAL_LABEL, mean_ms)])
+    if basis == "gpu" and data.traced_excluded:
+        return _calibrated(mean_ms, n, parts)
     residual = mean_ms - covered_ms
     if abs(residual) > 1e-9:
         parts.append(Part(RESIDUAL_KEY, "other", RESIDUAL_LABEL, residual))
     return Decomposition(mean_ms, n, basis, parts)
+
+
+def _calibrated(mean_ms: float, n: int, parts: list[Part]) -> Decomposition:
+    """The traced windows' parts set against the untraced mean step ``mean_ms``: busy rows as
+    they are, idle rows scaled to fill the rest (the module doc says why)."""
+    busy = [p for p in parts if p.kind != "idle"]
+    idle = [p for p in parts if p.kind == "idle"]
+    busy_ms = sum(p.ms for p in busy)
+    traced_idle_ms = sum(p.ms for p in idle)
+    idle_ms = max(0.0, mean_ms - busy_ms)
+    scale = idle_ms / traced_idle_ms if traced_idle_ms > 0 else 0.0
+    out = busy + [Part(p.key, p.kind, p.name, p.ms * scale) for p in idle]
+    residual = mean_ms - busy_ms - (idle_ms if traced_idle_ms > 0 else 0.0)
+    if abs(residual) > 1e-9:
+        label = BUSY_OVER_LABEL if residual < 0 else IDLE_UNSPLIT_LABEL
+        out.append(Part(RESIDUAL_KEY, "other", label, residual))
+    return Decomposition(mean_ms, n, "gpu", out, idle_scale=scale)

@@ -320,7 +320,7 @@ def compare(a: ProfileData, b: ProfileData, with_advice: bool = True, names: tup
 def _notes(a: ProfileData, b: ProfileData, sa: np.ndarray, sb: np.ndarray, da: Decomposition, db: Decomposition,
            ka: dict[str, Item], kb: dict[str, Item]) -> list[str]:
     notes = []
-    for tag, data, s in (("A", a, sa), ("B", b, sb)):
+    for tag, data, s, dec in (("A", a, sa, da), ("B", b, sb, db)):
         if not len(s):
             notes.append(f"{tag} has no steps: its values are totals over the whole profile (phases: per "
                          "instance), with no step-time statistics or decomposition; --key-node NAME marks "
@@ -329,6 +329,11 @@ def _notes(a: ProfileData, b: ProfileData, sa: np.ndarray, sb: np.ndarray, da: D
         if st.traced_excluded:
             notes.append(f"{tag}: step statistics leave out {len(st.traced_excluded)} step(s) slowed by detailed "
                          "tracing; ops and kernels come from those traced steps")
+        if dec.idle_scale is not None:
+            # tracing slows the host, not the GPU: say how the traced steps were set against the untraced ones
+            notes.append(f"{tag}: the GPU busy rows are the traced steps' busy time per step; the idle rows split the "
+                         f"rest of the untraced mean step ({dec.mean_step_ms:,.3f} ms) as the traced steps' idle time "
+                         f"was split, scaled by {dec.idle_scale:.3f} (tracing slows the host, not the GPU)")
     if da.basis != db.basis and "none" not in (da.basis, db.basis):
         notes.append(f"A is decomposed by {da.basis}, B by {db.basis} (one side has no GPU data): "
                      "the rows cannot match, their sums still give each side's mean step time")

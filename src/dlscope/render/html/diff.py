@@ -133,7 +133,10 @@ def _advice(d: ProfileDiff) -> str:
 def render_diff_page(d: ProfileDiff) -> str:
     explain_intro = ("The change of the mean step time, split into parts that add up to it: GPU busy time by "
                      "kernel, copy and set, and GPU idle time by cause (or the outermost phases, without GPU "
-                     "data). Share: each row's part of the total change.")
+                     "data). Where a side's step statistics use untraced steps, its busy rows come from the "
+                     "traced steps and its idle rows split the rest of the untraced step as the traced steps' "
+                     "idle time was split (tracing slows the host, not the GPU). "
+                     "Share: each row's part of the total change.")
     parts = [
         _cards(d), _steps(d),
         _changes("explain", f"What changed the mean step time ({_d(d.total_delta_ms)} ms)", d.explain, explain_intro),
