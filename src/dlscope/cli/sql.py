@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import duckdb
-
 from ..errors import UsageError
-from ..render.tables import render
-from ..render.terminal import console
-from ..store import db
 from .base import Command
 from .common import add_format, open_for_analysis
 
@@ -31,6 +26,12 @@ class SqlCommand(Command):
         add_format(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        import duckdb
+
+        from ..render.tables import render
+        from ..render.terminal import console
+        from ..store import db
+
         data = open_for_analysis(args.profile)
         try:
             table = db.query_arrow(data.con, args.query)

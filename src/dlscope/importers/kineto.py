@@ -28,7 +28,7 @@ from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
 from .torch_phases import TORCH_AUTO_DOMAIN, TORCH_AUTO_PATTERN, derive_torch_phases
-from .trace_json import carve
+from .trace_json import CarvedTrace, carve
 
 # args read from each event. Numbers are parsed as numbers (fast); a trace whose values do not
 # fit (a string where a number is expected) is re-read with every field as text and cast (slow,
@@ -158,7 +158,14 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         if rank is None:
             rank = _rank_of(path, md)
         try:
-            _read_events(con, ev, carved.events_path, md, _is_legacy(carved.events_path))
+            try:
+                _read_events(con, ev, carved, md)
+            except duckdb.Error:
+                if not carved.lines:
+                    raise
+                # not Kineto's layout after all (a line is not one event): read the array as it is
+                carved = carve(path, work, lines=False)
+                _read_events(con, ev, carved, md)
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
@@ -218,19 +225,22 @@ def _is_legacy(events: Path) -> bool:
     return b'"external id"' in head and b'"External id"' not in head
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, ev: str, events: Path, md: dict[str, Any], legacy: bool) -> None:
+def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, md: dict[str, Any]) -> None:
     base = md.get("baseTimeNanoseconds")
     try:
         base_ns = int(base) if base is not None else 0
     except (TypeError, ValueError):
         base_ns = 0
+    legacy = _is_legacy(carved.events_path)
+    fmt = "newline_delimited" if carved.lines else "array"
     try:
-        _create_ev(con, ev, events, base_ns, legacy, typed=True)
+        _create_ev(con, ev, carved.events_path, fmt, base_ns, legacy, typed=True)
     except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
-        _create_ev(con, ev, events, base_ns, legacy, typed=False)
+        _create_ev(con, ev, carved.events_path, fmt, base_ns, legacy, typed=False)
 
 
-def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
+def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, fmt: str, base_ns: int, legacy: bool,
+               typed: bool) -> None:
     fields = _ARGS_TYPED if typed else _ARGS_TEXT
     if legacy:
         fields = fields.replace('"External id"', '"external id"')
@@ -262,7 +272,7 @@ def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: i
                {num(a + '"Record function id"')} AS rf_id, args.cuda_sync_kind AS sync_kind,
                {num(a + '"Device Id"')} AS mem_device, {num(a + '"Device Type"')} AS mem_device_type,
                {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved
-        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array')
+        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='{fmt}')
         WHERE ph IN ('X', 'i', 'I')
     """)
 
