@@ -51,35 +51,11 @@ class _Quoter:
         return _TIME_NUMBER.sub(rb'\1"\2"', data)
 
 
-# Kineto pretty-prints each event over several lines, with the events at an indent of two spaces
-# and everything inside them deeper: this separator occurs only between two events.
-_KINETO_SEP = b"\n  },\n  {"
-_MARK = b"\x00"  # never in valid JSON text (control characters are escaped in strings)
-_TO_LINES = bytes.maketrans(_MARK, b"\n")
-
-
-class _Lines:
-    """Turns Kineto's pretty-printed event array into newline-delimited JSON (one event per line),
-    which DuckDB parses in parallel (2x faster on 2 cores than one array). Raw newlines cannot
-    occur inside JSON strings, so deleting them all is safe; the separator between events becomes
-    the only newline. Two passes over the bytes, in C."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-
-    def feed(self, block: bytes, final: bool = False) -> bytes:
-        data = self.pending + block
-        keep = 0 if final else len(_KINETO_SEP) - 1  # a separator may straddle two blocks
-        data, self.pending = (data[:len(data) - keep], data[len(data) - keep:]) if keep else (data, b"")
-        return data.replace(_KINETO_SEP, b"}" + _MARK + b"{").translate(_TO_LINES, b"\n")
-
-
 @dataclass
 class CarvedTrace:
-    events_path: Path  # a JSON array of event objects, or one event per line (``lines``)
+    events_path: Path  # a JSON array of event objects
     metadata: dict[str, Any]  # every top-level key except traceEvents
     array_bytes: int
-    lines: bool = False  # newline-delimited: DuckDB's format='newline_delimited'
 
 
 try:  # ISA-L's gzip decompresses about 3x faster than zlib's (170 MB: 0.12 s vs 0.38 s here)
@@ -145,12 +121,10 @@ def _end_of_array(tail: bytes) -> tuple[int, dict[str, Any]] | None:
                 best = (pos, extra)
 
 
-def carve(path: Path, workdir: Path, lines: bool = True,
-          progress: Callable[[float], None] | None = None) -> CarvedTrace:
+def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = None) -> CarvedTrace:
     """Write the trace's event array to ``workdir/events.json`` and return it with the metadata.
-    With ``lines``, a Kineto-formatted array is written one event per line instead (see
-    :class:`_Lines`). ``progress`` gets the fraction of the input file read. Raises InputError
-    for a file that is not a trace or is truncated."""
+    ``progress`` gets the fraction of the input file read. Raises InputError for a file that is
+    not a trace or is truncated."""
     out_path = workdir / "events.json"
     head = b""
     written = 0
@@ -158,7 +132,6 @@ def carve(path: Path, workdir: Path, lines: bool = True,
     header: dict[str, Any] | None = None
     top_level_array = False
     quoter: _Quoter | None = None
-    liner: _Lines | None = None
     decided = False
     size = max(path.stat().st_size, 1) if progress else 1
     with open(out_path, "wb") as out:
@@ -184,20 +157,13 @@ def carve(path: Path, workdir: Path, lines: bool = True,
             if not decided:
                 decided = True
                 quoter = _Quoter() if _LONG_TIME.search(block[: 1 << 20]) else None
-                if lines and header is not None and _KINETO_SEP in block[: 1 << 20]:
-                    liner = _Lines()
-                    block = block[1:]  # the '[': lines hold the events alone
             if quoter is not None:
                 block = quoter.feed(block)
-            if liner is not None:
-                block = liner.feed(block)
             out.write(block)
             written += len(block)
             tail = (tail + block)[-TAIL_KEEP:]
-        if quoter is not None or liner is not None:
-            block = quoter.feed(b"", final=True) if quoter is not None else b""
-            if liner is not None:
-                block = liner.feed(block, final=True)
+        if quoter is not None:
+            block = quoter.feed(b"", final=True)
             out.write(block)
             written += len(block)
             tail = (tail + block)[-TAIL_KEEP:]
@@ -213,7 +179,7 @@ def carve(path: Path, workdir: Path, lines: bool = True,
         if found is None:
             raise InputError(f"{path}: truncated or malformed trace (cannot find the end of traceEvents)")
         pos, after = found
-        cut = written - len(tail) + pos + (0 if liner is not None else 1)  # lines end before the ']'
+        cut = written - len(tail) + pos + 1
         out.truncate(cut)
     head_text = header["_head"].rstrip()
     if head_text.endswith(b","):
@@ -225,4 +191,4 @@ def carve(path: Path, workdir: Path, lines: bool = True,
     if not isinstance(before, dict):
         raise InputError(f"{path}: not a trace (top level is not an object)")
     before.update(after)
-    return CarvedTrace(out_path, before, cut, lines=liner is not None)
+    return CarvedTrace(out_path, before, cut)
