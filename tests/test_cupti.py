@@ -357,3 +357,62 @@ def test_a_kind_cupti_refuses(tmp_path, fake, monkeypatch, refused, status):
         assert any("SYNCHRONIZATION records not available" in n for n in meta.notes)
     else:
         assert "CUPTI error" in meta.collectors["cupti"].reason and fake.enabled == set()
+
+
+def _fake_cupti_package(root, body):
+    """A 'cupti' package whose cupti.cupti module runs ``body`` at import (as cupti-python's
+    compiled module imports cuda.bindings at init)."""
+    pkg = root / "cupti"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cupti.py").write_text(body)
+
+
+def _forget_cupti(monkeypatch):
+    for name in [m for m in sys.modules if m == "cupti" or m.startswith("cupti.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_cupti_python_missing_its_dependency_is_not_called_not_installed(tmp_path, monkeypatch):
+    # what a --no-deps install of cupti-python does: its module imports cuda.bindings, absent here
+    _fake_cupti_package(tmp_path, "import dlscope_test_absent_cuda_bindings.driver\n")
+    _forget_cupti(monkeypatch)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    s, prof = session(tmp_path, cupti="on")
+    with prof:
+        pass
+    st = open_profile(tmp_path / "c.dlscope").meta.collectors["cupti"]
+    assert st.status == "unavailable"
+    assert "not installed" not in st.reason and "'dlscope_test_absent_cuda_bindings'" in st.reason
+    assert "\n" not in st.reason
+
+
+def test_cupti_import_failure_reasons():
+    from dlscope.capture.cupti_lib import import_failure
+
+    def failure(stmt):
+        try:
+            exec(stmt)
+        except Exception as e:
+            return import_failure(e)
+        raise AssertionError("no failure")
+
+    assert failure("raise ModuleNotFoundError('x', name='cupti')").startswith("cupti-python is not installed")
+    assert "does not load on Python" in failure("raise ModuleNotFoundError('x', name='cupti.cupti')")
+    msg = failure("raise OSError('libcupti.so.13: cannot open shared object file\\nmore')")
+    assert msg == "cupti-python could not be imported: OSError: libcupti.so.13: cannot open shared object file"
+
+
+def test_libcupti_candidates_from_wheels_and_toolkits(tmp_path):
+    from dlscope.capture.cupti_lib import candidates
+
+    wheel = tmp_path / "site" / "nvidia" / "cu13" / "lib"
+    old_wheel = tmp_path / "site" / "nvidia" / "cuda_cupti" / "lib"
+    toolkit = tmp_path / "cuda" / "extras" / "CUPTI" / "lib64"
+    for d, so in ((wheel, "libcupti.so.13"), (old_wheel, "libcupti.so.12"), (toolkit, "libcupti.so.13")):
+        d.mkdir(parents=True)
+        (d / so).write_bytes(b"")
+    found = candidates([str(tmp_path / "nothing"), str(tmp_path / "site")], {"CUDA_HOME": str(tmp_path / "cuda")}, roots=())
+    # .so.13 before .so.12; a wheel on the path before a toolkit
+    assert found == [wheel / "libcupti.so.13", toolkit / "libcupti.so.13", old_wheel / "libcupti.so.12"]

@@ -61,7 +61,8 @@ def compute(data: ProfileData) -> ReportResult:
                100.0 * sum(own_ns) / nullif(sum(sum(own_ns)) OVER (), 0) AS self_gpu_pct,
                sum(total_ns)::BIGINT / 1e6 AS gpu_total_ms,
                sum(own_kernels)::BIGINT AS kernels,
-               mode(input_shapes) AS input_shapes
+               mode(input_shapes) AS input_shapes,
+               mode(source) AS source
         FROM o GROUP BY name ORDER BY self_gpu_ms DESC, self_cpu_ms DESC, name""")
     notes = [] if table.num_rows else ["no ops in the selected steps"]
     if not gpu:
@@ -72,6 +73,10 @@ def compute(data: ProfileData) -> ReportResult:
                                    ANTI JOIN raw_ops o ON o.rank = w.rank AND o.external_id = w.external_id""")
         if unlinked:
             notes.append(f"{unlinked / 1e6:.3f} ms of GPU work has no launching op and is not in this table")
+    if table.num_rows and table.column("source").null_count == table.num_rows:
+        table = table.drop_columns(["source"])
+    elif table.num_rows:
+        notes.append("source: where the op comes from (framework op path, program line), as the framework recorded it")
     if table.num_rows and table.column("input_shapes").null_count == table.num_rows:
         table = table.drop_columns(["input_shapes"])
     elif table.num_rows:

@@ -66,6 +66,9 @@ TENSOR_CORE_ELIGIBLE_OP_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"matmul|gemm|batchmatmul|fusedmatmul", "MatMul, BatchMatMulV2, _FusedMatMul (TensorFlow), torch_gemm"),
     (r"convolution|(^|::|_)conv(\d?d|_transpose\w*|_tbc)?($|_|\()|conv[123]d", "aten::convolution, aten::cudnn_convolution, Conv2D"),
     (r"attention|attn|sdpa|fmha", "aten::_scaled_dot_product_flash_attention, aten::_efficient_attention_backward"),
+    # XLA's HLO ops (JAX, TensorFlow with XLA): dot products and the library calls they become
+    (r"^(dot|dot_general|cublas-gemm|cublas-lt-matmul|cudnn-conv|triton_gemm|gemm_fusion)([._]\d+)?$|__cublas|__cudnn\$conv",
+     "dot.2, cublas-gemm.1, cudnn-conv.3 (XLA)"),
 )
 
 

@@ -11,9 +11,12 @@ from .cupti import CuptiCollector
 from .nvml import NvmlCollector
 from .nvtx_emit import NvtxEmitter
 from .torch import TorchCollector
+from .xprof import JaxCollector, TensorflowCollector
 
 COLLECTORS: list[type[Collector]] = [
     TorchCollector,
+    JaxCollector,  # JAX ops and kernels through jax.profiler
+    TensorflowCollector,  # TensorFlow ops and kernels through tf.profiler.experimental
     NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
     CuptiCollector,  # CUDA activity for programs not using PyTorch
     NvtxEmitter,  # phases and steps as NVTX ranges, when asked

@@ -34,6 +34,8 @@ class Settings:
     torch: str = "auto"  # auto | on | off
     nvml: str = "auto"
     cupti: str = "auto"
+    jax: str = "auto"  # the JAX layer (jax.profiler)
+    tensorflow: str = "auto"  # the TensorFlow layer (tf.profiler.experimental)
     nvtx: bool = False
     key_node: str | None = None
     flush_interval_s: float = 1.0

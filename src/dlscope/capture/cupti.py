@@ -44,6 +44,11 @@ TRACE_DOMAIN = "trace"  # finalize.TRACE_DOMAIN: phases marking when detailed tr
 FRAMEWORKS: tuple[str, ...] = ("cupy", "jax", "tensorflow", "numba.cuda", "pycuda.driver", "cuda.bindings.runtime",
                                "cuda.bindings.driver", "cuda.core", "tensorrt", "onnxruntime")
 
+# Frameworks whose own profiler (run by dlscope's layer for them) drives CUPTI: the Settings field
+# that turns the layer off, and the profiler's name.
+OWN_PROFILER: dict[str, tuple[str, str]] = {"jax": ("jax", "jax.profiler"),
+                                            "tensorflow": ("tensorflow", "tf.profiler")}
+
 
 class CuptiCollector(Collector):
     name: ClassVar[str] = "cupti"
@@ -99,6 +104,11 @@ class CuptiCollector(Collector):
             if "torch" in sys.modules and self.settings.torch != "off":
                 self.state, self.reason = "skipped", f"{module} was imported after torch: CUPTI is left to the PyTorch layer"
                 return
+            layer = OWN_PROFILER.get(module.split(".")[0])
+            if layer and getattr(self.settings, layer[0], "auto") != "off":
+                self.state, self.reason = "skipped", f"{module} was imported: its own profiler ({layer[1]}) records " \
+                    "the GPU, CUPTI is left to it"
+                return
             self._begin(f"import {module}")
 
     def _begin(self, trigger: str) -> None:
@@ -149,6 +159,8 @@ class CuptiCollector(Collector):
         if self.trigger:
             out["started_by"] = self.trigger
         if self._tracer is not None:
+            if getattr(self._tracer, "preloaded", None):
+                out["libcupti_preloaded"] = self._tracer.preloaded
             out["records"] = dict(getattr(self._tracer, "records", {}))
             sizes = getattr(self._tracer, "record_bytes", None)
             if sizes is not None:

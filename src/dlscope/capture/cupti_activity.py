@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import CollectorUnavailable
 from ..store.spool import write_json_atomic
+from . import cupti_lib
 from . import cupti_records as cr
 
 BUFFER_BYTES = 8 * 1024 * 1024
@@ -89,7 +90,8 @@ def _cupti_reason(cupti: Any, e: BaseException) -> str:
         if name == "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
             return "another CUPTI client (nsys, ncu, compute-sanitizer or a framework profiler) holds this process"
         return f"CUPTI error {name}"
-    return f"{e.__class__.__name__}: {e}"
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{e.__class__.__name__}: {first}"[:300]
 
 
 class ActivityTracer:
@@ -120,6 +122,7 @@ class ActivityTracer:
         self._kernel_names: set[int] = set()
         self._api_names: set[tuple[int, int]] = set()
         self._enabled: list[int] = []
+        self.preloaded: str | None = None  # the libcupti dlscope loaded itself, if any
 
     # ---- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -129,12 +132,12 @@ class ActivityTracer:
             raise CollectorUnavailable(reason)
         try:
             from cupti import cupti
-        except ImportError:
-            raise CollectorUnavailable("cupti-python is not installed (pip install cupti-python)") from None
-        except Exception as e:
-            raise CollectorUnavailable(f"cupti-python could not be loaded: {e}") from None
+        except Exception as e:  # ImportError is not always "not installed": see cupti_lib
+            raise CollectorUnavailable(cupti_lib.import_failure(e)) from None
         self.cupti = cupti
         try:
+            # cupti-python's loader misses wheels on PYTHONPATH (a --target install): load it first
+            self.preloaded = cupti_lib.preload()
             self._probe_other_client()
             self._lib = _load_libcupti()
             cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)  # tids as the OS (and dlscope) sees them

@@ -57,6 +57,10 @@ class ProfileCommand(Command):
         parser.add_argument("--nvml", choices=("auto", "on", "off"), default="auto", help="GPU counter sampler")
         parser.add_argument("--cupti", choices=("auto", "on", "off"), default="auto",
                             help="CUPTI tracing for CUDA programs that do not use PyTorch")
+        parser.add_argument("--jax", choices=("auto", "off"), default="auto",
+                            help="JAX layer: ops, kernels and steps through jax.profiler")
+        parser.add_argument("--tf", choices=("auto", "off"), default="auto", dest="tensorflow",
+                            help="TensorFlow layer: ops, kernels and steps through tf.profiler")
         parser.add_argument("--nvtx", action="store_true", help="also emit phases and steps as NVTX ranges")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op that marks one iteration")
         parser.add_argument("--quiet", action="store_true", help="do not print the summary")
@@ -80,6 +84,7 @@ class ProfileCommand(Command):
         settings = Settings(batch_size=args.batch_size, steps=window, warmup=args.warmup, mode=args.mode,
                             detail_steps=args.detail_steps,
                             torch=args.torch, nvml=args.nvml, cupti=args.cupti, nvtx=args.nvtx,
+                            jax=args.jax, tensorflow=args.tensorflow,
                             key_node=args.key_node)
         rc = run_profiled(cmd, out, settings)
         from ..analysis.context import ProfileData

@@ -7,9 +7,12 @@ from .base import Importer, ImportOptions
 from .execution_trace import ExecutionTraceImporter
 from .kineto import KinetoImporter
 from .memory_timeline import MemoryTimelineImporter
+from .ncu import NcuImporter
 from .nsys import NsysImporter
+from .xprof import XprofImporter
 
 # nsys first: it recognizes SQLite by its magic bytes, cheaper than the JSON sniffs
-IMPORTERS: list[Importer] = [NsysImporter(), ExecutionTraceImporter(), MemoryTimelineImporter(), KinetoImporter()]
+IMPORTERS: list[Importer] = [NsysImporter(), NcuImporter(), XprofImporter(), ExecutionTraceImporter(),
+                             MemoryTimelineImporter(), KinetoImporter()]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]

@@ -308,7 +308,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
         con.execute("""CREATE OR REPLACE TEMP TABLE launch_step AS
             SELECT rank, correlation_id, any_value(step) AS step FROM final_api
             WHERE correlation_id IS NOT NULL GROUP BY ALL""")
-    for name in ("kernels", "memcpy", "memset"):
+    for name in ("kernels", "memcpy", "memset", "comms"):
         j, st = step_join(name, "start_ns")
         launch, step = "", st
         if has_steps and has.get("api"):
@@ -316,6 +316,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
             step = f"coalesce(a.step, {st})"
         final(name, f"SELECT t.* REPLACE ({step} AS step) FROM in_{name} t {launch} {j}")
     final("steps", "SELECT * FROM in_steps")
+    final("kernel_metrics", "SELECT * FROM in_kernel_metrics")
     return views
 
 

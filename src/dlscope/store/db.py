@@ -59,3 +59,10 @@ def arrow_batches(con: duckdb.DuckDBPyConnection, sql: str, rows_per_batch: int 
         if fn is not None:
             return fn(rows_per_batch)
     raise RuntimeError("this DuckDB release cannot stream Arrow batches")
+
+
+def duck_type(t: pa.DataType | str) -> str:
+    """The DuckDB type of a schema column's Arrow type (or its name, ``Column.dtype``)."""
+    from .schema import DUCK_TYPES
+
+    return DUCK_TYPES[str(t)]

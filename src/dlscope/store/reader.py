@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError, ProfileFormatError
 from . import db
 from .meta import Meta, load_meta
-from .schema import NAME_COLUMNS, TABLES
+from .schema import NAME_COLUMNS, OPTIONAL_COLUMNS, OPTIONAL_TABLES, TABLES
 
 
 @dataclass
@@ -28,6 +28,7 @@ class StoredProfile:
     path: Path
     meta: Meta
     files: dict[str, list[Path]] = field(default_factory=dict)
+    absent_columns: dict[str, set[str]] = field(default_factory=dict)  # optional columns the files predate
 
     @property
     def name(self) -> str:
@@ -52,7 +53,7 @@ def open_profile(path: str | Path) -> StoredProfile:
     prof = StoredProfile(p, meta)
     for spec in TABLES:
         files = sorted(p.glob(f"{spec.name}.parquet")) + sorted(p.glob(f"{spec.name}.rank*.parquet"))
-        if not files:
+        if not files and spec.name not in OPTIONAL_TABLES:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         for f in files:
             try:
@@ -60,6 +61,10 @@ def open_profile(path: str | Path) -> StoredProfile:
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
             missing = set(spec.column_names()) - set(md.schema.names)
+            optional = missing & set(OPTIONAL_COLUMNS.get(spec.name, ()))
+            if optional:
+                prof.absent_columns.setdefault(spec.name, set()).update(optional)
+                missing -= optional
             if missing:
                 raise ProfileFormatError(f"{f}: table {spec.name} lacks columns {sorted(missing)}")
         prof.files[spec.name] = files
@@ -70,9 +75,15 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     """Create the views of ``profile`` in ``con`` (a new connection if None) and return it."""
     con = con or db.connect()
     for spec in TABLES:
-        files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
-        cols = ", ".join(f'"{c}"' for c in spec.column_names())
-        src = f"SELECT {cols} FROM read_parquet({files})"
+        absent = profile.absent_columns.get(spec.name, set())
+        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in absent else f'"{c.name}"'
+                         for c in spec.columns)
+        if profile.files[spec.name]:
+            files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
+            src = f"SELECT {cols} FROM read_parquet({files})"
+        else:  # a table this profile predates (see schema.OPTIONAL_TABLES)
+            src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
+                + " WHERE FALSE"
         if spec.name == "strings":
             con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
             continue
@@ -91,3 +102,4 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
         con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
         con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
     return con
+

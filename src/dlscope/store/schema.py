@@ -14,7 +14,9 @@ Conventions (they hold for every table):
 * Names (ops, kernels, API calls, phases, metrics, shapes) are interned once in ``strings`` and
   referred to by ``*_id`` int32 columns; the DuckDB views made by the reader add the decoded
   ``name`` column.
-* ``rank`` is the distributed rank (0 for a single process); ``step`` is the iteration an event
+* ``rank`` is the distributed rank (0 for a single process), from the launcher's environment
+  (``RANK``, as torchrun and ``accelerate launch`` set it) or from ``torch.distributed`` once the
+  process group exists (``mp.spawn``); every rank of a job is one profile on one clock. ``step`` is the iteration an event
   belongs to (NULL outside any step); ``correlation_id`` links a CUDA API call to the GPU activity
   it caused (CUPTI's correlation id); ``external_id`` links a framework op to the API calls and
   GPU activity it caused (Kineto's "External id").
@@ -144,7 +146,10 @@ OPS = Table(
      _c("input_shapes_id", I32, "input shapes as text, an id in strings"),
      _c("input_types_id", I32, "input dtypes as text, an id in strings"),
      _c("category", STR, "'cpu_op' or another framework category"),
-     STEP),
+     STEP,
+     _c("source_id", I32, "where the op comes from, an id in strings: the framework's op path and the "
+                          "program's source line when the framework records them (JAX: 'jit(f)/jvp()/dot_general "
+                          "(train.py:26 loss_fn)')")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -209,6 +214,29 @@ SYNC = Table(
     sort_by=("rank", "start_ns"),
 )
 
+COMMS = Table(
+    "comms", "framework",
+    "Collective and point-to-point communication (NCCL, RCCL, Gloo): one row per operation as it ran, "
+    "on the GPU (a communication kernel) or on a host thread (Gloo's worker threads), with its "
+    "message sizes and process group where the trace says them.",
+    (RANK, PID, TID, DEVICE, STREAM, START, END,
+     _c("name_id", I32, "the operation, normalized: 'allreduce', 'allgather', 'reducescatter', 'broadcast', "
+                        "'reduce', 'alltoall', 'sendrecv', 'send', 'recv', 'barrier', 'gather', 'scatter' "
+                        "(or the library's own name when none of these), an id in strings", False),
+     _c("backend", STR, "'nccl', 'rccl', 'gloo' or another library"),
+     _c("where", STR, "'gpu': a GPU kernel ran it (device, stream set); 'host': a host thread did (tid set)",
+        False),
+     _c("in_bytes", I64, "bytes of this rank's input (for allgather its share; for reducescatter the whole "
+                         "input), NULL when the trace does not say"),
+     _c("out_bytes", I64, "bytes of this rank's output (for allgather the whole gathered output)"),
+     _c("dtype", STR, "element type as the trace names it"),
+     _c("group_name", STR, "process group (communicator) name"),
+     _c("group_ranks", STR, "global ranks of the process group, as text ('[0, 1]'), when known"),
+     _c("group_size", I32, "ranks in the process group (the world size when the trace names no group)"),
+     CORR, EXT, STEP),
+    sort_by=("rank", "start_ns"),
+)
+
 COUNTERS = Table(
     "counters", "hardware",
     "Sampled counters: NVML/GPM GPU metrics, memory timelines. Units per metric in METRICS.",
@@ -219,24 +247,47 @@ COUNTERS = Table(
     sort_by=("rank", "metric_id", "ts_ns"),
 )
 
+KERNEL_METRICS = Table(
+    "kernel_metrics", "hardware",
+    "Per-kernel metrics measured by Nsight Compute (ncu) on chosen launches: one row per profiled launch "
+    "and metric. Joined to kernels by name (and launch order). Absent from profiles written before it "
+    "existed (read as empty).",
+    (RANK, DEVICE, NAME,
+     _c("launch", I32, "ncu's id of the profiled launch (its ID column): 0, 1, ... in launch order", False),
+     _c("section_id", I32, "ncu section the metric belongs to, an id in strings"),
+     _c("metric_id", I32, "metric name as ncu reports it, an id in strings", False),
+     _c("value", F64, "value in unit; ncu's scaled units converted to the base unit (ns, byte, byte/s, hz)"),
+     _c("unit", STR, "ns, byte, byte/s, hz, %, cycle, ... (as ncu names base units); NULL: a count"),
+     _c("pid", I64, "host process that launched it")),
+    sort_by=("rank", "launch", "metric_id"),
+)
+
+# Tables and columns a profile may lack (written before they existed): read as empty / NULL.
+OPTIONAL_TABLES = ("comms", "kernel_metrics")
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
+
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
-    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id"},
+    "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id",
+            "source": "source_id"},
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
+    "comms": {"name": "name_id"},
+    "kernel_metrics": {"name": "name_id", "section": "section_id", "metric": "metric_id"},
 }
 
-TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COUNTERS)
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
+                             KERNEL_METRICS)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "application": ("phases", "steps"),
-    "framework": ("ops",),
+    "framework": ("ops", "comms"),
     "runtime": ("api", "sync"),
-    "hardware": ("kernels", "memcpy", "memset", "counters"),
+    "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
 }
 
 # Counter metrics: name -> (unit, description). A collector may add metrics not listed here; they

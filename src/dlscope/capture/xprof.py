@@ -1,0 +1,321 @@
+"""The JAX and TensorFlow layers: framework ops, kernels and steps through the frameworks' own
+profiler (``jax.profiler`` / ``tf.profiler.experimental``, the same TSL profiler in each).
+
+When the program imports the framework, the collector starts its profiler writing into the
+spool; at stop the profiler writes its XSpace (``*.xplane.pb``) there, and finalize reads it with
+the XProf importer (:mod:`dlscope.importers.xprof`): HLO or TensorFlow ops with their kernels
+(XLA annotates every kernel with its HLO op, so each kernel has its op), the program's
+``StepTraceAnnotation``/``Trace(step_num=)`` steps and ``TraceAnnotation`` phases. The
+framework's profiler drives CUPTI itself, so dlscope's own CUPTI collector stays off for it.
+
+JAX registers its GPU tracer when its backends start, and ``start_trace`` starts them: starting
+at ``import jax`` would fix the platform before the program configures it. So the JAX profiler
+starts right after JAX first initializes its backends (the first array operation or device
+query), by wrapping ``jax._src.xla_bridge.backends``.
+
+Python-function tracing is off (it costs more than everything else together). The whole run is
+traced unless the program marks dlscope steps, in which case tracing stops after the warm-up
+and the detail steps, as the PyTorch layer does.
+
+Clocks: the XSpace stamps events with the Unix-epoch clock. At start an annotation is bracketed
+by two reads of the session's clock; at decode every event is shifted by the smallest amount
+that puts it inside the bracket.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import CollectorUnavailable
+from .base import Collector, DecodeContext, Settings
+from .import_hooks import cancel, when_imported
+from .schedule import Action
+from .torch import TRACE_DOMAIN, detail_last_step
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .session import Session
+
+CLOCK_MARKER = "dlscope-clock-sync"
+
+
+class XprofCollector(Collector):
+    """Base of the two: ``framework`` is the module whose import starts it."""
+
+    framework: ClassVar[str] = ""
+    scope = "process"
+    layers = ("framework", "runtime", "hardware")
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.session: Session | None = None
+        self.module: ModuleType | None = None
+        self.tracing = False
+        self.done = False
+        self.reason = ""
+        self.marker: tuple[int, int] | None = None
+        self.window: list[int] = []
+        self.last_step: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def logdir(self) -> Path:
+        assert self.session is not None
+        return self.session.spool_dir / f"{self.session.pid}.{self.name}"
+
+    def start(self, session: Session) -> None:
+        self.session = session
+        self.last_step = detail_last_step(self.settings, session.schedule)
+        when_imported(self.framework, self._on_import)
+
+    def _on_import(self, module: ModuleType) -> None:
+        if self.session is None or self.session.stopped:
+            return
+        self.module = module
+        self._arm()
+
+    def _arm(self) -> None:
+        """Start tracing now (subclasses may wait for the framework to be ready)."""
+        self._begin()
+
+    def _begin(self) -> None:
+        with self._lock:
+            if self.tracing or self.done or self.session is None or self.session.stopped:
+                return
+            if not self.session.claim_cupti(self.name):
+                self.reason = f"CUPTI is used by {self.session.cupti_owner}: GPU activity of {self.framework} not recorded"
+            clock = self.session.clock
+            start = clock()
+            try:
+                self._start_profiler(str(self.logdir))
+            except Exception as e:  # the program must run on whatever happens here
+                self.reason = f"{self.framework} profiler did not start: {e.__class__.__name__}: {str(e)[:200]}"
+                self.done = True
+                self.session.release_cupti(self.name)
+                return
+            a = clock()
+            self._annotate(CLOCK_MARKER)
+            self.marker = (a, clock())
+            self.window = [start, 0, threading.get_native_id()]
+            self.tracing = True
+
+    def _end(self) -> None:
+        with self._lock:
+            if not self.tracing or self.session is None:
+                return
+            self.tracing = False
+            self.done = True
+            self.window[1] = self.session.clock()
+            try:
+                self._stop_profiler()
+            except Exception as e:
+                self.reason = f"{self.framework} profiler did not write its trace: {e.__class__.__name__}: {str(e)[:200]}"
+            finally:
+                self.session.release_cupti(self.name)
+
+    def on_step(self, step: int, action: Action) -> None:
+        if self.tracing and (action is Action.SKIP or (self.last_step is not None and step > self.last_step)):
+            self._end()
+
+    def stop(self) -> None:
+        cancel(self.framework, self._on_import)
+        self._unarm()
+        self._end()
+        if self.session is not None and self.window:
+            header = {"marker": list(self.marker) if self.marker else None, "window": self.window,
+                      "app_steps": self.session.recorder.step_count, "framework": self.framework}
+            (self.session.spool_dir / f"{self.session.pid}.{self.name}.json").write_text(json.dumps(header))
+        if self.module is None:
+            raise CollectorUnavailable(f"the program never imported {self.framework}")
+        if not self.window:
+            raise CollectorUnavailable(self.reason or f"{self.framework} never initialized its backends")
+
+    def _unarm(self) -> None:
+        """Undo what _arm set up."""
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"framework": self.framework, "version": getattr(self.module, "__version__", None)}
+        if self.reason:
+            out["note"] = self.reason
+        return out
+
+    # ---- the framework's profiler ------------------------------------------------------------
+    def _start_profiler(self, logdir: str) -> None:
+        raise NotImplementedError
+
+    def _stop_profiler(self) -> None:
+        raise NotImplementedError
+
+    def _annotate(self, name: str) -> None:
+        raise NotImplementedError
+
+    # ---- finalize ------------------------------------------------------------------------------
+    @classmethod
+    def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
+        import pyarrow as pa
+
+        from ..importers.xprof import find_xspaces, read_xspace
+
+        try:
+            header = json.loads((spool_dir / f"{pid}.{cls.name}.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        files = find_xspaces(spool_dir / f"{pid}.{cls.name}") if (spool_dir / f"{pid}.{cls.name}").is_dir() else []
+        if not files:
+            context.notes.append(f"process {pid}: the {header.get('framework')} profiler wrote no trace")
+            return {}
+        out: dict[str, list[pa.Table]] = {}
+        for path in files:
+            res = read_xspace(path.read_bytes(), rank=context.rank, pid=pid, marker=CLOCK_MARKER)
+            shift = _shift_ns(header.get("marker"), res.marker_ns, context.offset_ns)
+            for name, table in res.tables.items():
+                if name == "steps":
+                    if header.get("app_steps"):
+                        continue  # the program's own dlscope steps win
+                    table = _warmup(table, int((context.session.get("schedule") or {}).get("warmup") or 0))
+                out.setdefault(name, []).append(_shifted(table, shift))
+            for d in res.devices:
+                if d not in context.devices:
+                    context.devices.append(d)
+            context.frameworks.update(res.frameworks)
+        w = header.get("window") or []
+        if len(w) == 3:
+            end = w[1] or w[0]
+            out.setdefault("phases", []).append(pa.table({
+                "rank": pa.array([context.rank], pa.int32()), "pid": [pid], "tid": [int(w[2])],
+                "start_ns": [int(w[0]) + context.offset_ns], "end_ns": [int(end) + context.offset_ns],
+                "name": [f"{header.get('framework')} profiler tracing"], "kind": ["range"], "source": ["dlscope"],
+                "domain": [TRACE_DOMAIN]}))
+        return {k: pa.concat_tables(v, promote_options="permissive") for k, v in out.items()}
+
+
+def _warmup(steps: pa.Table, n: int) -> pa.Table:
+    """The first ``n`` steps (by number) flagged as warm-up, as the session's schedule says."""
+    import pyarrow as pa
+
+    order = sorted(steps.column("step").to_pylist())
+    first = set(order[:n])
+    flags = pa.array([s in first for s in steps.column("step").to_pylist()], pa.bool_())
+    return steps.set_column(steps.schema.get_field_index("warmup"), "warmup", flags)
+
+
+def _shift_ns(marker: list[int] | None, seen: tuple[int, int] | None, offset_ns: int) -> int:
+    """ns to add to trace times so the marker lies inside the session-clock bracket."""
+    if not marker or seen is None:
+        return 0
+    a, b = (int(x) + offset_ns for x in marker)
+    s, e = seen
+    if s < a:
+        return a - s
+    if e > b:
+        return b - e
+    return 0
+
+
+def _shifted(t: pa.Table, ns: int) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not ns:
+        return t
+    for c in ("start_ns", "end_ns"):
+        if c in t.column_names:
+            t = t.set_column(t.schema.get_field_index(c), c, pc.add(t.column(c), pa.scalar(ns, pa.int64())))
+    return t
+
+
+class JaxCollector(XprofCollector):
+    name = "jax"
+    setting = "jax"
+    framework = "jax"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._wrapped: tuple[Any, Any] | None = None
+
+    def _arm(self) -> None:
+        try:
+            from jax._src import xla_bridge
+        except ImportError:
+            self._begin()  # a JAX without this module: start now
+            return
+        if getattr(xla_bridge, "_backends", None):  # already initialized
+            self._begin()
+            return
+        original = xla_bridge.backends
+        collector = self
+        busy = threading.local()
+
+        def backends(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if not getattr(busy, "on", False) and not collector.tracing and not collector.done:
+                busy.on = True  # start_trace calls backends() again
+                try:
+                    collector._begin()
+                finally:
+                    busy.on = False
+            return result
+
+        backends.__wrapped__ = original  # type: ignore[attr-defined]
+        xla_bridge.backends = backends
+        self._wrapped = (xla_bridge, original)
+
+    def _unarm(self) -> None:
+        if self._wrapped is not None:
+            module, original = self._wrapped
+            if getattr(module.backends, "__wrapped__", None) is original:
+                module.backends = original
+            self._wrapped = None
+
+    def _start_profiler(self, logdir: str) -> None:
+        import jax
+
+        opts = jax.profiler.ProfileOptions() if hasattr(jax.profiler, "ProfileOptions") else None
+        if opts is not None:
+            opts.python_tracer_level = 0
+            jax.profiler.start_trace(logdir, profiler_options=opts)
+        else:
+            jax.profiler.start_trace(logdir)
+
+    def _stop_profiler(self) -> None:
+        import jax
+
+        jax.profiler.stop_trace()
+
+    def _annotate(self, name: str) -> None:
+        import jax
+
+        with jax.profiler.TraceAnnotation(name):
+            pass
+
+
+class TensorflowCollector(XprofCollector):
+    name = "tensorflow"
+    setting = "tensorflow"
+    framework = "tensorflow"
+
+    def _start_profiler(self, logdir: str) -> None:
+        import tensorflow as tf
+
+        exp = tf.profiler.experimental
+        try:
+            opts = exp.ProfilerOptions(host_tracer_level=2, python_tracer_level=0, device_tracer_level=1)
+            exp.start(logdir, options=opts)
+        except TypeError:
+            exp.start(logdir)
+
+    def _stop_profiler(self) -> None:
+        import tensorflow as tf
+
+        tf.profiler.experimental.stop()
+
+    def _annotate(self, name: str) -> None:
+        import tensorflow as tf
+
+        with tf.profiler.experimental.Trace(name):
+            pass

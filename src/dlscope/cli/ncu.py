@@ -1,0 +1,205 @@
+"""Run Nsight Compute on the kernels that cost most in a profile and store its metrics there."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InputError, UsageError
+from ..importers.ncu import parse_ncu_csv, read_ncu_file
+from .base import Command, Parser
+from .common import open_for_analysis
+
+if TYPE_CHECKING:  # loaded when ncu is run: building the command line must stay light
+    import pyarrow as pa
+
+# Sections for the verdicts dlscope draws (throughput, occupancy, launch shape), and
+# raw metrics for the roofline position and the tensor pipe. Regexes: the tensor pipe's metric
+# name differs between GPU generations, and a metric a GPU lacks must not fail the run.
+DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
+DEFAULT_METRICS = ("dram__bytes.sum",
+                   r"regex:^sm__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum$",
+                   r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$")
+_REGEX_SPECIAL = set(".^$*+?()[]{}|\\")
+
+
+def regex_escape(name: str) -> str:
+    """``name`` as a literal in ncu's (ECMAScript) regex: only the special characters escaped
+    (Python's re.escape also escapes spaces and '<', which std::regex may refuse)."""
+    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in name)
+
+
+@dataclass
+class Target:
+    name: str
+    total_ns: int
+    launches: int
+
+
+def top_kernels(profile: str, n: int) -> list[Target]:
+    data = open_for_analysis(profile)
+    if not data.has("kernels"):
+        raise InputError(f"{profile}: the profile has no kernels to choose from")
+    rows = data.con.execute(f"""SELECT name, sum(end_ns - start_ns)::BIGINT AS ns, count(*) FROM kernels
+                                GROUP BY name ORDER BY ns DESC, name LIMIT {int(n)}""").fetchall()
+    return [Target(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+
+
+def find_ncu(explicit: str | None) -> str:
+    for cand in (explicit, os.environ.get("DLSCOPE_NCU"), shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    if explicit:
+        raise InputError(f"{explicit}: no such ncu executable")
+    raise InputError("Nsight Compute (ncu) is not installed or not on PATH (install it with the CUDA toolkit, "
+                     "or give --ncu PATH)")
+
+
+def function_name(name: str) -> str:
+    """The bare function name of a demangled kernel name: 'void ns::k<4, T>(int, T)' -> 'k'."""
+    head = name.removeprefix("void ").split("(", 1)[0]
+    depth, out = 0, []
+    for c in head:  # drop template arguments, which may nest and hold '::'
+        depth += c == "<"
+        if depth == 0:
+            out.append(c)
+        depth -= c == ">"
+    return "".join(out).strip().split("::")[-1].split(" ")[-1]
+
+
+def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, by_function: bool = False,
+                metrics: bool = True) -> list[str]:
+    """ncu's command line for one kernel. ``by_function``: match the bare function name (ncu and
+    the profiler demangle some names differently); ``metrics``: add the raw metrics."""
+    if by_function:
+        base, pattern = "function", function_name(target.name)
+    else:
+        base, pattern = ("mangled" if target.name.startswith("_Z") else "demangled"), target.name
+    skip = min(args.launch_skip, max(target.launches - args.launch_count, 0))
+    cmd = [ncu, "--csv", "--page", "details", "--print-units", "base", "--log-file", str(log),
+           "--target-processes", "all", "--kernel-name-base", base,
+           "--kernel-name", f"regex:^{regex_escape(pattern)}$",
+           "--launch-skip", str(skip), "--launch-count", str(args.launch_count)]
+    for s in args.section or DEFAULT_SECTIONS:
+        cmd += ["--section", s]
+    for m in (args.metrics or DEFAULT_METRICS) if metrics else ():
+        cmd += ["--metrics", m]
+    return cmd + ["--", *args.cmd]
+
+
+def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> tuple[pa.Table | None, str]:
+    """Run ncu on one kernel: (its metrics, '') or (None, why not). A second try matches the bare
+    function name when ncu profiled nothing (it spells the name differently), or leaves the raw
+    metrics out when ncu refused one (a GPU that lacks it)."""
+    tries = [(False, True)]
+    why = ""
+    while tries:
+        by_function, metrics = tries.pop(0)
+        log.unlink(missing_ok=True)
+        try:
+            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, metrics), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True, timeout=args.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {args.timeout:.0f} s"
+        text = read_ncu_file(log) if log.exists() else ""
+        try:
+            return parse_ncu_csv(text, log), ""
+        except InputError:
+            lines = (text + "\n" + (proc.stderr or "")).strip().splitlines()
+            why = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else f"exit code {proc.returncode}")
+            if (by_function, metrics) == (False, True):
+                if "metric" in why.lower():
+                    tries.append((False, False))
+                elif "no kernels were profiled" in (text + (proc.stderr or "")).lower():
+                    tries.append((True, True))
+    return None, why[:200]
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--top", type=int, default=5, metavar="N", help="profile the N costliest kernels (5)")
+    parser.add_argument("--launch-skip", type=int, default=1, metavar="N",
+                        help="launches of each kernel to skip first (warm-up; 1)")
+    parser.add_argument("--launch-count", type=int, default=1, metavar="N", help="launches to measure (1)")
+    parser.add_argument("--section", action="append", metavar="NAME",
+                        help=f"ncu section, repeatable (default: {', '.join(DEFAULT_SECTIONS)})")
+    parser.add_argument("--metrics", action="append", metavar="SPEC",
+                        help="ncu --metrics value, repeatable (default: DRAM bytes, FP instruction counts, tensor pipe)")
+    parser.add_argument("--ncu", metavar="PATH", help="the ncu executable (default: on PATH)")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per-kernel limit (600 s)")
+
+
+class NcuCommand(Command):
+    """Run Nsight Compute on the kernels that cost most in a profile and store its metrics there.
+
+    dlscope ncu PROFILE --top 5 -- CMD ... runs CMD once per chosen kernel under ncu, measuring
+    just that kernel (a name filter, --launch-skip/--launch-count) with a chosen section set, and
+    writes the metrics into the profile's kernel_metrics table (see 'dlscope stats --report
+    kernel_metrics'). The kernels are the top ones by total time in PROFILE.
+    """
+
+    name = "ncu"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("profile", help="a NAME.dlscope directory with kernels")
+        _options(parser)
+        parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the program to run")
+
+    def run(self, args: argparse.Namespace) -> int:
+        cmd = list(args.cmd)
+        # argparse hands options written after PROFILE to the remainder: parse them here
+        # (argparse drops a '--' right after PROFILE: then the remainder is the command itself)
+        split = cmd.index("--") if "--" in cmd else (len(cmd) if cmd[:1] and cmd[0].startswith("-") else -1)
+        if split > 0:
+            opts = Parser(prog="dlscope ncu", add_help=False)
+            _options(opts)
+            opts.parse_args(cmd[:split], namespace=args)
+        cmd = cmd[split + 1:]
+        if not cmd:
+            raise UsageError("ncu: give the program to run after --")
+        if args.top < 1 or args.launch_count < 1 or args.launch_skip < 0:
+            raise UsageError("ncu: --top and --launch-count must be >= 1, --launch-skip >= 0")
+        args.cmd = cmd
+        return self._measure(args)
+
+    def _measure(self, args: argparse.Namespace) -> int:
+        import pyarrow as pa
+
+        from ..store.amend import replace_table
+        from ..store.reader import open_profile
+
+        ncu = find_ncu(args.ncu)
+        targets = top_kernels(args.profile, args.top)
+        tables: list[pa.Table] = []
+        failures: list[str] = []
+        launch_base = 0
+        with tempfile.TemporaryDirectory(prefix="dlscope-ncu-") as work:
+            for i, t in enumerate(targets):
+                print(f"dlscope: ncu {i + 1}/{len(targets)}: {t.name[:100]}", file=sys.stderr)
+                table, why = measure_one(ncu, t, args, Path(work) / f"k{i}.csv")
+                if table is None:
+                    failures.append(f"{t.name[:60]}: {why}")
+                    continue
+                # the profile's own name (ncu may print it differently), launches numbered across runs
+                table = table.set_column(table.schema.get_field_index("name"), "name",
+                                         pa.array([t.name] * table.num_rows, pa.string()))
+                launches = table.column("launch").to_pylist()
+                table = table.set_column(table.schema.get_field_index("launch"), "launch",
+                                         pa.array([launch_base + x for x in launches], pa.int32()))
+                launch_base += max(launches) + 1
+                tables.append(table)
+        for f in failures:
+            print(f"dlscope: ncu: {f}", file=sys.stderr)
+        if not tables:
+            raise InputError(f"ncu measured none of the {len(targets)} kernels ({failures[0] if failures else ''})")
+        prof = open_profile(args.profile)
+        rows = replace_table(prof.path, prof.meta, "kernel_metrics", pa.concat_tables(tables))
+        print(f"dlscope: stored {rows} metric values of {len(tables)} kernel(s) in {prof.path} "
+              "(dlscope stats --report kernel_metrics)", file=sys.stderr)
+        return 0

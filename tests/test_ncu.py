@@ -1,0 +1,198 @@
+"""Nsight Compute: the CSV importer, the kernel_metrics table and report, and `dlscope ncu`.
+
+Data: tests/data/gpu/h100_ncu_gemm.csv, a real `ncu --csv --page details` capture of a cuBLAS
+SGEMM on an H100 (see tests/data/README.md). Expected values are read from that file with the
+csv module here, independently of the importer.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlscope.analysis.context import ProfileData
+from dlscope.analysis.kernel_metrics import compute
+from dlscope.store.reader import open_profile
+
+from .conftest import DATA, RESNET_TRACE, assert_one_line_error, q
+
+NCU_CSV = DATA / "gpu" / "h100_ncu_gemm.csv"
+
+
+def _fixture_rows() -> list[dict[str, str]]:
+    text = NCU_CSV.read_text()
+    return list(csv.DictReader(io.StringIO(text[text.index('"ID",'):])))
+
+
+def _numeric(v: str) -> float | None:
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def test_import_details_csv_keeps_every_numeric_metric(tmp_path, cli):
+    rows = _fixture_rows()
+    expected = {(r["Section Name"], r["Metric Name"]): _numeric(r["Metric Value"]) for r in rows
+                if r["Metric Name"] and _numeric(r["Metric Value"]) is not None}
+    r = cli("import", NCU_CSV, "-o", tmp_path / "n.dlscope")
+    assert r.code == 0, r.err
+    data = ProfileData.open(tmp_path / "n.dlscope")
+    got = {(s, m): v for s, m, v in q(data.con, "SELECT section, metric, value FROM kernel_metrics")}
+    assert got == expected and len(got) == 47
+    assert q(data.con, "SELECT DISTINCT name, launch, device, pid FROM kernel_metrics") == [
+        (rows[0]["Kernel Name"], 0, 0, 546)]
+    assert q(data.con, "SELECT unit FROM kernel_metrics WHERE metric = 'Duration'") == [("ns",)]
+
+
+def test_kernel_metrics_report_says_compute_bound(tmp_path, cli):
+    cli("import", NCU_CSV, "-o", tmp_path / "n.dlscope")
+    res = compute(ProfileData.open(tmp_path / "n.dlscope"))
+    row = res.table.to_pylist()[0]
+    by_name = {r["Metric Name"]: _numeric(r["Metric Value"]) for r in _fixture_rows()}
+    assert row["sm_pct"] == by_name["Compute (SM) Throughput"] == 87.55
+    assert row["memory_pct"] == by_name["Memory Throughput"] == 59.91
+    assert row["occupancy_pct"] == by_name["Achieved Occupancy"]
+    assert row["ncu_ms"] == pytest.approx(by_name["Duration"] / 1e6)
+    assert row["bound"] == "compute"  # SM 87.55% of peak > memory 59.91%
+
+
+def test_raw_page_with_scaled_units(tmp_path, cli):
+    # the raw page's shape: one column per metric, a units row; units scaled as ncu prints them
+    raw = ('==PROF== Connected to process 9\nprogram output\n'
+           '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Device","CC",'
+           '"gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+           '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum",'
+           '"sm__sass_thread_inst_executed_op_ffma_pred_on.sum"\n'
+           '"","","","","","","","","","usecond","%","%","Mbyte","inst"\n'
+           '"0","9","python","h","k_elementwise","1","7","0","9.0","2.50","12.5","91.0","4.00","1,000,000"\n'
+           '"1","9","python","h","k_elementwise","1","7","0","9.0","3.50","13.5","89.0","6.00","1,000,000"\n')
+    path = tmp_path / "raw.csv"
+    path.write_text(raw)
+    assert cli("import", path, "-o", tmp_path / "r.dlscope").code == 0
+    row = compute(ProfileData.open(tmp_path / "r.dlscope")).table.to_pylist()[0]
+    assert row["launches"] == 2 and row["ncu_ms"] == pytest.approx(0.003)  # mean of 2.5 and 3.5 us
+    assert row["bound"] == "memory" and row["memory_pct"] == pytest.approx(90.0)
+    # 2 FLOP per FMA over 5 MB of DRAM traffic, per launch
+    assert row["flop_per_byte"] == pytest.approx(2e6 / 5e6)
+
+
+@pytest.mark.parametrize("content", ['"ID","Process ID","Process Name","Host Name","Kernel Name"\n"0","1"\n',
+                                     '"ID","Process ID","Process Name","Host Name","Kernel Name","Metric Name",'
+                                     '"Metric Unit","Metric Value"\n"0","1","p","h","k","Duration"\n'])
+def test_bad_ncu_csv_is_one_line(tmp_path, cli, content):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    r = cli("import", path, "-o", tmp_path / "b.dlscope")
+    assert r.code == 2
+    assert_one_line_error(r.err)
+
+
+FAKE_NCU = """#!{python}
+import json, re, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+log = args[args.index("--log-file") + 1]
+name = args[args.index("--kernel-name") + 1]
+text = open({csv!r}).read()
+kernel = re.search(r'"127.0.0.1","([^"]+)"', text).group(1)
+# ncu's own printed name differs from the profile's (dlscope keeps the profile's)
+open(log, "w").write(text.replace(kernel, "printed by ncu"))
+"""
+
+
+@pytest.fixture
+def small_profile(tmp_path, cli):
+    out = tmp_path / "rn.dlscope"
+    assert cli("import", RESNET_TRACE, "-o", out).code == 0
+    return out
+
+
+def test_dlscope_ncu_measures_the_top_kernels(tmp_path, cli, small_profile):
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(FAKE_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV)))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "2", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0, r.err
+    # the two costliest kernels of the trace, computed here from its JSON
+    with gzip.open(RESNET_TRACE) as f:
+        events = json.load(f)["traceEvents"]
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for e in events:
+        if e.get("cat") == "kernel":
+            total[e["name"]] = total.get(e["name"], 0) + e["dur"]
+            count[e["name"]] = count.get(e["name"], 0) + 1
+    top = sorted(total, key=lambda n: -total[n])[:2]
+    argv = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert len(argv) == 2
+    for a, name in zip(argv, top):
+        assert a[-3:] == ["--", "python3", "train.py"]
+        pattern = a[a.index("--kernel-name") + 1]
+        assert pattern.startswith("regex:^") and pattern.endswith("$")
+        assert re.fullmatch(pattern[len("regex:"):], name)  # the escaped name matches itself only
+        assert a[a.index("--launch-skip") + 1] == str(min(1, count[name] - 1))
+        assert "SpeedOfLight" in a and "--print-units" in a
+    data = ProfileData.open(small_profile)
+    got = q(data.con, "SELECT name, count(DISTINCT launch) FROM kernel_metrics GROUP BY 1 ORDER BY 1")
+    assert got == sorted((n, 1) for n in top)
+    row = {r["name"]: r for r in compute(data).table.to_pylist()}
+    for name in top:
+        assert row[name]["profile_ms"] == pytest.approx(total[name] / 1e3, rel=1e-6)
+        assert row[name]["bound"] == "compute"
+    # the profile is otherwise untouched and still opens
+    assert open_profile(small_profile).meta.table_rows["kernel_metrics"] == 2 * 47
+
+
+def test_dlscope_ncu_without_ncu_is_one_line(tmp_path, cli, small_profile, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("DLSCOPE_NCU", raising=False)
+    if Path("/usr/local/cuda/bin/ncu").exists() or shutil.which("ncu"):
+        pytest.skip("this machine has ncu")
+    r = cli("ncu", small_profile, "--", "python3", "x.py")
+    assert r.code == 2 and "Nsight Compute (ncu) is not installed" in r.err
+    assert_one_line_error(r.err)
+
+
+def test_profiles_without_kernel_metrics_still_open(tmp_path, cli, small_profile):
+    (small_profile / "kernel_metrics.parquet").unlink()  # as written before the table existed
+    data = ProfileData.open(small_profile)
+    assert q(data.con, "SELECT count(*) FROM kernel_metrics") == [(0,)]
+
+
+PICKY_NCU = """#!{python}
+import json, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+log = args[args.index("--log-file") + 1]
+if args[args.index("--kernel-name-base") + 1] != "function":
+    open(log, "w").write("==WARNING== No kernels were profiled.\\n")  # ncu spells the name differently
+else:
+    open(log, "w").write(open({csv!r}).read())
+"""
+
+
+def test_dlscope_ncu_retries_by_function_name(tmp_path, cli, small_profile):
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(PICKY_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV)))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0, r.err
+    first, second = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert second[second.index("--kernel-name-base") + 1] == "function"
+    name = q(ProfileData.open(small_profile).con, "SELECT DISTINCT name FROM kernel_metrics")[0][0]
+    # the bare function name of the profile's demangled kernel name
+    bare = second[second.index("--kernel-name") + 1].removeprefix("regex:^").removesuffix("$")
+    assert re.sub(r"\\(.)", r"\1", bare) in name and "<" not in bare and "(" not in bare
