@@ -3,8 +3,11 @@ align with dlscope's; the program's output is unchanged; windows and 'off' work.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dlscope.analysis.context import ProfileData
@@ -96,3 +99,32 @@ def test_full_mode_and_no_detail(tmp_path):
     _, data = profile(tmp_path / "z", "--detail-steps", "0", script_args=("4",))
     assert data.count("ops") == 0 and data.count("steps") == 4
     assert "detail" in summarize(data).layers["framework"].reason
+
+
+def test_traced_window_survives_sigkill_after_it_closed(tmp_path):
+    """The default window (warm-up step 0 and steps 1-5) is written when it closes: a SIGKILL
+    many steps later keeps its ops, and the steps run up to the last flush."""
+    out = tmp_path / "k.dlscope"
+    env = {k: v for k, v in os.environ.items() if k != "DLSCOPE_SESSION"}
+    proc = subprocess.Popen([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--quiet", "--",
+                             sys.executable, str(PROGRAMS / "torch_until_killed.py")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True)
+    first = proc.stdout.readline()
+    assert first.startswith("pid "), first + proc.stderr.read()
+    while True:  # well past the window
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if int(line.split()[1]) >= 40:
+            break
+    time.sleep(1.6)  # one flush of the application layer
+    os.kill(int(first.split()[1]), signal.SIGKILL)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGKILL
+    data = ProfileData.open(out)
+    assert any("killed" in n for n in data.meta.notes)
+    # every step of the window has its forward pass: two Linear layers, so two addmm per step
+    per_step = dict(q(data.con, "SELECT step, count(*) FROM ops WHERE name = 'aten::addmm' GROUP BY 1"))
+    assert all(per_step.get(s) == 2 for s in range(1, 6)), per_step
+    assert q(data.con, "SELECT count(*) FROM steps")[0][0] >= 40
+    traced = [r[0] for r in q(data.con, "SELECT step FROM steps WHERE traced ORDER BY step")]
+    assert traced[:6] == [0, 1, 2, 3, 4, 5] and len(traced) <= 7

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..store.schema import METRICS
 from .context import ProfileData
+from .intervals import points_in_sql
 from .phases import EXCLUDED_DOMAINS
 from .report import Report, ReportResult, integer
 from .unavailable import counter_reasons
@@ -45,12 +46,13 @@ def compute(data: ProfileData) -> ReportResult:
     phases = f"""SELECT p.name, p.start_ns, p.end_ns FROM phases p {in_steps}
                  WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN {_EXCLUDED_DOMAINS}"""
     if steps:
-        overall = "SELECT 'steps' AS scope, 'selected steps' AS name, c.sid FROM sel_steps s JOIN c " \
-                  "ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns"
+        overall = points_in_sql("SELECT * FROM c", "SELECT start_ns, end_ns FROM sel_steps",
+                                "'steps' AS scope, 'selected steps' AS name, p.sid")
     else:
         overall = "SELECT 'run' AS scope, 'whole run' AS name, c.sid FROM c"
-    per_step = """SELECT 'step' AS scope, CAST(s.step AS VARCHAR) AS name, c.sid, s.step FROM sel_steps s
-                  JOIN c ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns"""
+    per_step = points_in_sql("SELECT * FROM c", "SELECT step, start_ns, end_ns FROM sel_steps",
+                             "'step' AS scope, CAST(i.step AS VARCHAR) AS name, p.sid, i.step")
+    in_phase = points_in_sql("SELECT * FROM c", "SELECT * FROM ph", "'phase' AS scope, i.name, p.sid")
     table = data.table(f"""
         WITH c AS ({_samples_sql()}),
              ph AS ({phases}),
@@ -58,8 +60,7 @@ def compute(data: ProfileData) -> ReportResult:
              hits AS (
                 SELECT DISTINCT scope, name, sid, NULL::INTEGER AS step FROM ({overall})
                 UNION ALL
-                SELECT DISTINCT 'phase' AS scope, ph.name, c.sid, NULL::INTEGER AS step
-                FROM ph JOIN c ON c.ts_ns >= ph.start_ns AND c.ts_ns < ph.end_ns
+                SELECT DISTINCT scope, name, sid, NULL::INTEGER AS step FROM ({in_phase})
                 UNION ALL
                 SELECT scope, name, sid, step FROM ({per_step})),
              agg AS (
@@ -114,10 +115,12 @@ def headline(data: ProfileData) -> list[dict[str, Any]]:
     if not data.has("counters"):
         return []
     steps = _n_steps(data)
-    where = "JOIN sel_steps s ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns" if steps else ""
+    src = f"SELECT device, metric, value, ts_ns FROM counters WHERE metric IN {HEADLINE}"
+    if steps:
+        src = points_in_sql(src, "SELECT start_ns, end_ns FROM sel_steps", "p.device, p.metric, p.value")
     rows = data.rows(f"""
         SELECT c.device, c.metric, avg(c.value) AS mean, max(c.value) AS max, count(*)::BIGINT AS n
-        FROM counters c {where} WHERE c.metric IN {HEADLINE} GROUP BY ALL ORDER BY 1, 2""")
+        FROM ({src}) c GROUP BY ALL ORDER BY 1, 2""")
     names = {int(d.get("index", -1)): d.get("name", "") for d in data.meta.devices if isinstance(d, dict)}
     out: dict[int, dict[str, Any]] = {}
     for r in rows:

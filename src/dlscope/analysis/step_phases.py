@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .context import ProfileData
+from .intervals import overlaps_sql
 from .phases import shown_phases_sql
 
 
@@ -16,10 +17,12 @@ def step_phases(data: ProfileData) -> pa.Table:
     shown = shown_phases_sql(data)
     return data.table(f"""
         WITH s AS (SELECT * FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps)),
-        p AS (SELECT s.step, p.name, sum(least(p.end_ns, s.end_ns) - greatest(p.start_ns, s.start_ns))::BIGINT AS ns
-              FROM s JOIN ({shown}) p ON p.rank = s.rank AND p.depth = 0
-               AND (s.tid IS NULL OR p.tid = s.tid) AND (s.pid IS NULL OR p.pid = s.pid)
-               AND p.start_ns < s.end_ns AND p.end_ns > s.start_ns
+        p AS (SELECT step, name, sum(ns)::BIGINT AS ns FROM ({overlaps_sql(
+                  "SELECT * FROM s",
+                  f"SELECT * FROM ({shown}) WHERE depth = 0 AND rank = (SELECT min(rank) FROM stat_steps)",
+                  "a.step, b.name, least(b.end_ns, a.end_ns) - greatest(b.start_ns, a.start_ns) AS ns, "
+                  "a.tid AS s_tid, b.tid AS p_tid, a.pid AS s_pid, b.pid AS p_pid")})
+              WHERE (s_tid IS NULL OR p_tid = s_tid) AND (s_pid IS NULL OR p_pid = s_pid)
               GROUP BY ALL),
         inside AS (SELECT step, sum(ns)::BIGINT AS ns FROM p GROUP BY step)
         SELECT s.step, s.end_ns - s.start_ns AS duration_ns, p.name AS phase, p.ns FROM s JOIN p USING (step)

@@ -76,9 +76,18 @@ def counters_binned(data: ProfileData, bins: Bins) -> pa.Table:
 
 def phase_bands(data: ProfileData, bins: Bins) -> pa.Table:
     """The outermost phases (of those a breakdown shows) of the first rank inside the span:
-    (name, start_ns, end_ns)."""
+    (name, start_ns, end_ns, instances). Instances of one name less than half a bin apart are
+    merged into one band: a plot cannot show them apart, and a long run has millions (one
+    band per instance made a 1-hour run's report hundreds of MB)."""
+    gap = max(1, bins.width_ns // 2)
     return data.table(f"""
-        SELECT name, start_ns, end_ns FROM ({shown_phases_sql(data)})
-        WHERE depth = 0 AND rank = (SELECT min(rank) FROM phases)
-          AND end_ns > {bins.start_ns} AND start_ns < {bins.end_ns}
-        ORDER BY start_ns""")
+        WITH b AS (SELECT name, start_ns, end_ns FROM ({shown_phases_sql(data)})
+                   WHERE depth = 0 AND rank = (SELECT min(rank) FROM phases)
+                     AND end_ns > {bins.start_ns} AND start_ns < {bins.end_ns}),
+             g AS (SELECT *, CASE WHEN start_ns - max(end_ns) OVER (PARTITION BY name ORDER BY start_ns, end_ns
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) <= {gap} THEN 0 ELSE 1 END AS new
+                   FROM b),
+             h AS (SELECT *, sum(new) OVER (PARTITION BY name ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS grp
+                   FROM g)
+        SELECT name, min(start_ns) AS start_ns, max(end_ns) AS end_ns, count(*) AS instances
+        FROM h GROUP BY name, grp ORDER BY start_ns, name""")

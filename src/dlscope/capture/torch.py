@@ -17,8 +17,10 @@ application layer and hardware counters keep recording every step. Steps the win
 flagged ``traced`` and step statistics come from the others, so the step times a user reads are
 measured without tracing overhead while ops and kernels still come from real steps. Full mode
 and an explicit ``--steps`` window trace every selected step (at most :data:`MAX_TRACED_STEPS`:
-Kineto holds everything in memory until the end). The trace is written when recording stops,
-not at the end of the window, so no step pays for writing it.
+Kineto holds everything in memory until the end). The trace is written into the spool as soon
+as its window closes, so a program killed later (SIGKILL, the OOM killer) keeps every op, API
+call and kernel of the window. The step that pays for writing it lies inside the window's
+recorded span, so it is flagged ``traced`` and left out of step statistics like the rest.
 
 Iterations: a program that calls ``prof.step()`` defines them; otherwise every optimizer step
 ends one (a global optimizer hook), so an unmodified training script gets steps too. A program
@@ -32,6 +34,7 @@ bracket, every PyTorch event is shifted by the smallest amount that puts it insi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -76,7 +79,7 @@ class TorchCollector(Collector):
         self.reason_unavailable = ""
         self.export_s = 0.0
         self.last_step: int | None = None  # last step traced (None: no limit)
-        self.finished: list[tuple[Any, tuple[int, int] | None, tuple[int, int, int]]] = []
+        self.windows_done: list[dict[str, Any]] = []  # written windows: marker and (start, end, tid)
         self._window_start = 0
         self._hook: Any = None
         self._first_optimizer: int | None = None
@@ -141,26 +144,32 @@ class TorchCollector(Collector):
         self.windows += 1
 
     def _end(self) -> None:
-        """Stop tracing. The trace is written later, in stop(): no step pays for writing it."""
+        """Stop tracing and write the window's trace into the spool now: a later SIGKILL must
+        not lose it. The window's span ends after the write, so the step that paid for it is
+        flagged traced."""
         if not self.recording or self.session is None:
             return
         self.recording = False
         with filtered_stderr():
             self.prof.stop()
-        window = (self._window_start, self.session.clock(), threading.get_native_id())
-        self.finished.append((self.prof, self._marker, window))
-        self.prof = None
+        prof, self.prof = self.prof, None
+        self._write(prof, self._marker)
 
-    def _write(self) -> None:
+    def _write(self, prof: Any, marker: tuple[int, int] | None) -> None:
+        """Export one finished window (under a temporary name, renamed when whole), then rewrite
+        the window list atomically: a reader sees only complete traces."""
         assert self.session is not None
         t = time.perf_counter()
-        windows = []
-        for i, (prof, marker, window) in enumerate(self.finished, 1):
-            prof.export_chrome_trace(str(self.session.spool_dir / f"{self.session.pid}.torch.{i}.json"))
-            windows.append({"marker": list(marker) if marker else None, "window": list(window)})
-        (self.session.spool_dir / f"{self.session.pid}.torch.windows.json").write_text(json.dumps(windows))
+        i = len(self.windows_done) + 1
+        final = self.session.spool_dir / f"{self.session.pid}.torch.{i}.json"
+        tmp = final.with_name(final.name + ".tmp")
+        prof.export_chrome_trace(str(tmp))
+        os.replace(tmp, final)
+        window = (self._window_start, self.session.clock(), threading.get_native_id())
+        self.windows_done.append({"marker": list(marker) if marker else None, "window": list(window)})
+        spool.write_json_atomic(self.session.spool_dir / f"{self.session.pid}.torch.windows.json",
+                                {"windows": self.windows_done})
         self.export_s += time.perf_counter() - t
-        self.finished = []
 
     def on_step(self, step: int, action: Action) -> None:
         if self._torch is None:
@@ -183,8 +192,6 @@ class TorchCollector(Collector):
             self._hook.remove()
             self._hook = None
         self._end()
-        if self.finished:
-            self._write()
         if self._torch is None:
             raise CollectorUnavailable("the program never imported torch")
         if not self.trace_enabled:
@@ -213,6 +220,8 @@ class TorchCollector(Collector):
             windows = json.loads((spool_dir / f"{pid}.torch.windows.json").read_text())
         except (OSError, ValueError):
             windows = []
+        if isinstance(windows, dict):  # written atomically as {"windows": [...]}
+            windows = windows.get("windows") or []
         from ..store import db
 
         out: dict[str, list[pa.Table]] = {}

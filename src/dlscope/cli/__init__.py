@@ -24,23 +24,32 @@ COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, 
                                  SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand]
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """The parser; with ``only``, the other commands get no arguments (their modules' heavy
+    imports happen in ``run`` and ``add_arguments``, so a command starts up paying for itself only)."""
     parser = Parser(prog="dlscope", description="Profile Python deep-learning programs through every layer.")
     parser.add_argument("--version", action="version", version=f"dlscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for cls in COMMANDS:
         p = sub.add_parser(cls.name, help=cls.help(), description=cls.description())
         cmd = cls()
-        cmd.add_arguments(p)
+        if only is None or cls.name == only:
+            cmd.add_arguments(p)
         p.set_defaults(_command=cmd)
     return parser
+
+
+def _command_named(args: list[str]) -> str | None:
+    """The subcommand the arguments name (their first word), if any."""
+    return args[0] if args and args[0] in {c.name for c in COMMANDS} else None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dlscope` script; returns the exit code."""
     args_list = sys.argv[1:] if argv is None else argv
     try:
-        parser = build_parser()
+        only = _command_named(args_list)
+        parser = build_parser(only) if only else build_parser("")
         args = parser.parse_args(args_list)
         cmd = getattr(args, "_command", None)
         if cmd is None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import advice
-from ..render.findings import render_findings, render_what_if
-from ..render.terminal import console
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
 
@@ -36,6 +33,10 @@ class AdviseCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from .. import advice
+        from ..render.findings import render_findings, render_what_if
+        from ..render.terminal import console
+
         data = open_for_analysis(args.profile, selection_from(args))
         result = advice.run(data)
         out = console()

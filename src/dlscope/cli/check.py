@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..analysis.compare.baseline import DEFAULT_METRICS, METRICS, check, from_profile, from_summary
 from ..errors import InputError, UsageError
 from .base import Command
 from .common import add_selection, selection_from
-from .pair import open_any
 
 SUMMARY_MAX_BYTES = 50_000_000  # a summary is a few kB; larger JSON files are traces
 
@@ -31,6 +29,8 @@ def parse_limit(text: str) -> float:
 
 
 def parse_metrics(text: str) -> list[str]:
+    from ..analysis.compare.baseline import METRICS
+
     names = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in names if m not in METRICS]
     if bad or not names:
@@ -66,6 +66,8 @@ class CheckCommand(Command):
     name = "check"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from ..analysis.compare.baseline import DEFAULT_METRICS, METRICS
+
         parser.add_argument("profile", help="the profile (or trace) to check")
         parser.add_argument("--baseline", required=True, metavar="BASE",
                             help="a profile, a trace, or a 'dlscope summary --format json' file")
@@ -77,6 +79,9 @@ class CheckCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..analysis.compare.baseline import check, from_profile, from_summary
+        from .pair import open_any
+
         limit = parse_limit(args.max_regression)
         metrics = parse_metrics(args.metric)
         sel = selection_from(args)

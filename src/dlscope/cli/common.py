@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..analysis.context import ProfileData, Selection
 from ..errors import UsageError
-from ..store.reader import is_unfinished
+
+if TYPE_CHECKING:  # loaded by the command that runs, not by building the parser
+    from ..analysis.context import ProfileData, Selection
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +23,8 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_from(args: argparse.Namespace) -> Selection:
+    from ..analysis.context import Selection
+
     start, stop = getattr(args, "iter_start", None), getattr(args, "iter_stop", None)
     if start is not None and stop is not None and stop < start:
         raise UsageError(f"--iter-stop {stop} is before --iter-start {start}")
@@ -29,6 +33,9 @@ def selection_from(args: argparse.Namespace) -> Selection:
 
 def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileData:
     """Open a profile; a recording left unfinished by a killed program is finalized first."""
+    from ..analysis.context import ProfileData
+    from ..store.reader import is_unfinished
+
     p = Path(path)
     if is_unfinished(p):
         from ..capture.finalize import finalize_profile

@@ -8,13 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..analysis.compare.diff import compare
 from ..errors import UsageError
-from ..render.diff_text import render_diff
-from ..render.terminal import console
 from .base import Command
 from .common import add_selection, selection_from
-from .pair import open_any
 
 
 class DiffCommand(Command):
@@ -43,6 +39,11 @@ class DiffCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..analysis.compare.diff import compare
+        from ..render.diff_text import render_diff
+        from ..render.terminal import console
+        from .pair import open_any
+
         if args.top < 1:
             raise UsageError(f"--top {args.top}: give a positive number of rows")
         out_path = Path(args.output) if args.output else (Path("diff.html") if args.format == "html" else None)

@@ -8,16 +8,6 @@ from pathlib import Path
 
 from ..capture.schedule import parse_steps
 from ..errors import UsageError
-from ..render.progress import progress
-from ..render.raw import export_tables
-from ..render.timeline import (
-    PART_BYTES,
-    PART_EVENTS,
-    StepWindow,
-    TimelineOptions,
-    export_timeline,
-    split_suffix,
-)
 from .base import Command
 from .common import open_for_analysis
 
@@ -55,6 +45,8 @@ class ExportCommand(Command):
     name = "export"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from ..render.timeline import PART_BYTES, PART_EVENTS
+
         parser.add_argument("profile", help="a NAME.dlscope directory")
         parser.add_argument("--type", "-t", choices=("perfetto", "csv", "parquet"), default="perfetto",
                             help="perfetto: a Chrome-trace timeline (default); csv, parquet: the raw tables")
@@ -71,6 +63,10 @@ class ExportCommand(Command):
                             help=f"timeline: most uncompressed megabytes per file (default {PART_BYTES // 1_000_000})")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..render.progress import progress
+        from ..render.raw import export_tables
+        from ..render.timeline import StepWindow, TimelineOptions, export_timeline, split_suffix
+
         window = StepWindow(*parse_steps(args.steps)) if args.steps else None
         out = Path(args.output) if args.output else default_output(args.profile, args.type)
         if args.type == "perfetto":

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..importers import IMPORTERS
-from ..importers.base import ImportOptions
-from ..importers.run import import_files
-from ..render.progress import progress
 from .base import Command
 
 
@@ -28,9 +24,15 @@ class ImportCommand(Command):
         parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing profile")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op whose instances mark iterations")
         parser.add_argument("--rank", type=int, metavar="N", help="rank of every input (default: from the file)")
+        from ..importers import IMPORTERS
+
         parser.epilog = "formats: " + "; ".join(i.description for i in IMPORTERS)
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..importers.base import ImportOptions
+        from ..importers.run import import_files
+        from ..render.progress import progress
+
         with progress("importing") as bar:
             out = import_files(args.inputs, args.output,
                                ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar), force=args.force)

@@ -10,15 +10,15 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, UsageError
 from ..importers.ncu import parse_ncu_csv, read_ncu_file
-from ..store.amend import replace_table
-from ..store.reader import open_profile
 from .base import Command, Parser
 from .common import open_for_analysis
+
+if TYPE_CHECKING:  # loaded when ncu is run: building the command line must stay light
+    import pyarrow as pa
 
 # Sections for the verdicts dlscope draws (throughput, occupancy, launch shape), and
 # raw metrics for the roofline position and the tensor pipe. Regexes: the tensor pipe's metric
@@ -169,6 +169,11 @@ class NcuCommand(Command):
         return self._measure(args)
 
     def _measure(self, args: argparse.Namespace) -> int:
+        import pyarrow as pa
+
+        from ..store.amend import replace_table
+        from ..store.reader import open_profile
+
         ncu = find_ncu(args.ncu)
         targets = top_kernels(args.profile, args.top)
         tables: list[pa.Table] = []

@@ -6,16 +6,16 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..analysis.context import ProfileData
-from ..analysis.summary import summarize
 from ..capture.base import Settings
-from ..capture.finalize import finalize_profile
 from ..capture.launcher import exit_status, normalize_command, run_profiled
 from ..capture.schedule import parse_steps
 from ..errors import DlscopeError, UsageError
-from ..render.terminal import console, render_summary
 from .base import Command
+
+if TYPE_CHECKING:
+    from ..analysis.context import ProfileData
 
 
 def default_output(cmd: list[str]) -> Path:
@@ -87,6 +87,11 @@ class ProfileCommand(Command):
                             jax=args.jax, tensorflow=args.tensorflow,
                             key_node=args.key_node)
         rc = run_profiled(cmd, out, settings)
+        from ..analysis.context import ProfileData
+        from ..analysis.summary import summarize
+        from ..capture.finalize import finalize_profile
+        from ..render.terminal import console, render_summary
+
         status = exit_status(rc)
         err = console(stderr=True)
         try:
@@ -115,4 +120,6 @@ def _top_advice(data: ProfileData, path: Path) -> None:
         print(f"dlscope: internal error in the advice rules: {e.__class__.__name__}: {e} (a dlscope bug; "
               f"the profile in {path} is complete)", file=sys.stderr)
         return
+    from ..render.terminal import console
+
     render_top_findings(findings, console(), str(path))

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..render.html import write_report
-from ..render.progress import progress
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
 
@@ -37,6 +35,9 @@ class ReportCommand(Command):
             raise UsageError(f"{out}: the report is written as .html")
         if out.exists() and not args.force:
             raise UsageError(f"{out} exists (use -f to overwrite)")
+        from ..render.html import write_report
+        from ..render.progress import progress
+
         data = open_for_analysis(args.profile, selection_from(args))
         with progress("writing report") as bar:
             size = write_report(data, out, bar)

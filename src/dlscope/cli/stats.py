@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..analysis import REPORTS
-from ..analysis.report import ReportResult
 from ..errors import UsageError
-from ..render.tables import render, to_json
-from ..render.terminal import console
 from .base import Command
 from .common import add_format, add_selection, open_for_analysis, selection_from
 
 
 def _report_names(text: str) -> list[str]:
+    from ..analysis import REPORTS
+
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         return list(REPORTS)
@@ -22,6 +20,12 @@ def _report_names(text: str) -> list[str]:
     if unknown or not names:
         raise UsageError(f"unknown report {', '.join(unknown) or repr(text)}; reports: {', '.join(REPORTS)}")
     return names
+
+
+def _all_reports() -> list[str]:
+    from ..analysis import REPORTS
+
+    return list(REPORTS)
 
 
 class StatsCommand(Command):
@@ -36,11 +40,16 @@ class StatsCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")
         parser.add_argument("--report", "-r", default="all", metavar="NAME[,NAME...]",
-                            help="reports to print (default: all): " + ", ".join(REPORTS))
+                            help="reports to print (default: all): " + ", ".join(_all_reports()))
         add_format(parser)
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..analysis import REPORTS
+        from ..analysis.report import ReportResult
+        from ..render.tables import render, to_json
+        from ..render.terminal import console
+
         names = _report_names(args.report)
         data = open_for_analysis(args.profile, selection_from(args))
         out = console()

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import advice
-from ..analysis.summary import summarize
-from ..render.findings import render_top_findings
-from ..render.terminal import console, render_summary
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
 
@@ -29,6 +25,11 @@ class SummaryCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from .. import advice
+        from ..analysis.summary import summarize
+        from ..render.findings import render_top_findings
+        from ..render.terminal import console, render_summary
+
         data = open_for_analysis(args.profile, selection_from(args))
         s = summarize(data)
         findings = advice.evaluate(data)

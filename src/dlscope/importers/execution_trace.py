@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-
 from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import Meta
@@ -57,6 +55,8 @@ class ExecutionTraceImporter(Importer):
             meta.note(f"{', '.join(self._files)}: an execution trace has op structure but no timings; "
                       "import it together with its Kineto trace to add input shapes to the ops")
             return
+        import pyarrow as pa
+
         con = builder.con
         con.register("et_nodes", pa.table({
             "et_rf": [r for r, _, _ in self._nodes], "et_shapes": [s for _, s, _ in self._nodes],

@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
 from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import Meta
@@ -34,6 +31,9 @@ class MemoryTimelineImporter(Importer):
         return text[:1] == b"[" and text[1:].lstrip()[:1] == b"["
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
+        import numpy as np
+        import pyarrow as pa
+
         for path in files:
             try:
                 rows = json.loads(b"".join(_chunks(path)))

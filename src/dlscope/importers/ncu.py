@@ -17,14 +17,15 @@ import csv
 import io
 import re
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions, sniff_head
+
+if TYPE_CHECKING:  # loaded with the first ncu file: registering importers must stay light
+    import pyarrow as pa
 
 ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name")
 _HEADER = '"ID","Process ID","Process Name","Host Name",'
@@ -76,6 +77,8 @@ def csv_rows(text: str, path: Path) -> list[list[str]]:
 
 def parse_ncu_csv(text: str, path: Path, rank: int = 0) -> pa.Table:
     """kernel_metrics rows (text name columns) from an ncu CSV export, either page."""
+    import pyarrow as pa
+
     rows = csv_rows(text, path)
     header = rows[0]
     if "Metric Name" in header and "Metric Value" in header:

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import NoStepsError
 from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.db import query_arrow
 from ..store.meta import CollectorStatus, Meta
-from . import nsys_events as ev
 from .base import Importer, ImportOptions
 from .nsys_db import SQLITE_MAGIC, SUFFIXES, NsysExport, has_nsys_suffix, open_export
 from .nsys_session import command, devices, driver_version, host_name, session_clock, session_span
+
+if TYPE_CHECKING:  # numpy and pyarrow load with the first nsys file (an import of other formats needs neither)
+    import pyarrow as pa
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
@@ -44,6 +44,8 @@ def key_node_steps(phases: pa.Table | None, key_node: str, rank: int) -> pa.Tabl
     """Iterations marked by the NVTX range ``key_node`` (DLProf semantics, as in
     ``analysis.iterations``): iteration i ends where the i-th instance ends and starts where the
     previous one ended; the first starts at its own start. Raises NoStepsError if it never occurs."""
+    import pyarrow.compute as pc
+
     if phases is not None:
         hits = phases.filter(pc.and_(pc.equal(phases["name"], key_node), pc.equal(phases["kind"], "range")))
     if phases is None or hits.num_rows == 0:
@@ -55,6 +57,9 @@ def key_node_steps(phases: pa.Table | None, key_node: str, rank: int) -> pa.Tabl
 
 
 def _with_rank(t: pa.Table, rank: int) -> pa.Table:
+    import numpy as np
+    import pyarrow as pa
+
     return t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
 
 
@@ -87,6 +92,8 @@ class NsysImporter(Importer):
 
     def _load_one(self, x: NsysExport, rank: int, options: ImportOptions, builder: ProfileBuilder,
                   meta: Meta) -> None:
+        from . import nsys_events as ev
+
         clock = session_clock(x)
         off = clock.offset_ns
         got: dict[str, pa.Table] = {}
@@ -111,6 +118,10 @@ class NsysImporter(Importer):
 
     def _fill_meta(self, x: NsysExport, rank: int, clock: dict, rows: dict[str, int],
                    phases: pa.Table | None, unclosed: int, meta: Meta) -> None:
+        import pyarrow.compute as pc
+
+        from . import nsys_events as ev
+
         off = clock["offset_ns"]
         meta.ranks.append(rank)
         meta.clock.setdefault("nsys", []).append({"file": str(x.path), "rank": rank, **clock})

@@ -70,7 +70,12 @@ def import_files(paths: list[str | Path], output: str | Path, options: ImportOpt
     meta.key_node = options.key_node
     tmp = out.with_name(out.name + ".importing")
     shutil.rmtree(tmp, ignore_errors=True)
-    builder.write(tmp, meta)
+    if options.progress:
+        options.progress("linking and writing the profile", 0.8)
+    try:
+        builder.write(tmp, meta)
+    finally:
+        builder.close()  # frees DuckDB's memory before whatever the caller does next
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

@@ -14,6 +14,7 @@ import gzip
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,20 +68,24 @@ except ImportError:  # pragma: no cover - isal is a dependency, but a plain gzip
     _DECOMPRESS_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def _open(path: Path):  # type: ignore[no-untyped-def]
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return _gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")  # noqa: SIM115
-
-
 def _chunks(path: Path):  # type: ignore[no-untyped-def]
+    """The file's decompressed bytes, in blocks."""
+    for block, _ in _blocks(path):
+        yield block
+
+
+def _blocks(path: Path):  # type: ignore[no-untyped-def]
+    """Decompressed blocks, each with how many bytes of the (compressed) file were read so far."""
     try:
-        with _open(path) as f:
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == GZIP_MAGIC
+            raw.seek(0)
+            f = _gzip.open(raw, "rb") if gz else raw
             while True:
                 block = f.read(CHUNK)
                 if not block:
                     return
-                yield block
+                yield block, raw.tell()
     except _DECOMPRESS_ERRORS as e:
         raise InputError(f"{path}: truncated or corrupt compressed file ({e.__class__.__name__})") from None
     except OSError as e:
@@ -116,9 +121,10 @@ def _end_of_array(tail: bytes) -> tuple[int, dict[str, Any]] | None:
                 best = (pos, extra)
 
 
-def carve(path: Path, workdir: Path) -> CarvedTrace:
+def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = None) -> CarvedTrace:
     """Write the trace's event array to ``workdir/events.json`` and return it with the metadata.
-    Raises InputError for a file that is not a trace or is truncated."""
+    ``progress`` gets the fraction of the input file read. Raises InputError for a file that is
+    not a trace or is truncated."""
     out_path = workdir / "events.json"
     head = b""
     written = 0
@@ -127,8 +133,11 @@ def carve(path: Path, workdir: Path) -> CarvedTrace:
     top_level_array = False
     quoter: _Quoter | None = None
     decided = False
+    size = max(path.stat().st_size, 1) if progress else 1
     with open(out_path, "wb") as out:
-        for block in _chunks(path):
+        for block, consumed in _blocks(path):
+            if progress:
+                progress(min(consumed / size, 1.0))
             if header is None and not top_level_array:
                 head += block
                 stripped = head.lstrip()

@@ -31,9 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..store.build import ProfileBuilder
@@ -42,6 +40,9 @@ from ..store.schema import TABLES_BY_NAME
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
 from .xplane_pb import Event, Plane, parse_xspace
+
+if TYPE_CHECKING:  # loaded with the first XSpace read: registering importers must stay light
+    import pyarrow as pa
 
 # Runtime events of JAX/XLA/TensorFlow seen on the Python thread that are not the program's own
 # annotations (names with '::' are C++ scopes and are left out too).
@@ -79,6 +80,8 @@ class Tables:
         return len(next(iter(cols.values()))) if cols else 0
 
     def arrow(self) -> dict[str, pa.Table]:
+        import pyarrow as pa
+
         """Columns typed as the schema types them (text name columns stay text), so that the
         tables concatenate with other collectors' tables."""
         out = {}

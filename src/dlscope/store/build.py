@@ -8,7 +8,8 @@ parent of ranges, ops' self time, the step of every event) and writes the profil
 Everything happens in one DuckDB connection, :attr:`ProfileBuilder.con`: Arrow tables handed to
 :meth:`~ProfileBuilder.add` are scanned in place, and importers may build their tables directly
 in that connection (:meth:`~ProfileBuilder.add_relation`), so large imports never copy events
-into Python. Only distinct strings pass through Python, to be interned.
+into Python. Only distinct strings pass through Python, to be interned; pyarrow and numpy are
+loaded only for Arrow tables handed to :meth:`~ProfileBuilder.add` (an import needs neither).
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import os
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import InputError
 from . import db
 from .meta import Meta
-from .schema import NAME_COLUMNS, TABLES, TABLES_BY_NAME
+from .schema import DUCK_TYPES, NAME_COLUMNS, TABLES, TABLES_BY_NAME
 from .writer import write_profile
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _ids = itertools.count()
 
@@ -55,6 +57,10 @@ class Interner:
     def intern_array(self, arr: pa.Array | pa.ChunkedArray) -> pa.Array:
         """Map a string array to int32 ids (nulls stay null) with one Python step per *distinct*
         value, not per row."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks() if arr.num_chunks else pa.array([], pa.string())
         if pa.types.is_dictionary(arr.type):
@@ -71,8 +77,18 @@ class Interner:
         return ids.cast(pa.int32())
 
     def table(self) -> pa.Table:
+        import pyarrow as pa
+
         return pa.table({"id": pa.array(range(len(self.values)), pa.int32()),
                          "value": pa.array(self.values, pa.string())})
+
+    def create(self, con: duckdb.DuckDBPyConnection, name: str, values: list[str] | None = None) -> None:
+        """Create the DuckDB table ``name`` (value, id) for ``values`` (default: every string),
+        interning them; lists go to DuckDB as parameters, no Arrow needed."""
+        values = self.values if values is None else values
+        ids = [self.intern(v) for v in values]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT unnest($1::VARCHAR[]) AS value, "
+                    "unnest($2::INTEGER[]) AS id", [values, ids])
 
 
 class ProfileBuilder:
@@ -139,10 +155,10 @@ class ProfileBuilder:
                         exprs.append("NULL")
                     else:
                         raise InputError(f"table {spec.name}: required column {col.name} is missing")
-                cols = ", ".join(f"CAST({e} AS {_duck_type(c.type)}) AS \"{c.name}\"" for e, c in zip(exprs, spec.columns))
+                cols = ", ".join(f"CAST({e} AS {_duck_type(c.dtype)}) AS \"{c.name}\"" for e, c in zip(exprs, spec.columns))
                 selects.append(f"SELECT {cols} FROM {rel} p {' '.join(joins)}")
             if not selects:
-                cols = ", ".join(f"CAST(NULL AS {_duck_type(c.type)}) AS \"{c.name}\"" for c in spec.columns)
+                cols = ", ".join(f"CAST(NULL AS {_duck_type(c.dtype)}) AS \"{c.name}\"" for c in spec.columns)
                 selects = [f"SELECT {cols} WHERE FALSE"]
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_{spec.name} AS "
                              f"SELECT row_number() OVER () AS rid, * FROM ({' UNION ALL '.join(selects)})")
@@ -159,8 +175,7 @@ class ProfileBuilder:
         values = [r[0] for r in self.con.execute(
             f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL').fetchall()]
         name = f"strmap{next(_ids)}"
-        self.con.register(name, pa.table({"value": pa.array(values, pa.string()),
-                                          "id": pa.array([self.interner.intern(v) for v in values], pa.int32())}))
+        self.interner.create(self.con, name, values)
         return name
 
     def _drop(self, relation: str) -> None:
@@ -185,7 +200,7 @@ class ProfileBuilder:
         """Build and write the profile: each table goes from its SQL view straight to Parquet."""
         t0 = time.perf_counter()
         views = link(self.con, self._prepare())
-        self.con.register("strings_in", self.interner.table())
+        self.interner.create(self.con, "strings_in")
         views["strings"] = "strings_in"
         meta.timed("intern", time.perf_counter() - t0)
         write_profile(profile_dir, self.con, views, meta)
@@ -257,7 +272,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
 
     def final(name: str, select: str) -> None:
         spec = TABLES_BY_NAME[name]
-        cols = ", ".join(f'CAST(x."{c.name}" AS {_duck_type(c.type)}) AS "{c.name}"' for c in spec.columns)
+        cols = ", ".join(f'CAST(x."{c.name}" AS {_duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns)
         con.execute(f"CREATE OR REPLACE VIEW final_{name} AS SELECT {cols} FROM ({select}) x")
         views[name] = f"final_{name}"
 
@@ -305,5 +320,5 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     return views
 
 
-def _duck_type(t: pa.DataType) -> str:
-    return db.duck_type(t)
+def _duck_type(dtype: str) -> str:
+    return DUCK_TYPES[dtype]

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def connect(threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -30,6 +32,8 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
 
 def to_arrow(rel: Any) -> pa.Table:
     """Materialize a DuckDB relation as an Arrow table, whatever the DuckDB release calls it."""
+    import pyarrow as pa
+
     for method in ("to_arrow_table", "fetch_arrow_table", "arrow"):
         fn = getattr(rel, method, None)
         if fn is not None:
@@ -57,10 +61,8 @@ def arrow_batches(con: duckdb.DuckDBPyConnection, sql: str, rows_per_batch: int 
     raise RuntimeError("this DuckDB release cannot stream Arrow batches")
 
 
-_DUCK_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-               pa.float64(): "DOUBLE", pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN"}
+def duck_type(t: pa.DataType | str) -> str:
+    """The DuckDB type of a schema column's Arrow type (or its name, ``Column.dtype``)."""
+    from .schema import DUCK_TYPES
 
-
-def duck_type(t: pa.DataType) -> str:
-    """The DuckDB type of a schema column's Arrow type."""
-    return _DUCK_TYPES[t]
+    return DUCK_TYPES[str(t)]

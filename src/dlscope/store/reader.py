@@ -76,13 +76,13 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     con = con or db.connect()
     for spec in TABLES:
         absent = profile.absent_columns.get(spec.name, set())
-        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.type)}) AS "{c.name}"' if c.name in absent else f'"{c.name}"'
+        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in absent else f'"{c.name}"'
                          for c in spec.columns)
         if profile.files[spec.name]:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
         else:  # a table this profile predates (see schema.OPTIONAL_TABLES)
-            src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.type)}) AS "{c.name}"' for c in spec.columns) \
+            src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
                 + " WHERE FALSE"
         if spec.name == "strings":
             con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")

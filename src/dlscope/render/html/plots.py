@@ -14,6 +14,7 @@ from . import blocks, svg
 
 OUTSIDE = "(outside phases)"
 MAX_BARS = 300  # steps drawn one bar each; more are averaged in groups
+MAX_POINTS = 1000  # steps drawn one point each in the step-time line; more are grouped
 
 
 def phase_colors(phases: list[PhaseRow]) -> dict[str, str]:
@@ -30,11 +31,26 @@ def steps_section(durations: pa.Table) -> str:
     steps = durations.column("step").to_pylist()
     ms = [d / 1e6 for d in durations.column("duration_ns").to_pylist()]
     hist = svg.histogram(ms, "step time (ms)", bins=20 if len(ms) < 200 else 40)
-    seq = svg.line_chart([svg.Line("step time", svg.color(0), steps, ms)], (min(steps) - 0.5, max(steps) + 0.5),
+    lines, caption = _step_lines(steps, ms)
+    seq = svg.line_chart(lines, (min(steps) - 0.5, max(steps) + 0.5),
                          "ms", "step", value_fmt=lambda v: f"{v:,.3f} ms", height=200, integer_x=True)
     return blocks.section("steps", "Step time", f"<figure>{hist}<figcaption>Distribution of {len(ms):,} step "
-                          f"times</figcaption></figure><figure>{seq}<figcaption>Each step in order</figcaption>"
-                          "</figure>")
+                          f"times</figcaption></figure><figure>{seq}<figcaption>{caption}</figcaption>"
+                          "</figure>" + (svg.legend([(ln.label, ln.color) for ln in lines]) if len(lines) > 1 else ""))
+
+
+def _step_lines(steps: list[int], ms: list[float]) -> tuple[list[svg.Line], str]:
+    """Each step in order; past MAX_POINTS steps, consecutive steps in equal groups drawn as
+    their mean, minimum and maximum (one point per step made a long run's report tens of MB)."""
+    size = max(1, -(-len(steps) // MAX_POINTS))
+    if size == 1:
+        return [svg.Line("step time", svg.color(0), steps, ms)], "Each step in order"
+    groups = [(steps[i:i + size], ms[i:i + size]) for i in range(0, len(steps), size)]
+    xs = [sum(st) / len(st) for st, _ in groups]
+    lines = [svg.Line("max", svg.color(3), xs, [max(v) for _, v in groups]),
+             svg.Line("mean", svg.color(0), xs, [sum(v) / len(v) for _, v in groups]),
+             svg.Line("min", svg.color(2), xs, [min(v) for _, v in groups])]
+    return lines, f"Steps in order, in groups of {size} consecutive steps: mean, minimum and maximum of each"
 
 
 def _grouped(steps: list[int], values: dict[str, list[float]]) -> tuple[list[str], dict[str, list[float]], int]:
@@ -99,7 +115,8 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
     t0 = bins.start_ns
     xs = [(i + 0.5) * bins.width_ns / 1e9 for i in range(bins.count)]
     x_range = (0.0, bins.count * bins.width_ns / 1e9)
-    band_list = [svg.Band(f"{b['name']} {(b['start_ns'] - t0) / 1e9:.3f}-{(b['end_ns'] - t0) / 1e9:.3f} s",
+    band_list = [svg.Band(f"{b['name']} {(b['start_ns'] - t0) / 1e9:.3f}-{(b['end_ns'] - t0) / 1e9:.3f} s"
+                          + (f" ({b['instances']:,} instances)" if b.get("instances", 1) > 1 else ""),
                           colors.get(b["name"], svg.GREY), (b["start_ns"] - t0) / 1e9, (b["end_ns"] - t0) / 1e9)
                  for b in bands.to_pylist()]
     charts = []

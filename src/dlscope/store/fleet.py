@@ -1,0 +1,115 @@
+"""Many profiles queried as one: every table of every profile, with a ``profile`` column.
+
+A fleet is a folder holding profiles (at any depth) or a glob matching profile directories. Each
+table becomes one DuckDB view over all the profiles' Parquet files at once (``read_parquet`` of a
+file list: DuckDB scans them in parallel and never loads a table whole). Names are interned per
+profile, so ``strings`` carries the profile too and the decoded views join on (profile, id).
+
+The same files are what a distributed engine reads when one machine is not enough
+(``docs/fleet.md``: Dask, one partition per file).
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import duckdb
+
+from ..errors import InputError
+from . import db
+from .reader import StoredProfile, is_unfinished, open_profile
+from .schema import NAME_COLUMNS, TABLES
+
+
+def is_profile(path: Path) -> bool:
+    return path.is_dir() and (path / "meta.json").is_file()
+
+
+def is_fleet(spec: str) -> bool:
+    """A glob, or a directory that is not itself a profile (nor an unfinished recording)."""
+    p = Path(spec)
+    if glob.has_magic(spec):
+        return not p.exists()
+    return p.is_dir() and not is_profile(p) and not is_unfinished(p)
+
+
+def find_profiles(spec: str) -> tuple[list[Path], list[Path]]:
+    """The finished profiles a folder or glob names, sorted, and the unfinished recordings
+    (a spool without meta.json) it also holds. Raises InputError when there is no profile."""
+    if glob.has_magic(spec):
+        roots = [Path(m) for m in sorted(glob.glob(spec, recursive=True))]
+    else:
+        roots = [Path(spec)]
+        if not roots[0].is_dir():
+            raise InputError(f"{spec}: no such profile or folder")
+    found: list[Path] = []
+    unfinished: list[Path] = []
+    for root in roots:
+        if is_profile(root):
+            found.append(root)
+        elif is_unfinished(root):
+            unfinished.append(root)
+        elif root.is_dir():
+            for meta in sorted(root.rglob("meta.json")):
+                if meta.parent.name != "spool":
+                    found.append(meta.parent)
+            unfinished += sorted(s.parent for s in root.rglob("spool") if is_unfinished(s.parent))
+    found = sorted(set(found))
+    if not found:
+        raise InputError(f"{spec}: no dlscope profile there" + (
+            f" ({len(unfinished)} unfinished recording(s): run 'dlscope summary' on each to finalize it)"
+            if unfinished else ""))
+    return found, sorted(set(unfinished))
+
+
+def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection | None = None
+                 ) -> duckdb.DuckDBPyConnection:
+    """Create, in ``con``, one view per table over every profile, with a ``profile`` column (the
+    profile's path as found). ``raw_<table>`` keeps the ids; ``<table>`` adds the decoded names;
+    ``profiles`` lists each profile with its source and its start and end (from meta.json)."""
+    con = con or db.connect()
+    files, labels = [], []
+    for prof in profiles:
+        for spec in TABLES:
+            for f in prof.files[spec.name]:
+                files.append(str(f.resolve()))
+                labels.append(str(prof.path))
+    con.execute("CREATE OR REPLACE TEMP TABLE fleet_files AS SELECT unnest($1::VARCHAR[]) AS file, "
+                "unnest($2::VARCHAR[]) AS profile", [files, labels])
+    con.execute("CREATE OR REPLACE TEMP TABLE profiles AS SELECT unnest($1::VARCHAR[]) AS profile, "
+                "unnest($2::VARCHAR[]) AS source, unnest($3::BIGINT[]) AS start_ns, unnest($4::BIGINT[]) AS end_ns",
+                [[str(p.path) for p in profiles], [p.meta.source or "" for p in profiles],
+                 [p.meta.start_ns for p in profiles], [p.meta.end_ns for p in profiles]])
+    for spec in TABLES:
+        paths = [str(f.resolve()) for p in profiles for f in p.files[spec.name]]
+        cols = ", ".join(f'r."{c}"' for c in spec.column_names())
+        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true) r "
+               "JOIN fleet_files f ON f.file = r.filename")
+        if spec.name == "strings":
+            con.execute(f"CREATE OR REPLACE TEMP TABLE strings AS {src}")
+            continue
+        con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
+        names = NAME_COLUMNS.get(spec.name)
+        if names:
+            joins, extra = [], []
+            for i, (col, idcol) in enumerate(names.items()):
+                joins.append(f"LEFT JOIN strings s{i} ON s{i}.profile = t.profile AND s{i}.id = t.{idcol}")
+                extra.append(f"s{i}.value AS {col}")
+            decoded = f"SELECT t.*, {', '.join(extra)} FROM raw_{spec.name} t {' '.join(joins)}"
+        else:
+            decoded = f"SELECT * FROM raw_{spec.name}"
+        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS {decoded}")
+    return con
+
+
+def open_fleet(spec: str) -> tuple[duckdb.DuckDBPyConnection, list[StoredProfile], list[Path]]:
+    """Validate every profile a folder or glob names and attach them all; returns the connection,
+    the profiles and the unfinished recordings left out."""
+    paths, unfinished = find_profiles(spec)
+    profiles = [open_profile(p) for p in paths]
+    return attach_fleet(profiles), profiles, unfinished
+
+
+def _list(paths: list[str]) -> str:
+    return "[" + ", ".join(db.sql_str(p) for p in paths) + "]"
