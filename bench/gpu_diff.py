@@ -6,15 +6,15 @@ Run on a machine with an NVIDIA GPU, from the repository root (dlscope is taken 
 
 Profiles bench/programs/diff_model.py four times with `python3 -m dlscope profile` (default
 mode: every step timed, ops and kernels traced in the first steps): ResNet-18 at batch 4 and at
-batch 256, and an MLP eager and under torch.compile. Then `dlscope diff` on each pair (text,
+batch 512, and an MLP eager and under torch.compile. Then `dlscope diff` on each pair (text,
 JSON, HTML) and `dlscope check`, and checks that the diff says what changed:
 
-* batch 4 -> 256: step time up and significant; samples/s up (ratio > 1) and the time per sample
+* batch 4 -> 512: step time up and significant; samples/s up (ratio > 1) and the time per sample
   down significantly; the step-time rows add up to the change of the mean step time; most GPU
   time matched by kernel name (same model, same kernels mostly).
 * eager -> compiled: fewer kernels per step; Triton kernels among the new GPU work; aten
   elementwise kernels among the vanished; the rows add up.
-* check: batch 256 against batch 4 on step_p50 exits 1 (a real, significant step-time
+* check: batch 512 against batch 4 on step_p50 exits 1 (a real, significant step-time
   regression) while throughput does not regress, and mem_peak (NVML) regresses; a profile against itself exits 0; against its
   own summary JSON exits 0; a missing baseline exits 2 with one line on stderr.
 
@@ -50,16 +50,16 @@ LOG: Any = None
 
 RUNS = {  # name -> (model, batch, steps, compile)
     "resnet18_b4": ("resnet18", 4, 60, False),
-    "resnet18_b256": ("resnet18", 256, 40, False),
+    "resnet18_b512": ("resnet18", 512, 30, False),
     "mlp_eager": ("mlp", 256, 80, False),
     "mlp_compiled": ("mlp", 256, 80, True),
 }
-RESERVE = {"resnet18_b4": 150.0, "resnet18_b256": 130.0, "mlp_eager": 70.0, "mlp_compiled": 50.0}
+RESERVE = {"resnet18_b4": 150.0, "resnet18_b512": 130.0, "mlp_eager": 70.0, "mlp_compiled": 50.0}
 # DIFF_DEVICE=cpu: a smoke test of this script's plumbing on a machine without a GPU (the MLP in
 # place of ResNet-18, no torch.compile); its checks about kernels then fail or skip by design
 DEVICE = os.environ.get("DIFF_DEVICE", "cuda")
 if DEVICE == "cpu":
-    RUNS = {"resnet18_b4": ("mlp", 4, 30, False), "resnet18_b256": ("mlp", 256, 30, False),
+    RUNS = {"resnet18_b4": ("mlp", 4, 30, False), "resnet18_b512": ("mlp", 256, 30, False),
             "mlp_eager": ("mlp", 64, 30, False), "mlp_compiled": ("mlp", 64, 30, False)}
 
 
@@ -202,9 +202,9 @@ def compile_checks(d: dict[str, Any]) -> None:
 
 
 def check_cmds(prof: dict[str, Path | None]) -> None:
-    b4, b256 = prof.get("resnet18_b4"), prof.get("resnet18_b256")
-    if b4 and b256:
-        p = dlscope("check", str(b256), "--baseline", str(b4), "--metric", "step_p50,throughput,mem_peak")
+    b4, b512 = prof.get("resnet18_b4"), prof.get("resnet18_b512")
+    if b4 and b512:
+        p = dlscope("check", str(b512), "--baseline", str(b4), "--metric", "step_p50,throughput,mem_peak")
         RESULTS["data"]["check_batch"] = p.stdout
         lines = p.stdout.strip().splitlines()
         check("check_regression_exit_1", p.returncode == 1 and any(x.startswith("REGRESSION step_p50") for x in lines)
@@ -237,11 +237,11 @@ def main() -> int:
     diffs = {}
     # one pair at a time, each diffed and checked before the next is profiled: a slow
     # torch.compile cannot starve the batch comparison of time
-    for name in ("resnet18_b4", "resnet18_b256"):
+    for name in ("resnet18_b4", "resnet18_b512"):
         prof[name] = part(f"profile_{name}", profile, name)
         check(f"profile_{name}", prof[name] is not None, str(prof[name]))
-    if prof.get("resnet18_b4") and prof.get("resnet18_b256"):
-        diffs["batch"] = part("diff_batch", run_diff, "batch", prof["resnet18_b4"], prof["resnet18_b256"])
+    if prof.get("resnet18_b4") and prof.get("resnet18_b512"):
+        diffs["batch"] = part("diff_batch", run_diff, "batch", prof["resnet18_b4"], prof["resnet18_b512"])
         if diffs["batch"]:
             part("batch_checks", batch_checks, diffs["batch"])
     part("check_cmds", check_cmds, prof)
