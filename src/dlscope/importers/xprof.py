@@ -57,6 +57,7 @@ _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\
 _MEMCPY_KIND = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "htoh": "HtoH", "ptop": "PtoP",
                 "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
 _MEM_KINDS = ("pageable", "pinned", "device", "managed", "array")
+CUPTI_PLANE = "/host:CUPTI"  # XLA's CUPTI tracer puts the CUDA API calls it saw here
 OP_TRACK_BASE = 1 << 40  # tid of the per-stream op track: never an OS thread id or a line id seen here
 
 
@@ -157,6 +158,9 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
     marker_ns = None
     if host is not None:
         marker_ns = _host(host, out, rank, pid, base_ns, ids, sources, marker)
+    for p in planes:
+        if p.name == CUPTI_PLANE:
+            _cupti_api(p, out, rank, pid, base_ns)
     devices = []
     for p in planes:
         m = _GPU_PLANE.match(p.name)
@@ -166,7 +170,7 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
                             "sms": _int(p.stats.get("core_count")), "memory_bytes": _int(p.stats.get("memory_size")),
                             "compute_capability": _cc(p.stats)})
             _device(p, dev, out, rank, pid, base_ns, ids, sources)
-    counts = {t: out.count(t) for t in ("ops", "phases", "steps", "kernels", "memcpy", "memset")}
+    counts = {t: out.count(t) for t in ("ops", "phases", "steps", "api", "kernels", "memcpy", "memset")}
     if hosts:
         notes.append(f"host {hosts[0]}")
     return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns)
@@ -243,6 +247,18 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
     for row in ops:
         out.add("ops", **row)
     return marker_ns
+
+
+def _cupti_api(plane: Plane, out: Tables, rank: int, pid: int, base: int) -> None:
+    """The CUDA driver/runtime calls XLA's CUPTI tracer recorded, one line per host thread: the
+    launches that kernels name by correlation id."""
+    for line in plane.lines:
+        for e in line.events:
+            corr = _int(e.stats.get("correlation_id"))
+            s = base + e.start_ns
+            out.add("api", rank=rank, pid=pid, tid=_int(e.stats.get("thread_id")) or line.id, start_ns=s,
+                    end_ns=s + e.dur_ns, name=e.display or e.name, correlation_id=corr,
+                    kind="runtime" if e.name.startswith("cuda") else "driver")
 
 
 def op_kind(e: Event) -> tuple[str, str] | None:
