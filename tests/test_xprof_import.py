@@ -224,10 +224,10 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
     data = ProfileData.open(tmp_path / "g.dlscope")
     t0 = 1_800_000_000_000_000_000
     # kernels with their launch shape, linked to their HLO op and to their launch
-    ks = q(data.con, """SELECT k.name, k.start_ns - {t0}, k.grid_x, k.block_x, k.registers, k.shared_bytes, o.name,
+    ks = q(data.con, f"""SELECT k.name, k.start_ns - {t0}, k.grid_x, k.block_x, k.registers, k.shared_bytes, o.name,
                                o.source, a.name, k.step
                         FROM kernels k LEFT JOIN ops o ON o.external_id = k.external_id
-                        LEFT JOIN api a ON a.correlation_id = k.correlation_id ORDER BY k.start_ns""".format(t0=t0))
+                        LEFT JOIN api a ON a.correlation_id = k.correlation_id ORDER BY k.start_ns""")
     assert ks == [
         ("sm90_xmma_gemm_bf16", 100_000, 66, 384, 168, 213504, "cublas-gemm.1", "jit(train_step)/dot_general",
          "cuLaunchKernelEx", 3),
@@ -236,8 +236,8 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
         ("loop_add_fusion", 150_000, None, None, None, None, "add.3", None, "cuLaunchKernelEx", 3),
         ("stray_kernel", 170_000, None, None, None, None, None, None, "cuLaunchKernel", 3)]
     # the GEMM's two kernels are one op call spanning both; the module run encloses both ops
-    ops = q(data.con, """SELECT name, category, start_ns - {t0}, end_ns - start_ns, depth FROM ops
-                         WHERE category IN ('hlo_op', 'xla_module') ORDER BY start_ns, depth""".format(t0=t0))
+    ops = q(data.con, f"""SELECT name, category, start_ns - {t0}, end_ns - start_ns, depth FROM ops
+                         WHERE category IN ('hlo_op', 'xla_module') ORDER BY start_ns, depth""")
     assert ops == [("jit_train_step", "xla_module", 100_000, 56_000, 0),
                    ("cublas-gemm.1", "hlo_op", 100_000, 45_000, 1), ("add.3", "hlo_op", 150_000, 6_000, 1)]
     assert q(data.con, "SELECT copy_kind, src_kind, dst_kind, bytes FROM memcpy") == [("DtoH", "device", "pinned", 4096)]
