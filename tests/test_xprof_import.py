@@ -247,3 +247,11 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
     assert rows["cublas-gemm.1"]["kernels"] == 2
     assert rows["jit_train_step"]["gpu_total_ms"] == pytest.approx(0.050)  # its two ops, not the copy
     assert open_profile(tmp_path / "g.dlscope").meta.devices[0]["compute_capability"] == "9.0"
+
+
+def test_jax_json_beside_its_xspace_imports_the_xspace(tmp_path, cli, jax_profile):
+    r = cli("import", _one(JAX_DIR, "*.trace.json.gz"), "-o", tmp_path / "j.dlscope")
+    assert r.code == 0, r.err
+    a, b = ProfileData.open(tmp_path / "j.dlscope"), ProfileData.open(jax_profile)
+    sql = "SELECT category, count(*) FROM ops GROUP BY 1 ORDER BY 1"
+    assert q(a.con, sql) == q(b.con, sql) and q(a.con, sql)

@@ -359,6 +359,14 @@ def _memcpy(details: str, name: str) -> tuple[str, str, str, int]:
     return kind, src, dst, size
 
 
+def _sibling_xspace(path: Path) -> Path | None:
+    """The XSpace of the same host beside a JAX ``<host>.trace.json.gz``."""
+    if not path.name.endswith(".trace.json.gz"):
+        return None
+    sibling = path.with_name(path.name[: -len(".trace.json.gz")] + ".xplane.pb")
+    return sibling if sibling.is_file() else None
+
+
 def find_xspaces(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.xplane.pb") if p.is_file())
 
@@ -369,14 +377,17 @@ class XprofImporter(Importer):
                    "its *.xplane.pb)")
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return path.name.endswith(".xplane.pb") and head[:1] == b"\x0a"
+        if path.name.endswith(".xplane.pb"):
+            return head[:1] == b"\x0a"
+        # the JSON JAX writes beside its XSpace: the XSpace holds the same events and more
+        return path.name.endswith(".trace.json.gz") and bool(_sibling_xspace(path))
 
     def expand_dir(self, directory: Path) -> list[Path]:
         return find_xspaces(directory)
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         op_base = 0
-        for path in files:
+        for path in dict.fromkeys(_sibling_xspace(f) or f for f in files):
             try:
                 data = path.read_bytes()
             except OSError as e:
