@@ -18,6 +18,7 @@ import pytest
 
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.op_sum import compute as op_sum
+from dlscope.analysis.tensor_core import compute as tensor_core
 from dlscope.analysis.tensor_cores import is_tensor_core_eligible_op
 from dlscope.importers.xplane_pb import parse_xspace
 from dlscope.importers.xprof import start_time_ns
@@ -247,6 +248,10 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
     assert rows["cublas-gemm.1"]["kernels"] == 2
     assert rows["jit_train_step"]["gpu_total_ms"] == pytest.approx(0.050)  # its two ops, not the copy
     assert open_profile(tmp_path / "g.dlscope").meta.devices[0]["compute_capability"] == "9.0"
+    # the tensor-core report: the GEMM op is eligible and ran 40 of its 44 us on tensor cores
+    tc = {r["op"]: r for r in tensor_core(data).table.to_pylist()}
+    assert tc["cublas-gemm.1"]["eligible"] and tc["cublas-gemm.1"]["tc_gpu_ms"] == pytest.approx(0.040)
+    assert not tc["add.3"]["eligible"] and tc["add.3"]["tc_gpu_ms"] == 0
 
 
 def test_jax_json_beside_its_xspace_imports_the_xspace(tmp_path, cli, jax_profile):
