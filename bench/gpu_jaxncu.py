@@ -223,6 +223,9 @@ def jax_profile() -> dict[str, Any]:
     out["collectors"] = {k: (v.get("status"), v.get("reason")) for k, v in meta["collectors"].items()}
     out["notes"] = meta.get("notes", [])[:10]
     out["attribution"] = sql(prof, ATTRIBUTED)
+    # past the first step: compilation (autotuning kernels XLA does not annotate) is over
+    out["attribution_after_step0"] = sql(prof, ATTRIBUTED + " WHERE k.step >= 1")
+    out["api_calls"] = sql(prof, "SELECT count(*) AS n, count(DISTINCT name) AS names FROM api")
     out["ops_by_category"] = sql(prof, "SELECT category, count(*) AS n FROM ops GROUP BY 1")
     out["steps"] = sql(prof, "SELECT step, warmup, (end_ns - start_ns) / 1e6 AS ms FROM steps ORDER BY step")
     out["unattributed_top"] = sql(prof, """SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels
@@ -339,7 +342,9 @@ def main() -> int:
     RESULTS["elapsed_s"] = round(elapsed(), 1)
     jp = RESULTS["parts"].get("jax_profile", {}).get("attribution") or [{}]
     ji = RESULTS["parts"].get("jax_import", {}).get("attribution") or [{}]
+    js = RESULTS["parts"].get("jax_profile", {}).get("attribution_after_step0") or [{}]
     RESULTS["summary"] = {"jax_profile_attributed_pct": jp[0].get("attributed_pct"),
+                          "jax_profile_attributed_pct_after_step0": js[0].get("attributed_pct"),
                           "jax_import_attributed_pct": ji[0].get("attributed_pct"),
                           "cupy_kernels": (RESULTS["parts"].get("cupy", {}).get("kernels") or [{}])[0].get("n"),
                           "cupy_cupti": RESULTS["parts"].get("cupy", {}).get("cupti"),
