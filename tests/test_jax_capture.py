@@ -57,6 +57,10 @@ def test_jax_times_are_on_dlscope_clock(jax_run):
     first, last = q(data.con, "SELECT min(start_ns), max(end_ns) FROM steps")[0]
     assert lo <= first and last <= hi  # JAX's steps inside dlscope's own phase around the loop
     assert first - lo < 50_000_000
+    # JAX's annotations sit on the same OS thread as dlscope's phase (the profiler's own thread
+    # ids are mapped back)
+    assert q(data.con, "SELECT DISTINCT tid FROM phases WHERE name IN ('loop', 'compute', 'data')") == \
+        q(data.con, "SELECT DISTINCT tid FROM steps")
 
 
 def test_jax_ops_point_at_the_program_lines(jax_run):

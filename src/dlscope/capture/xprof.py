@@ -237,7 +237,12 @@ class XprofCollector(Collector):
         for path in files:
             res = read_xspace(path.read_bytes(), rank=context.rank, pid=pid, marker=CLOCK_MARKER)
             shift = _shift_ns(header.get("marker"), res.marker_ns, context.offset_ns)
+            w = header.get("window") or []
+            # the profiler names threads its own way: the one that made the marker is the OS thread
+            # that started tracing (the program's main thread, as a rule)
+            tids = {res.marker_line: int(w[2])} if res.marker_line is not None and len(w) == 3 else {}
             for name, table in res.tables.items():
+                table = _retid(table, tids)
                 if name == "steps":
                     if header.get("app_steps") or header.get("steps"):
                         continue  # the program's own dlscope steps win; else the timed annotations below
@@ -261,11 +266,22 @@ class XprofCollector(Collector):
         return {k: pa.concat_tables(v, promote_options="permissive") for k, v in out.items()}
 
 
+def _retid(t: pa.Table, tids: dict[int, int]) -> pa.Table:
+    import pyarrow as pa
+
+    if not tids or "tid" not in t.column_names:
+        return t
+    col = [tids.get(x, x) if x is not None else None for x in t.column("tid").to_pylist()]
+    return t.set_column(t.schema.get_field_index("tid"), "tid", pa.array(col, pa.int64()))
+
+
 def _timed_steps(header: dict[str, Any], context: DecodeContext, pid: int) -> pa.Table:
     """Every step annotation the program made, timed on the session clock (one row per step
     number: the first, when a number repeats)."""
     import pyarrow as pa
 
+    w = header.get("window") or []
+    tid = int(w[2]) if len(w) == 3 else int(header.get("tid") or 0)
     seen: dict[int, list[int]] = {}
     for step, start, end in header["steps"]:
         seen.setdefault(int(step), [int(start), int(end)])
@@ -273,7 +289,7 @@ def _timed_steps(header: dict[str, Any], context: DecodeContext, pid: int) -> pa
     return pa.table({"rank": pa.array([context.rank] * n, pa.int32()), "step": pa.array(list(seen), pa.int32()),
                      "start_ns": pa.array([v[0] + context.offset_ns for v in seen.values()], pa.int64()),
                      "end_ns": pa.array([v[1] + context.offset_ns for v in seen.values()], pa.int64()),
-                     "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array([int(header.get("tid") or 0)] * n, pa.int64()),
+                     "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array([tid] * n, pa.int64()),
                      "source": ["profiler_step"] * n, "warmup": pa.array([False] * n, pa.bool_()),
                      "traced": pa.array([True] * n, pa.bool_())})
 

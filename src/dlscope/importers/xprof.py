@@ -113,6 +113,7 @@ class XSpaceResult:
     notes: list[str]
     counts: dict[str, int]
     marker_ns: tuple[int, int] | None = None  # the clock-sync annotation, when asked for
+    marker_line: int | None = None  # the id of the host line (thread) it was on
 
 
 def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: int | None = None,
@@ -173,7 +174,8 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
     counts = {t: out.count(t) for t in ("ops", "phases", "steps", "api", "kernels", "memcpy", "memset")}
     if hosts:
         notes.append(f"host {hosts[0]}")
-    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns)
+    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns and marker_ns[:2],
+                        marker_ns[2] if marker_ns else None)
 
 
 def _cc(stats: dict[str, Any]) -> str | None:
@@ -187,8 +189,8 @@ def _source(sources: dict[str, dict[str, str]], module: Any, op: Any, stats: dic
 
 
 def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
-          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int] | None:
-    """Host events to steps, phases and ops; returns the marker's (start, end) if seen."""
+          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int, int] | None:
+    """Host events to steps, phases and ops; returns the marker's (start, end, line id) if seen."""
     it = iter(ids)
     marker_ns = None
     step_lines = {line.id for line in plane.lines for e in line.events if "step_num" in e.stats}
@@ -204,7 +206,7 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
         for e in line.events:
             s, t = base + e.start_ns, base + e.start_ns + e.dur_ns
             if marker is not None and e.name == marker:
-                marker_ns = (s, t)
+                marker_ns = (s, t, line.id)
                 continue
             common = {"rank": rank, "pid": pid, "tid": line.id, "start_ns": s, "end_ns": t}
             step = _int(e.stats.get("step_num"))
