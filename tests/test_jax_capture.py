@@ -86,3 +86,13 @@ def test_jax_layer_traces_a_window_and_times_every_step(tmp_path):
         (i,) for i in range(6)]
     # the program's own phases: only inside the traced window
     assert q(data.con, "SELECT count(*) FROM phases WHERE name = 'compute'") == [(6,)]
+
+
+def test_jax_layer_off(tmp_path):
+    py = _jax_python()
+    out = tmp_path / "off.dlscope"
+    r = run_dlscope("profile", "--quiet", "--jax", "off", "-o", out, "--", py, PROGRAM, "2", timeout=300)
+    assert r.returncode == 0, r.stderr
+    meta = open_profile(out).meta
+    assert meta.collectors["jax"].status == "off"
+    assert q(ProfileData.open(out).con, "SELECT count(*) FROM ops") == [(0,)]
