@@ -260,3 +260,14 @@ def test_jax_json_beside_its_xspace_imports_the_xspace(tmp_path, cli, jax_profil
     a, b = ProfileData.open(tmp_path / "j.dlscope"), ProfileData.open(jax_profile)
     sql = "SELECT category, count(*) FROM ops GROUP BY 1 ORDER BY 1"
     assert q(a.con, sql) == q(b.con, sql) and q(a.con, sql)
+
+
+def test_stream_lines_are_told_from_derived_lines():
+    from dlscope.importers.xplane_pb import Event, Line
+    from dlscope.importers.xprof import stream_of
+
+    kernel = Event("k", 0, 1, {"correlation_id": 5})
+    assert stream_of(Line(3, "Stream #14(Compute)", [kernel])) == 14
+    assert stream_of(Line(3, "XLA Ops", [kernel])) is None
+    assert stream_of(Line(99, "Compute", [kernel])) == 99  # a stream under another name
+    assert stream_of(Line(98, "Something", [Event("x", 0, 1, {})])) is None

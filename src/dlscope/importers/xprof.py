@@ -41,7 +41,7 @@ from ..store.meta import CollectorStatus, Meta
 from ..store.schema import TABLES_BY_NAME
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
-from .xplane_pb import Event, Plane, parse_xspace
+from .xplane_pb import Event, Line, Plane, parse_xspace
 
 # Runtime events of JAX/XLA/TensorFlow seen on the Python thread that are not the program's own
 # annotations (names with '::' are C++ scopes and are left out too).
@@ -53,6 +53,10 @@ INTERNAL = re.compile(
     r"|^np\.asarray")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
 _STREAM = re.compile(r"^Stream #(\d+)")
+# lines XProf derives from the streams' events (what they say is read from the streams themselves)
+DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "Async XLA Ops", "Steps", "Framework Ops", "Framework Name Scope",
+                           "TensorFlow Ops", "TensorFlow Name Scope", "Source code", "Launch Stats", "XLA TraceMe",
+                           "Host Threads", "SparseCore Ops"})
 _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\d,]+)")
 _MEMCPY_KIND = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "htoh": "HtoH", "ptop": "PtoP",
                 "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
@@ -279,14 +283,27 @@ def op_kind(e: Event) -> tuple[str, str] | None:
     return None
 
 
+def stream_of(line: Line) -> int | None:
+    """The CUDA stream a GPU plane's line records, or None for the lines XProf derives from them.
+    Stream lines are named 'Stream #N(...)'; a line under another name whose events carry CUPTI's
+    correlation ids is taken as a stream too (numbered by its line id)."""
+    m = _STREAM.match(line.name)
+    if m:
+        return int(m.group(1))
+    if line.name in DERIVED_LINES:
+        return None
+    if any("correlation_id" in e.stats for e in line.events[:50]):
+        return line.id
+    return None
+
+
 def _device(plane: Plane, dev: int, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
             sources: dict[str, dict[str, str]]) -> None:
     it = iter(ids)
     for line in plane.lines:
-        m = _STREAM.match(line.name)
-        if not m:
+        stream = stream_of(line)
+        if stream is None:
             continue  # derived lines (XLA Ops, Steps ...) repeat what the streams say
-        stream = int(m.group(1))
         track = OP_TRACK_BASE + dev * 1_000_000 + stream
         op: dict[str, Any] | None = None
         module: dict[str, Any] | None = None
