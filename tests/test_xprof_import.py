@@ -190,7 +190,7 @@ def _gpu_xspace() -> bytes:
     """A GPU run's XSpace as XLA's CUPTI tracer writes it (see tests/xspace_writer.py): one step;
     on stream 7 a module of two HLO ops, the first a cuBLAS GEMM of two kernels; a copy; a kernel
     XLA did not annotate; the launches on /host:CUPTI."""
-    from .xspace_writer import Ev, Ln, Pl, xspace
+    from .xspace_writer import Ev, Ln, Pl, hlo_proto, xspace
 
     t0 = 1_800_000_000_000_000_000
     host = Pl(1, "/host:CPU", [Ln(11, "python", [Ev("train", 0, 1_000_000, {"step_num": 3}),
@@ -215,7 +215,12 @@ def _gpu_xspace() -> bytes:
         enumerate((101, 102, 103))] + [Ev("cuMemcpyDtoHAsync_v2", 80_000, 2_000, {"correlation_id": 104}),
                                         Ev("cuLaunchKernel", 85_000, 2_000, {"correlation_id": 105})])])
     env = Pl(4, "Task Environment", [], {"profile_start_time": t0})
-    return xspace([host, gpu, cupti, env])
+    meta = Pl(5, "/host:metadata", [], {}, {"jit_train_step(7)": hlo_proto("jit_train_step", {
+        "cublas-gemm.1": ("jit(train_step)/dot_general", "/home/u/train.py", "loss_fn", 26)})})
+    return xspace([meta, host, gpu, cupti, env])
+
+
+SRC = "jit(train_step)/dot_general (train.py:26 loss_fn)"  # from the HLO module in the metadata plane
 
 
 def test_gpu_side_of_an_xspace(tmp_path, cli):
@@ -230,10 +235,8 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
                         FROM kernels k LEFT JOIN ops o ON o.external_id = k.external_id
                         LEFT JOIN api a ON a.correlation_id = k.correlation_id ORDER BY k.start_ns""")
     assert ks == [
-        ("sm90_xmma_gemm_bf16", 100_000, 66, 384, 168, 213504, "cublas-gemm.1", "jit(train_step)/dot_general",
-         "cuLaunchKernelEx", 3),
-        ("splitk_reduce", 141_000, None, None, None, None, "cublas-gemm.1", "jit(train_step)/dot_general",
-         "cuLaunchKernelEx", 3),
+        ("sm90_xmma_gemm_bf16", 100_000, 66, 384, 168, 213504, "cublas-gemm.1", SRC, "cuLaunchKernelEx", 3),
+        ("splitk_reduce", 141_000, None, None, None, None, "cublas-gemm.1", SRC, "cuLaunchKernelEx", 3),
         ("loop_add_fusion", 150_000, None, None, None, None, "add.3", None, "cuLaunchKernelEx", 3),
         ("stray_kernel", 170_000, None, None, None, None, None, None, "cuLaunchKernel", 3)]
     # the GEMM's two kernels are one op call spanning both; the module run encloses both ops

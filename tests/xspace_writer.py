@@ -62,6 +62,7 @@ class Pl:
     name: str
     lines: list[Ln] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    hlo_protos: dict[str, bytes] = field(default_factory=dict)  # event metadata name -> HloProto (metadata plane)
 
 
 def _stat(mid: int, v: Any) -> bytes:
@@ -96,8 +97,14 @@ def plane(p: Pl) -> bytes:
     out = _int(1, p.id) + _bytes(2, p.name.encode()) + lines
     for k, v in p.stats.items():
         out += _bytes(6, _stat(sid(k), v))
+    for name, blob in p.hlo_protos.items():
+        i = ev_ids.setdefault(name, len(ev_ids) + 1)
+        md = _int(1, i) + _bytes(2, name.encode()) + _bytes(5, _stat(sid("Hlo Proto"), blob))
+        out += _bytes(4, _int(1, i) + _bytes(2, md))
+        ev_ids[name] = -i  # written
     for name, i in ev_ids.items():
-        out += _bytes(4, _int(1, i) + _bytes(2, _int(1, i) + _bytes(2, name.encode())))
+        if i > 0:
+            out += _bytes(4, _int(1, i) + _bytes(2, _int(1, i) + _bytes(2, name.encode())))
     for name, i in st_ids.items():
         out += _bytes(5, _int(1, i) + _bytes(2, _int(1, i) + _bytes(2, name.encode())))
     return out
@@ -105,3 +112,19 @@ def plane(p: Pl) -> bytes:
 
 def xspace(planes: list[Pl], hostname: str = "gpuhost") -> bytes:
     return b"".join(_bytes(1, plane(p)) for p in planes) + _bytes(4, hostname.encode())
+
+
+def hlo_proto(module: str, ops: dict[str, tuple[str, str, str, int]]) -> bytes:
+    """An HloProto of one computation whose instructions have metadata: name -> (op_name, file,
+    function, line), each with its own one-frame stack (field numbers of XLA's hlo.proto)."""
+    files, funcs, locs, frames, instrs = b"", b"", b"", b"", b""
+    for i, (name, (op_name, file, func, line)) in enumerate(ops.items(), 1):
+        files += _bytes(1, file.encode())
+        funcs += _bytes(2, func.encode())
+        locs += _bytes(3, _int(1, i) + _int(2, i) + _int(3, line))
+        frames += _bytes(4, _int(1, i))
+        instrs += _bytes(2, _bytes(1, name.encode()) + _bytes(2, b"fusion")
+                         + _bytes(7, _bytes(2, op_name.encode()) + _int(15, i)))
+    module_proto = (_bytes(1, module.encode()) + _bytes(3, _bytes(1, b"main") + instrs)
+                    + _bytes(17, files + funcs + locs + frames))
+    return _bytes(1, module_proto)

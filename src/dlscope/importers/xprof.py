@@ -56,7 +56,7 @@ _STREAM = re.compile(r"^Stream #(\d+)")
 # lines XProf derives from the streams' events (what they say is read from the streams themselves)
 DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "Async XLA Ops", "Steps", "Framework Ops", "Framework Name Scope",
                            "TensorFlow Ops", "TensorFlow Name Scope", "Source code", "Launch Stats", "XLA TraceMe",
-                           "Host Threads", "SparseCore Ops"})
+                           "Host Threads", "SparseCore Ops", "CUPTI overhead"})
 _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\d,]+)")
 _MEMCPY_KIND = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "htoh": "HtoH", "ptop": "PtoP",
                 "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
@@ -188,8 +188,8 @@ def _cc(stats: dict[str, Any]) -> str | None:
 
 
 def _source(sources: dict[str, dict[str, str]], module: Any, op: Any, stats: dict[str, Any]) -> str | None:
-    found = sources.get(str(module), {}).get(str(op)) if module and op else None
-    return found or (str(stats["tf_op"]) if stats.get("tf_op") and stats.get("hlo_op") else None)
+    # (a GPU kernel's tf_op stat is the outermost annotation's name: for XLA the op itself, no source)
+    return sources.get(str(module), {}).get(str(op)) if module and op else None
 
 
 def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
@@ -370,7 +370,7 @@ def _kernel(details: str) -> dict[str, Any]:
 def _memcpy(details: str, name: str) -> tuple[str, str, str, int]:
     kv = dict(re.findall(r"(\w+):(\S+)", details))
     size = _int(kv.get("size")) or _int(kv.get("num_bytes")) or 0
-    src = kv.get("kind_src", "unknown").lower()
+    src = kv.get("kind_src", kv.get("kind", "unknown")).lower()  # a memset says kind:
     dst = kv.get("kind_dst", "unknown").lower()
     src, dst = (src if src in _MEM_KINDS else "unknown"), (dst if dst in _MEM_KINDS else "unknown")
     m = re.search(r"(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D|P2P)", name + " " + kv.get("kind", ""), re.IGNORECASE)
