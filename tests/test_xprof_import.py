@@ -274,3 +274,24 @@ def test_stream_lines_are_told_from_derived_lines():
     assert stream_of(Line(3, "XLA Ops", [kernel])) is None
     assert stream_of(Line(99, "Compute", [kernel])) == 99  # a stream under another name
     assert stream_of(Line(98, "Something", [Event("x", 0, 1, {})])) is None
+
+
+TF1_DIR = DATA / "tf" / "cpu_session"
+
+
+def test_tf1_session_runs_are_the_iterations(tmp_path, cli):
+    assert cli("import", _one(TF1_DIR, "*.xplane.pb"), "-o", tmp_path / "s.dlscope").code == 0
+    data = ProfileData.open(tmp_path / "s.dlscope")
+    # the initializer's run, then the 4 training runs (make_tf1_trace.py)
+    runs = q(data.con, "SELECT start_ns, end_ns FROM ops WHERE category = 'tf_session_run' ORDER BY start_ns")
+    steps = q(data.con, "SELECT step, start_ns, end_ns, source FROM steps ORDER BY step")
+    assert [(s, e) for _, s, e, _ in steps] == runs and len(runs) == 5
+    assert {src for *_, src in steps} == {"session_run"}
+    # each training run applies the gradient to both variables: two ApplyGradientDescent per run
+    per_step = q(data.con, """SELECT step, count(*) FILTER (WHERE name LIKE '%:ResourceApplyGradientDescent'
+                                                             OR name LIKE '%:ApplyGradientDescent'),
+                                     count(*) FILTER (WHERE name LIKE '%:MatMul')
+                              FROM ops WHERE category = 'tf_op' AND step IS NOT NULL GROUP BY 1 ORDER BY 1""")
+    assert [r[1] for r in per_step] == [0, 2, 2, 2, 2]
+    assert all(r[2] >= 4 for r in per_step[1:])  # 2 forward and at least 2 backward matmuls
+    assert q(data.con, "SELECT count(*) FROM phases WHERE name IN ('SessionRun', 'ExecutorDoneCallback')") == [(0,)]

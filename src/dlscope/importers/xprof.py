@@ -6,15 +6,16 @@ events; the XSpace is read because both frameworks always write it, and it carri
 start time). What becomes what:
 
 * **steps**: host events with a ``step_num`` stat: ``jax.profiler.StepTraceAnnotation(name,
-  step_num=i)`` and ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``.
+  step_num=i)`` and ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``; without them, a
+  TF1 program's ``Session.run`` calls (the seed design's iteration: one RunMetadata per run).
 * **phases**: the other annotations on the threads that hold steps (the program's own
   ``TraceAnnotation``/``Trace`` ranges), leaving out the frameworks' internal events
   (:data:`INTERNAL`), Python-tracer frames (``$file:line fn``) and events that are ops.
 * **ops**: XLA's HLO ops (events with an ``hlo_op`` stat, category ``hlo_op``), each run of a
   compiled module (``hlo_module``, category ``xla_module``, enclosing its ops), JAX's jitted
   function calls (``PjitFunction(f)``, category ``jax_function``), TensorFlow's graph ops (names
-  ``scope/name:Type``, category ``tf_op``), its eager ops (``tf_eager_op``) and tf.function
-  calls (``tf_function``).
+  ``scope/name:Type``, category ``tf_op``), its eager ops (``tf_eager_op``), tf.function
+  calls (``tf_function``) and TF1 ``Session.run`` calls (``tf_session_run``).
 * **kernels, memcpy, memset**: the GPU planes' stream lines (``Stream #N(...)``). On the GPU an
   op is the run of consecutive kernels of one stream annotated with the same ``hlo_op`` (or
   ``tf_op``) and module: the op rows get the kernels' device times on a track of their own, and
@@ -50,7 +51,7 @@ INTERNAL = re.compile(
     r"|^lower_|^backend_compile|^batched_copy|^BatchedCopy|^ExecuteReplicated|^PythonRefManager|^Eager"
     r"|^TFE_|^ValidateInputTypeAndPlacement$|^convert_to_tensor$|^tf\.constant$|^FunctionRun$|^end: "
     r"|^cu[A-Z]\w*$|^cuda[A-Z]\w*$|^Thunk|^Execute|^Compile|^Await|^trace_to_|jaxpr|^mlir|^cache_miss|^compile"
-    r"|^np\.asarray")
+    r"|^np\.asarray|^ExecutorDoneCallback$")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
 _STREAM = re.compile(r"^Stream #(\d+)")
 # lines XProf derives from the streams' events (what they say is read from the streams themselves)
@@ -247,6 +248,11 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
                         domain="xprof")
     # modules first: a module with one op has that op's span, and the first of two equal intervals
     # becomes the parent
+    if not seen_steps:  # a TF1 program: each Session.run is an iteration, as in TensorFlow's own RunMetadata
+        runs = sorted((o["start_ns"], o["end_ns"], o["tid"]) for o in ops if o["category"] == "tf_session_run")
+        for i, (s, t, tid) in enumerate(runs):
+            out.add("steps", rank=rank, step=i, start_ns=s, end_ns=t, pid=pid, tid=tid, source="session_run",
+                    warmup=False, traced=True)
     for key, (s, t, tid) in modules.items():
         out.add("ops", rank=rank, pid=pid, tid=tid, start_ns=s, end_ns=t, name=str(key[0]),
                 category="xla_module", op_id=next(it))
@@ -276,6 +282,8 @@ def op_kind(e: Event) -> tuple[str, str] | None:
         return "jax_function", f"jit({e.name[len('PjitFunction('):-1]})"
     if "tf_function_call" in st:
         return "tf_function", e.name
+    if e.name == "SessionRun":  # a TF1 tf.compat.v1.Session.run call
+        return "tf_session_run", e.name
     if e.name == "EagerExecute" and st.get("eager_op") and str(st.get("is_func", "0")) == "0":
         return "tf_eager_op", str(st["eager_op"])
     if ":" in e.name and not e.name.startswith("$") and re.fullmatch(r"[\w./-]+:\w+", e.name):
