@@ -68,31 +68,27 @@ OP_TRACK_BASE = 1 << 40  # tid of the per-stream op track: never an OS thread id
 
 @dataclass
 class Tables:
-    """Rows per table, as column lists."""
+    """Rows per table (dicts; a key a row lacks is NULL)."""
 
-    rows: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def add(self, table: str, **values: Any) -> None:
-        cols = self.rows.setdefault(table, {})
-        n = len(next(iter(cols.values()))) if cols else 0
-        for k in values.keys() - cols.keys():
-            cols[k] = [None] * n
-        for k, col in cols.items():
-            col.append(values.get(k))
+        self.rows.setdefault(table, []).append(values)
 
     def count(self, table: str) -> int:
-        cols = self.rows.get(table)
-        return len(next(iter(cols.values()))) if cols else 0
+        return len(self.rows.get(table, ()))
 
     def arrow(self) -> dict[str, pa.Table]:
         """Columns typed as the schema types them (text name columns stay text), so that the
         tables concatenate with other collectors' tables."""
         out = {}
-        for name, cols in self.rows.items():
-            if not cols:
+        for name, rows in self.rows.items():
+            if not rows:
                 continue
             types = {c.name: c.type for c in TABLES_BY_NAME[name].columns}
-            out[name] = pa.table({k: pa.array(v, types.get(k)) for k, v in cols.items()})
+            keys = list(dict.fromkeys(k for r in rows[:1] for k in r))
+            keys += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in keys]
+            out[name] = pa.table({k: pa.array([r.get(k) for r in rows], types.get(k)) for k in keys})
         return out
 
 
