@@ -41,9 +41,7 @@ def test_resnet_gets_input_bound_pageable_memcpy_and_sync_in_step(resnet):
     assert "no_tensor_cores" in run.clean  # convolutions and GEMMs run in TF32 on tensor cores
     for f in run.findings:
         assert tuple(f.as_dict()) == KEYS
-    # largest saving first
-    pcts = [f.saving_pct for f in run.findings]
-    assert pcts == sorted(pcts, reverse=True)
+    assert run.findings == sorted(run.findings, key=lambda f: f.sort_key())
     ib = found["input_bound"]
     assert ib.severity == "critical" and "'preprocess'" in ib.advice and "num_workers" in ib.advice
     assert "pin_memory=True" in found["pageable_memcpy"].advice and "non_blocking=True" in found["pageable_memcpy"].advice
@@ -65,8 +63,8 @@ def test_resnet_savings_match_the_trace(resnet):
     pre = [(ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"])) for e in x
            if e.get("cat") == "user_annotation" and e["name"] == "preprocess"]
     idle = sum((e - s) - _overlap((s, e), gpu) for s, e in pre)
-    assert found["input_bound"].saving_ms_per_step == pytest.approx(idle / 1e6 / len(steps), rel=0.01)
-    assert found["input_bound"].saving_pct == pytest.approx(100 * idle / len(steps) / mean_step, rel=0.01)
+    assert found["input_bound"].bound_ms_per_step == pytest.approx(idle / 1e6 / len(steps), rel=0.01)
+    assert found["input_bound"].bound_pct == pytest.approx(100 * idle / len(steps) / mean_step, rel=0.01)
 
     def in_steps(e):
         t = ref.ns(doc, e["ts"])
@@ -76,12 +74,12 @@ def test_resnet_savings_match_the_trace(resnet):
     calls = [e for e in x if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in pageable and in_steps(e)]
     assert calls and all(c["name"] == "cudaMemcpyAsync" for c in calls)
     expected = sum(_ns(c["dur"]) for c in calls) / 1e6 / len(steps)
-    assert found["pageable_memcpy"].saving_ms_per_step == pytest.approx(expected, rel=1e-6)
+    assert found["pageable_memcpy"].bound_ms_per_step == pytest.approx(expected, rel=1e-6)
 
     syncs = [e for e in x if e.get("cat") == "cuda_runtime" and re.search("Synchronize$", e["name"]) and in_steps(e)]
     expected = sum(_ns(c["dur"]) for c in syncs) / 1e6 / len(steps)
-    assert found["sync_in_step"].saving_ms_per_step == pytest.approx(expected, rel=1e-6)
-    assert 5 < found["sync_in_step"].saving_pct < 6
+    assert found["sync_in_step"].bound_ms_per_step == pytest.approx(expected, rel=1e-6)
+    assert 5 < found["sync_in_step"].bound_pct < 6
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +119,14 @@ def test_gpt6_fp32_tensor_core_saving_is_the_kernel_bound_capped_by_the_hosts_wa
     gpu_saving = fp32 / 1e6 / n * (1 - 1 / 7.4)
     f = _by_id(advice.evaluate(data))["no_tensor_cores"]
     assert gpu_saving > wait / 1e6 / n  # the cap binds here
-    assert f.saving_ms_per_step == pytest.approx(wait / 1e6 / n, rel=1e-6)
+    assert f.bound_ms_per_step == pytest.approx(wait / 1e6 / n, rel=1e-6)
     assert f"{gpu_saving:.1f} ms less per step" in f.evidence.saving
-    assert f.severity == "high"
-    # the bf16 run of the same model measured 8.0 ms shorter steps: within the bound
+    # the bf16 run of the same model measured 7.95 ms shorter steps: within the rule's bound, and
+    # the replay's prediction within 0.5x..2x of it (issue 14's criterion)
     bf16_step = gpt6["h100_gpt6_bf16"].scalar("SELECT avg(end_ns - start_ns) / 1e6 FROM stat_steps")
     fp32_step = data.scalar("SELECT avg(end_ns - start_ns) / 1e6 FROM stat_steps")
-    assert fp32_step - bf16_step <= _by_id(advice.evaluate(data))["amp_not_enabled"].saving_ms_per_step
+    amp = _by_id(advice.evaluate(data))["amp_not_enabled"]
+    real = fp32_step - bf16_step
+    assert real <= amp.bound_ms_per_step
+    assert 0.5 * real <= amp.saving_ms_per_step <= 2 * real, (real, amp.saving_ms_per_step)
+    assert amp.what_if["fixed_step_ms"] == pytest.approx(amp.what_if["step_ms"] - amp.saving_ms_per_step)

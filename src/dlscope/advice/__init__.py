@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..analysis.context import ProfileData
 from . import (
     amp_not_enabled,
+    comm_exposed,
     fusion_candidates,
     gpu_idle,
     h2d_not_overlapped,
@@ -24,6 +25,8 @@ from . import (
     memory_underused,
     no_tensor_cores,
     pageable_memcpy,
+    small_collectives,
+    straggler,
     sync_in_step,
     throttling,
     unfused_optimizer,
@@ -31,6 +34,7 @@ from . import (
 from .context import Context
 from .finding import KEYS, SEVERITIES, Evidence, Finding
 from .rule import Rule
+from .what_if import apply as apply_what_if
 
 RULES: list[Rule] = [
     gpu_idle.RULE,
@@ -48,6 +52,9 @@ RULES: list[Rule] = [
     memory_underused.RULE,
     memory_near_limit.RULE,
     high_step_variance.RULE,
+    straggler.RULE,
+    comm_exposed.RULE,
+    small_collectives.RULE,
     throttling.RULE,
 ]
 
@@ -76,7 +83,7 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
             out.clean.append(rule.id)
         else:
             out.findings.append(f)
-    out.findings.sort(key=Finding.sort_key)
+    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
     return out
 
 

@@ -13,6 +13,7 @@ memory traffic of the elementwise ops between them, which this bound leaves out.
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .hardware import ratios_label
@@ -21,6 +22,11 @@ from .rule import MIN_SAVING_PCT
 from .text import ms
 
 TOP = 6
+# Autocast's own host cost: every eligible op first casts its inputs (extra ops to dispatch and launch),
+# so the forward and backward passes take this much more host time. dlscope's own figure, measured
+# in bench/advice_truth: the launch-bound MLP ran 15-22% slower under bf16 autocast over three
+# machine leases, which the replay matches with 1.3 (and without it predicts no change).
+AUTOCAST_HOST_FACTOR = 1.3
 URL = "https://pytorch.org/docs/stable/amp.html"
 URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/mixed-precision-training/index.html"
 
@@ -68,6 +74,15 @@ class AmpNotEnabled(MatrixMathRule):
                     "backward pass follows it; bf16 needs no loss scaling). Keep the optimizer step outside.")
         return ("Run the forward pass and the loss under torch.autocast('cuda', dtype=torch.float16) and scale the "
                 "loss with torch.amp.GradScaler('cuda') (this GPU has no bf16 tensor cores).")
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        dev = ctx.facts.device
+        s32 = dev.low_speedup(False) if dev else 16.0
+        stc = dev.low_speedup(True) if dev else 2.0
+        return Fix(self.id, f"matrix math in 16 bits at the peak ratios ({stc:g}x TF32, {s32:g}x fp32), the casts "
+                   f"autocast adds costing {AUTOCAST_HOST_FACTOR:g}x the host's forward and backward work",
+                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc}, host={"model": AUTOCAST_HOST_FACTOR})
+
 
 
 RULE = AmpNotEnabled()

@@ -16,7 +16,8 @@ HIGH_PCT = 20.0
 MEDIUM_PCT = 5.0
 
 # The keys of a finding in JSON (``dlscope advise --format json``, ``dlscope summary``'s ``advice``).
-KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct", "advice", "url")
+KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct", "advice", "url",
+        "bound_ms_per_step", "what_if")
 
 
 def severity_for(saving_pct: float | None) -> str:
@@ -50,9 +51,16 @@ class Evidence:
 
 @dataclass
 class Finding:
-    """One problem found in a profile. ``saving_ms_per_step`` and ``saving_pct`` are upper
-    bounds (``evidence.saving`` says why); ``saving_ms_per_step`` is None in a profile without
-    steps, where ``saving_pct`` is a share of the analysed wall time."""
+    """One problem found in a profile.
+
+    ``saving_ms_per_step`` and ``saving_pct``: the predicted saving of the fix, from the
+    critical-path replay of the traced steps where the rule has a what-if (see
+    :mod:`.what_if`; ``what_if`` then holds the step times now, after this fix alone and after
+    it and the findings ranked above it), else the rule's own upper bound. ``bound_ms_per_step``
+    is always the rule's own bound (``evidence.saving`` says why). ``saving_ms_per_step`` is None
+    in a profile without steps, where ``saving_pct`` is a share of the analysed wall time.
+    ``symptom``: the finding describes an effect (idle GPU, uneven steps) whose causes have
+    findings of their own; it ranks after them."""
 
     id: str
     title: str
@@ -62,13 +70,28 @@ class Finding:
     saving_pct: float | None
     advice: str
     url: str
+    bound_ms_per_step: float | None = None
+    bound_pct: float | None = None
+    what_if: dict[str, Any] | None = None
+    symptom: bool = False
+    alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
+    negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
+
+    def __post_init__(self) -> None:
+        if self.bound_ms_per_step is None and self.bound_pct is None:
+            self.bound_ms_per_step, self.bound_pct = self.saving_ms_per_step, self.saving_pct
 
     def as_dict(self) -> dict[str, Any]:
         """Exactly :data:`KEYS`, JSON-ready."""
         return {"id": self.id, "title": self.title, "severity": self.severity, "evidence": self.evidence.as_dict(),
                 "saving_ms_per_step": self.saving_ms_per_step, "saving_pct": self.saving_pct,
-                "advice": self.advice, "url": self.url}
+                "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
+                "what_if": self.what_if}
 
-    def sort_key(self) -> tuple[float, int, str]:
-        """Largest saving first; severity breaks ties, then the id (a stable order)."""
-        return (-(self.saving_pct if self.saving_pct is not None else -1.0), SEVERITIES.index(self.severity), self.id)
+    def sort_key(self) -> tuple[int, float, int, str]:
+        """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix
+        would hardly show (negligible); within each,
+        the largest saving first; severity breaks ties, then the id (a stable order)."""
+        group = 3 if self.negligible else 2 if self.symptom else 1 if self.alternative_of else 0
+        return (group, -(self.saving_pct if self.saving_pct is not None else -1.0),
+                SEVERITIES.index(self.severity), self.id)

@@ -35,25 +35,40 @@ CAUSES = (("input_ns", "waiting for input", "input_bound"), ("sync_ns", "after a
 
 class GpuIdle(Rule):
     id = "gpu_idle"
+    symptom = True  # an effect: its causes have rules of their own
     title = "The GPU is idle for much of each step"
     description = "the GPU sits idle for over half of each step; the idle time is split by what the host was doing"
     needs = ("kernels",)
     needs_gpu = True
 
     def check(self, ctx: Context) -> Finding | None:
-        idle_share = 1.0 - ctx.idle_share("busy_ns")
+        b = ctx.basis
+        traced_idle = 1.0 - ctx.idle_share("busy_ns")
+        unit = b.unit_ms
+        if b.traced_excluded and b.mean_step_ms:
+            # Tracing slows the host, not the GPU: the GPU's busy time per step (from the traced
+            # steps) is set against the step time measured without tracing, never the traced one
+            busy = ctx.idle_ms("busy_ns")
+            idle_share = max(0.0, 1.0 - busy / unit)
+        else:
+            idle_share = traced_idle
         util = 100.0 * (1.0 - idle_share)
         if util >= LOW_UTILIZATION_PCT:
             return None
-        unit = ctx.basis.unit_ms
         saving = idle_share * unit
-        shares = [(ctx.idle_share(col), label, rule) for col, label, rule in CAUSES]
+        # the split by cause comes from the traced steps, scaled to this idle time
+        scale = idle_share / traced_idle if traced_idle > 0 else 0.0
+        shares = [(ctx.idle_share(col) * scale, label, rule) for col, label, rule in CAUSES]
         shares.sort(key=lambda s: -s[0])
         split = ", ".join(f"{pct(100 * s)} {label}" for s, label, _ in shares if s >= 0.005)
-        of = "each step" if ctx.basis.has_steps else "the profile"
+        of = "each step" if b.has_steps else "the profile"
         text = f"the GPU was busy {pct(util)} of {of} and idle {ms(saving)} of {ms(unit)}: {split}"
         how = (f"a step cannot be shorter than the GPU's busy time: if the GPU never waited, {of} could be up to "
                f"{ms(saving)} shorter; the causes' own findings bound their parts more tightly")
+        if b.traced_excluded and b.mean_step_ms:
+            how += (f" (the GPU's busy time from the {b.windows} traced steps against the {ms(unit)} untraced step: "
+                    f"the traced steps themselves ran {ms(b.window_ms)}, slowed by the tracer; the split by cause "
+                    "is the traced steps', scaled)")
         gaps = _longest_gaps(ctx)
         rows = [{**_step_row(r), **gaps.get((r["rank"], r["step"]), {})}
                 for r in sorted(ctx.idle, key=lambda r: -(r["window_ns"] - r["busy_ns"]))[:5]]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..analysis.gpu_work import gpu_work_sql
 from ..analysis.intervals import covered_sql, union_sql
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -75,6 +76,10 @@ class H2dNotOverlapped(Rule):
                + "; not additive with pageable_memcpy")
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "host-to-device copies pinned and on a side stream", unblock=(2,), gpu={"h2d_ns": 0.0})
+
 
 
 def _advice(ctx: Context, top: dict) -> str:

@@ -30,6 +30,7 @@ URL = "https://pytorch.org/docs/stable/notes/faq.html"
 
 class HighStepVariance(Rule):
     id = "high_step_variance"
+    symptom = True  # an effect: its causes have rules of their own
     title = "Step times vary a lot"
     description = "unstable step times: which steps are slow and which phase grows in them"
     needs_steps = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..analysis.host_state import DATA_LOADING_RE, main_pid_sql
 from ..analysis.intervals import covered_sql, union_sql
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -53,12 +54,16 @@ class InputBound(Rule):
             idle = sum(r["gpu_idle_ms"] for r in gpu_rows)
             loading = sum(r["input_ms"] for r in gpu_rows)
             frac = idle / loading if loading else 0.0
-            base = stat_input_ms if b.has_steps and b.stat_steps else loading / b.windows
+            # the untraced steps' loading time where phases were recorded there; phases derived from
+            # the framework's trace (the DataLoader's __next__) exist only in the traced steps
+            untraced = b.has_steps and b.stat_steps and stat_input_ms > 0
+            base = stat_input_ms if untraced else loading / b.windows
             saving = frac * base
             how = (f"the GPU sat idle through {pct(100 * frac)} of the data loading in the steps with GPU data; "
                    f"if loading overlapped GPU work, each step could be up to {ms(saving)} shorter")
             if b.traced_excluded:
-                how += " (idle share from the traced steps, applied to the untraced steps' loading time)"
+                how += (" (idle share from the traced steps, applied to the untraced steps' loading time)" if untraced
+                        else " (loading time of the traced steps: their phases are recorded only while tracing)")
         else:
             saving, frac = stat_input_ms, None
             how = (f"no GPU activity was recorded in these steps, so all {ms(saving)} of loading per step is counted: "
@@ -67,7 +72,7 @@ class InputBound(Rule):
         if p is None or p < MIN_SAVING_PCT:
             return None
         names = ", ".join(f"'{r['phase']}' {ms(r['ms_per_step'])}" for r in per_name[:3])
-        text = (f"{ms(stat_input_ms or input_ms)} of each {ms(b.unit_ms)} step is spent loading data ({names})"
+        text = (f"{ms(stat_input_ms or (loading / b.windows if b.windows else input_ms))} of each {ms(b.unit_ms)} step is spent loading data ({names})"
                 + (f"; the GPU was idle for {pct(100 * frac)} of it" if frac is not None else ""))
         rows = sorted(gpu_rows, key=lambda r: -r["gpu_idle_ms"])[:TOP_STEPS] if gpu_rows else [
             {"phase": r["phase"], "ms_per_step": r["ms_per_step"], "pct_of_step": r["pct_of_step"], "steps": r["steps"]}
@@ -109,6 +114,10 @@ class InputBound(Rule):
                 f"DataLoader(dataset, batch_size=..., num_workers=N,{pin} persistent_workers=True)."
                 + (" Per-batch math such as normalization can instead run on the GPU after the copy." if gpu else ""))
 
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "data loading off the training thread, in DataLoader workers", host={"input": 0.0})
+
+
 
 def _input_phases_sql(ctx: Context) -> str:
     """Data-loading phase ranges of the main process: rank, step, name, start_ns, end_ns."""
@@ -128,12 +137,17 @@ def _per_name(ctx: Context) -> list[dict]:
         n = b.stat_steps
     else:
         src, n = _input_phases_sql(ctx), max(b.windows, 1)
-    rows = d.rows(f"""
+    sql = """
         WITH i AS MATERIALIZED ({src})
         SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE / 1e6 / {n} AS ms_per_step,
                list(DISTINCT step ORDER BY step) AS step_list,
                sum(end_ns - start_ns)::DOUBLE AS total_ns
-        FROM i GROUP BY name ORDER BY ms_per_step DESC""")
+        FROM i GROUP BY name ORDER BY ms_per_step DESC"""
+    rows = d.rows(sql.format(src=src, n=n))
+    if not rows and b.has_steps and b.windows:
+        # phases derived from the framework's trace exist only in the traced steps (sampled detail)
+        rows = d.rows(sql.format(src=f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i {ctx.in_windows('i')}",
+                                 n=b.windows))
     # how much of each phase ran inside framework ops: only in traced steps, where ops exist
     cover = {}
     if d.has("ops"):

@@ -14,6 +14,7 @@ profiler on, which slows the host's launches: the untraced program is less launc
 from __future__ import annotations
 
 from ..analysis.launch_sum import small_kernel_threshold_ns
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -23,6 +24,11 @@ from .text import count, ms, op_label, pct, steps
 # (input_pipeline_analysis.cc: kModeratelyKernelLaunchBoundThresholdInPercent).
 MIN_SAVING_PCT = 3.0
 TOP_OPS = 5
+# What is left of the host's work in the forward and backward passes when torch.compile replays
+# them as CUDA graphs (mode='reduce-overhead'): guards, the compiled autograd function, the graph
+# launch and the Python around them. dlscope's own figure, from bench/advice_truth (the MLP's
+# compiled variant against its replay).
+COMPILED_HOST_SHARE = 0.5
 URL_TORCH = "https://pytorch.org/docs/stable/torch.compiler.html"
 URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-graphs"
 
@@ -56,6 +62,11 @@ class LaunchBound(Rule):
                f"{'each step' if b.has_steps else 'the profile'} could be up to {ms(saving)} shorter (measured with the profiler on, which slows launches)")
         return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, rows),
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs",
+                   host={"model": COMPILED_HOST_SHARE})
+
 
 
 def _top_ops(ctx: Context, short_ns: int) -> list[dict]:

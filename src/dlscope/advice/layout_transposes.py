@@ -10,6 +10,7 @@ waited for the GPU. With the model and its input in channels_last they are not n
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -69,6 +70,11 @@ class LayoutTransposes(Rule):
             advice = ("Store activations and filters in NHWC (CUDNN_TENSOR_NHWC) so cuDNN's tensor-core kernels use them "
                       "as they are instead of converting before and after each convolution.")
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=URL if ctx.facts.torch else URL_CUDA)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "no layout conversion kernels (channels_last)", gpu={"layout_ns": 0.0},
+                   drop_calls_of=("layout_ns",))
+
 
 
 RULE = LayoutTransposes()

@@ -16,6 +16,7 @@ efficient with more work, which this bound leaves out.
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .memory import memory_peak
@@ -68,6 +69,12 @@ class MemoryUnderused(Rule):
                   "with a warm-up); if the model must keep its batch size, the same memory allows a larger model or "
                   "longer sequences instead.")
         return self.finding(ctx, saving, Evidence(text, how, [row]), advice, url=URL)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        k = float(finding.evidence.rows[0]["batch_factor"])
+        return Fix(self.id, f"a {k:g}x batch: GPU work and data loading {k:g}x per step, the host's launches unchanged",
+                   batch=k)
+
 
 
 RULE = MemoryUnderused()

@@ -13,6 +13,7 @@ only by as much as the host waited for the GPU (:meth:`.context.Context.gpu_savi
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .hardware import ratios_label
@@ -35,6 +36,7 @@ URL_CUDA = "https://docs.nvidia.com/cuda/cublas/index.html#cublassetmathmode"
 
 class NoTensorCores(MatrixMathRule):
     id = "no_tensor_cores"
+    alternative_to = "amp_not_enabled"  # 16-bit autocast puts the same kernels on tensor cores
     title = "Matrix math runs on CUDA cores instead of tensor cores"
     description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
     def check(self, ctx: Context) -> Finding | None:
@@ -75,6 +77,13 @@ class NoTensorCores(MatrixMathRule):
             parts.append("torch.backends.cudnn.allow_tf32 = True (the default; something turned it off)")
         return (f"Allow TF32 once at start-up: {' and '.join(parts)}. TF32 keeps fp32 range with a 10-bit mantissa, "
                 "which training tolerates; for more speed, see amp_not_enabled."), URL_TF32
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        dev = ctx.facts.device
+        tf32 = dev.tf32_speedup() if dev else 8.0
+        factor = tf32 or (dev.low_speedup(False) if dev else 8.0)
+        return Fix(self.id, f"fp32 matrix math on tensor cores at the peak ratio ({factor:g}x)", gpu={"simt_ns": 1 / factor})
+
 
 
 RULE = NoTensorCores()

@@ -17,6 +17,7 @@ earlier work, like a synchronize: a tiny copy can block for milliseconds.)
 
 from __future__ import annotations
 
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -79,6 +80,10 @@ class PageableMemcpy(Rule):
             r["steps"] = steps(r["steps"] or [])
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "pinned host memory and non_blocking copies", unblock=(2,))
+
 
 
 def _where(r: dict) -> str:

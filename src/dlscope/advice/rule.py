@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..analysis.context import ProfileData
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding, severity_for
 
@@ -30,6 +31,8 @@ class Rule:
     needs_steps: ClassVar[bool] = False
     needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
+    symptom: ClassVar[bool] = False    # an effect whose causes have rules of their own: ranks after them
+    alternative_to: ClassVar[str] = ""  # a rule whose fix includes this one's: when both fire, this ranks after the causes
 
     def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:
         """Why this rule cannot run on ``data``, or None."""
@@ -58,6 +61,11 @@ class Rule:
     def check(self, ctx: Context) -> Finding | None:
         raise NotImplementedError
 
+    def what_if(self, ctx: Context, finding: Finding) -> Fix | None:
+        """The change this finding advises, as the replay applies it (:mod:`.what_if`), or None
+        when the replay cannot model it (the finding keeps the rule's own bound)."""
+        return None
+
     def finding(self, ctx: Context, saving_ms: float, evidence: Evidence, advice: str,
                 title: str | None = None, url: str | None = None) -> Finding:
         """A finding of this rule with its saving (ms per step, or per window without steps)
@@ -66,7 +74,7 @@ class Rule:
         pct = ctx.pct(saving_ms)
         return Finding(id=self.id, title=title or self.title, severity=severity_for(pct), evidence=evidence,
                        saving_ms_per_step=saving_ms if ctx.basis.has_steps else None,
-                       saving_pct=pct, advice=advice, url=url or self.url)
+                       saving_pct=pct, advice=advice, url=url or self.url, symptom=self.symptom)
 
     def per_step_phrase(self, ctx: Context) -> str:
         """'per step' or, without steps, 'over the profile'."""

@@ -16,6 +16,7 @@ cannot lose more than the host waited. Pageable copies, which block too, are lef
 from __future__ import annotations
 
 from ..analysis.host_state import SYNC_API_RE, main_pid_sql
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -72,6 +73,11 @@ class SyncInStep(Rule):
                f"wait the host would go on preparing work, so the step could be up to {ms(saving)} ({pct(p)}) shorter")
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+
+    def what_if(self, ctx: Context, finding: Finding) -> Fix:
+        return Fix(self.id, "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
+                   unblock=(1, 3))
+
 
 
 def _advice(ctx: Context, top: dict) -> str:

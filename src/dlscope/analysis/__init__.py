@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from . import (
+    comm_sum,
     cuda_api_sum,
     cuda_gpu_kern_sum,
     cuda_gpu_mem_size_sum,
@@ -17,8 +18,11 @@ from . import (
     memcpy_sum,
     nvtx_sum,
     op_sum,
+    overlap,
     phase_sum,
+    rank_balance,
     step_sum,
+    straggler,
     tensor_core,
 )
 from .report import Report
@@ -30,6 +34,10 @@ REPORTS: dict[str, Report] = {r.name: r for r in (
     tensor_core.REPORT,
     kernel_metrics.REPORT,
     gpu_time_breakdown.REPORT,
+    comm_sum.REPORT,
+    overlap.REPORT,
+    straggler.REPORT,
+    rank_balance.REPORT,
     idle_sum.REPORT,
     launch_sum.REPORT,
     memcpy_sum.REPORT,

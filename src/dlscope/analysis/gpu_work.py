@@ -21,17 +21,11 @@ Categories, by kernel name (case-insensitive regular expressions, DuckDB's RE2 d
 
 from __future__ import annotations
 
+from ..collectives import COMMUNICATION_PATTERNS, COMMUNICATION_RE  # noqa: F401 - re-exported
 from .context import ProfileData
 
-COMMUNICATION_PATTERNS: tuple[str, ...] = (
-    r"^(void )?(nccl|rccl)\w*kernel",          # ncclDevKernel_AllReduce_..., ncclKernel_...
-    r"^(void )?(\w+::)*msccl",                  # MSCCL / MSCCL++ kernels
-    r"nvshmem",                                  # NVSHMEM collectives and puts
-    r"(cross_device_reduce|one_shot_all_reduce|two_shot_all_reduce|multimem_all_reduce)",
-)
 MEMORY_KERNEL_PATTERNS: tuple[str, ...] = (r"^(memcpy|memset|dma)",)
 
-COMMUNICATION_RE = "|".join(f"({p})" for p in COMMUNICATION_PATTERNS)
 MEMORY_KERNEL_RE = "|".join(f"({p})" for p in MEMORY_KERNEL_PATTERNS)
 
 def kernel_category_sql(name_col: str = "name") -> str:

@@ -40,6 +40,7 @@ class Report:
     compute: Callable[[ProfileData], ReportResult]
     needs: tuple[str, ...] = ()
     needs_steps: bool = False
+    needs_ranks: int = 1  # ranks the profile must hold (a comparison across ranks needs two)
     doc: str = ""
 
     def missing(self, data: ProfileData) -> str | None:
@@ -49,6 +50,8 @@ class Report:
             return f"the profile has no {', '.join(empty)} data"
         if self.needs_steps and not data.scalar("SELECT count(*) FROM steps"):
             return "the profile has no steps"
+        if self.needs_ranks > 1 and (data.scalar("SELECT count(DISTINCT rank) FROM steps") or 0) < self.needs_ranks:
+            return f"the profile holds one rank: comparing ranks needs {self.needs_ranks} or more"
         return None
 
 

@@ -1,18 +1,35 @@
 """Start recording inside a process launched by `dlscope profile` (called by the injected
-sitecustomize before the program's own code runs)."""
+sitecustomize before the program's own code runs). Launchers record nothing; children that
+multiprocessing spawned record once they join a process group (see :mod:`.distributed`)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .. import api
+from . import distributed
 from .base import Settings
 from .session import Session
 
 
 def start_from_env(cfg_text: str) -> None:
     cfg = json.loads(cfg_text)
+    argv = distributed.command_line()
+    if distributed.is_launcher(argv):
+        return
+    if distributed.is_spawned_child(argv):
+        distributed.on_process_group(lambda rank, world: _start(cfg, (rank, world)))
+        return
+    _start(cfg)
+
+
+def _start(cfg: dict[str, Any], rank: tuple[int, int] | None = None) -> None:
+    if api._current is not None:
+        return
     session = Session(cfg["profile_dir"], Settings.from_dict(cfg.get("settings") or {}), owner="cli")
+    if rank is not None:
+        session.rank, session.world_size = rank
+        session.rank_source = "torch.distributed"
     session.start()
-    handle = api.Profile(session, owns=False)
-    api._current = handle
+    api._current = api.Profile(session, owns=False)

@@ -184,6 +184,39 @@ def _merge_status(meta: Meta, name: str, st: CollectorStatus) -> None:
         meta.collectors[name] = st
 
 
+RANKED = ("env", "torch.distributed")  # a session's rank_source when its process is a rank of a job
+
+
+def _device_of(kernels: pa.Table | None, session: dict[str, Any]) -> int | None:
+    """The physical GPU (NVML's index) a rank used: the device most of its kernels ran on, else
+    the torchrun convention ``cuda:LOCAL_RANK``; through ``CUDA_VISIBLE_DEVICES`` when set."""
+    dev = None
+    if kernels is not None and kernels.num_rows and "device" in kernels.column_names:
+        vals = [d for d in kernels.column("device").to_pylist() if d is not None and d >= 0]
+        if vals:
+            dev = max(set(vals), key=vals.count)
+    if dev is None and session.get("local_rank") is not None:
+        dev = int(session["local_rank"])
+    if dev is None:
+        return None
+    visible = [v.strip() for v in str(session.get("cuda_visible_devices") or "").split(",") if v.strip()]
+    if visible:
+        if dev >= len(visible) or not visible[dev].isdigit():
+            return None  # a UUID or an index past the list: no safe mapping
+        dev = int(visible[dev])
+    return dev
+
+
+def counters_to_ranks(counters: pa.Table, rank_devices: dict[int, int]) -> pa.Table:
+    """Give each GPU's counter rows (sampled once per host by the dlscope parent) the rank that
+    used that GPU; GPUs no rank used keep the parent's rank."""
+    dev = counters.column("device").to_numpy(zero_copy_only=False)
+    rank = counters.column("rank").to_numpy(zero_copy_only=False).copy()
+    for d, r in rank_devices.items():
+        rank[dev == d] = r
+    return counters.set_column(counters.schema.get_field_index("rank"), "rank", pa.array(rank.astype(np.int32)))
+
+
 def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = None,
                      exit_code: int | None = None) -> Path:
     """Build ``profile_dir`` from its spool and remove the spool. Raises InputError if there is
@@ -198,12 +231,20 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     meta.clock = {"domain": "unix_epoch_ns", "offsets": {}}
     starts, ends, ranks = [], [], set()
     main_settings: dict[str, Any] | None = None
+    sessions = {pid: _read_json(spool_dir / f"{pid}.session.json") for pid in pids}
+    distributed_job = any(s.get("rank_source") in RANKED for s in sessions.values() if s)
+    rank_devices: dict[int, int] = {}
+    host_tables: list[tuple[int, dict[str, pa.Table]]] = []
     for pid in pids:
-        session = _read_json(spool_dir / f"{pid}.session.json")
+        session = sessions[pid]
         if session is None:
             meta.note(f"process {pid}: unreadable session file, skipped")
             continue
         end_info = _read_json(spool_dir / f"{pid}.end.json")
+        if session.get("world_size"):
+            meta.world_size = max(meta.world_size or 0, int(session["world_size"]))
+        not_a_rank = (distributed_job and session.get("owner") != "cli-parent"
+                      and session.get("rank_source") not in RANKED)
         ctx = DecodeContext(pid=pid, rank=int(session.get("rank", 0)),
                             offset_ns=int(session["clock"]["offset_ns"]), session=session)
         if end_info is None:
@@ -219,7 +260,13 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         t0 = time.perf_counter()
         tables = decode_app(spool_dir, ctx, end_info)
         meta.timed("decode.app", time.perf_counter() - t0)
-        for cls in COLLECTORS:
+        if not_a_rank:
+            # a process of the job that never had a rank (mp.spawn's parent): its phases are kept,
+            # its steps and detail would collide with rank 0's
+            tables = {"phases": tables["phases"]} if "phases" in tables else {}
+            ctx.notes.append(f"process {pid} is not a rank of the distributed job (a launcher): only its "
+                             "phases are kept, under rank 0")
+        for cls in ([] if not_a_rank else COLLECTORS):
             t0 = time.perf_counter()
             try:
                 for name, t in cls.decode(spool_dir, pid, ctx).items():
@@ -232,7 +279,14 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             meta.timed(f"decode.{stage}", secs)
         if "steps" in tables:
             tables["steps"] = flag_traced_steps(tables["steps"], tables.get("phases"))
-        builder.add_all(tables)
+        if session.get("rank_source") in RANKED:
+            dev = _device_of(tables.get("kernels"), session)
+            if dev is not None:
+                rank_devices.setdefault(dev, ctx.rank)
+        if session.get("owner") == "cli-parent":
+            host_tables.append((pid, tables))  # its GPU counters go to the rank using each GPU, below
+        else:
+            builder.add_all(tables)
         if end_info:
             ends.append(int(end_info.get("end_ns") or 0))
             for name, st in (end_info.get("collectors") or {}).items():
@@ -246,6 +300,11 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         for d in ctx.devices:
             meta.add_device({"rank": ctx.rank, **d})
         meta.frameworks.update(ctx.frameworks)
+    for _pid, tables in host_tables:
+        if "counters" in tables and rank_devices:
+            tables["counters"] = counters_to_ranks(tables["counters"], rank_devices)
+            ranks.update(rank_devices.values())
+        builder.add_all(tables)
     settings = main_settings or {}
     sched = StepSchedule.from_options(tuple(settings["steps"]) if settings.get("steps") else None,
                                       settings.get("warmup"))

@@ -25,6 +25,7 @@ from ..clock import measure_offset
 from ..errors import CollectorUnavailable
 from ..store import spool
 from ..store.meta import CollectorStatus
+from . import distributed
 from .app import AppRecorder
 from .base import Collector, Settings
 from .schedule import Action, StepSchedule
@@ -44,14 +45,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def detect_rank() -> int:
-    for var in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
-        v = os.environ.get(var)
-        if v and v.strip().lstrip("-").isdigit():
-            return int(v)
-    return 0
-
-
 class Session:
     """One process's recording into ``profile_dir/spool``."""
 
@@ -67,7 +60,10 @@ class Session:
         self.wall_clock = wall_clock
         self.recorder = AppRecorder(clock)
         self.pid = os.getpid()
-        self.rank = detect_rank()
+        env_rank = distributed.env_rank()
+        self.rank = env_rank if env_rank is not None else 0
+        self.rank_source = "env" if env_rank is not None else "default"  # or 'torch.distributed'
+        self.world_size = distributed.env_world_size()
         self.started = False
         self.stopped = False
         self.stop_reason = ""
@@ -130,6 +126,8 @@ class Session:
         """Mark a step boundary; returns the index of the step that begins."""
         if not self.started or self.stopped:
             return self.recorder.step_count
+        if self.rank_source == "default":
+            self._discover_rank()
         idx = self.recorder.step_boundary(source)
         if idx is None:
             return self.recorder.step_count
@@ -156,6 +154,8 @@ class Session:
         """Stop every collector, flush everything, write PID.end.json. Idempotent."""
         if not self.started or self.stopped:
             return
+        if self.rank_source == "default":
+            self._discover_rank()
         self.stopped = True
         self.stop_reason = reason
         self.recorder.set_recording(False)
@@ -213,6 +213,18 @@ class Session:
                 self.cupti_owner = None
 
     # ---- internals ---------------------------------------------------------------------------
+    def _discover_rank(self) -> None:
+        """A process started without a rank in its environment takes the rank of its
+        torch.distributed process group once there is one (checked at step boundaries: a
+        dictionary look-up while torch.distributed is not initialized)."""
+        got = distributed.torch_rank()
+        if got is None:
+            return
+        self.rank, self.world_size = got
+        self.rank_source = "torch.distributed"
+        if self._events is not None:
+            spool.write_json_atomic(self.spool_dir / f"{self.pid}.session.json", self._session_info())
+
     def _flush_loop(self) -> None:
         while not self._stop_event.wait(self.settings.flush_interval_s):
             try:
@@ -227,7 +239,10 @@ class Session:
 
     def _session_info(self) -> dict[str, Any]:
         return {
-            "pid": self.pid, "rank": self.rank, "host": socket.gethostname(), "owner": self.owner,
+            "pid": self.pid, "rank": self.rank, "rank_source": self.rank_source, "world_size": self.world_size,
+            "local_rank": distributed.env_local_rank(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "host": socket.gethostname(), "owner": self.owner,
             "start_ns": self.start_ns, "clock": self.offset.as_dict(),
             "settings": self.settings.to_dict(),
             "schedule": {"start": self.schedule.start, "stop": self.schedule.stop, "warmup": self.schedule.warmup},

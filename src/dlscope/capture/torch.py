@@ -255,7 +255,14 @@ class TorchCollector(Collector):
                 "tid": [w["window"][2] for w in windows], "start_ns": start, "end_ns": end,
                 "name": [WINDOW_NAME] * n, "kind": ["range"] * n, "source": ["dlscope"] * n,
                 "domain": [TRACE_DOMAIN] * n}))
-        return {k: pa.concat_tables(v, promote_options="default") for k, v in out.items() if v}
+        tables = {k: pa.concat_tables(v, promote_options="default") for k, v in out.items() if v}
+        world = context.session.get("world_size")
+        if world and tables.get("comms") is not None and tables["comms"].num_rows:
+            # a profiler started before init_process_group writes no distributedInfo: the session knows
+            c = tables["comms"]
+            i = c.schema.get_field_index("group_size")
+            tables["comms"] = c.set_column(i, "group_size", pc.fill_null(c.column(i), pa.scalar(int(world), c.column(i).type)))
+        return tables
 
 
 def detail_last_step(settings: Settings, schedule: Any) -> int | None:

@@ -9,6 +9,8 @@ from .. import __version__
 from ..errors import DlscopeError
 from .advise import AdviseCommand
 from .base import Command, Parser
+from .check import CheckCommand
+from .diff import DiffCommand
 from .export import ExportCommand
 from .imports import ImportCommand
 from .ncu import NcuCommand
@@ -19,7 +21,7 @@ from .stats import StatsCommand
 from .summary import SummaryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
-                                 SqlCommand, ExportCommand, ReportCommand, NcuCommand]
+                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand]
 
 
 def build_parser() -> Parser:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .. import advice
-from ..render.findings import render_findings
+from ..render.findings import render_findings, render_what_if
 from ..render.terminal import console
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
@@ -15,11 +15,13 @@ from .common import add_selection, open_for_analysis, selection_from
 class AdviseCommand(Command):
     """Name a profile's bottlenecks: findings with their evidence, estimated saving and the change to try.
 
-    dlscope advise PATH [--format text|json] [--verbose]. Findings come largest saving first;
-    each saving is an upper bound per step (a share of the profile's time without steps).
-    --verbose also lists the rules that found nothing and those that could not run, and why.
-    JSON is a list of findings with the keys id, title, severity, evidence, saving_ms_per_step,
-    saving_pct, advice, url.
+    dlscope advise PATH [--format text|json] [--verbose] [--what-if]. Findings come largest saving
+    first: the saving predicted by replaying the traced steps with the fix applied, calibrated on
+    the untraced steps (or the rule's upper bound where no replay models the fix), and what each
+    saves once the findings above it are fixed. --what-if prints the predicted step time after
+    each fix and after the chain of fixes. --verbose also lists the rules that found nothing and
+    those that could not run, and why. JSON is a list of findings with the keys id, title,
+    severity, evidence, saving_ms_per_step, saving_pct, advice, url, bound_ms_per_step, what_if.
     """
 
     name = "advise"
@@ -29,6 +31,8 @@ class AdviseCommand(Command):
         parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
         parser.add_argument("-v", "--verbose", action="store_true",
                             help="also list the rules that found nothing or could not run")
+        parser.add_argument("--what-if", action="store_true",
+                            help="the predicted step time after each fix, and after it and the fixes above it")
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -37,6 +41,9 @@ class AdviseCommand(Command):
         out = console()
         if args.format == "json":
             out.file.write(json.dumps([f.as_dict() for f in result.findings], indent=1, default=str) + "\n")
+            return 0
+        if args.what_if:
+            render_what_if(result.findings, out)
             return 0
         render_findings(result.findings, out)
         if args.verbose:

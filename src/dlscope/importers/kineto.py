@@ -27,6 +27,7 @@ from ..store import db
 from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
+from .comms import comms_sql
 from .torch_phases import TORCH_AUTO_DOMAIN, TORCH_AUTO_PATTERN, derive_torch_phases
 from .trace_json import carve
 
@@ -39,13 +40,17 @@ _ARGS_TYPED = """
     "registers per thread" BIGINT, "shared memory" BIGINT, grid BIGINT[], block BIGINT[], bytes BIGINT,
     size BIGINT, direction VARCHAR, "Sequence number" BIGINT, "Fwd thread id" BIGINT,
     "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" BIGINT, cuda_sync_kind VARCHAR,
-    "Device Id" BIGINT, "Device Type" BIGINT, "Total Allocated" BIGINT, "Total Reserved" BIGINT"""
+    "Device Id" BIGINT, "Device Type" BIGINT, "Total Allocated" BIGINT, "Total Reserved" BIGINT,
+    "Collective name" VARCHAR, "In msg nelems" BIGINT, "Out msg nelems" BIGINT, "Group size" BIGINT,
+    dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
 _ARGS_TEXT = """
     "External id" VARCHAR, correlation VARCHAR, cbid VARCHAR, device VARCHAR, stream VARCHAR,
     "registers per thread" VARCHAR, "shared memory" VARCHAR, grid JSON, block JSON, bytes VARCHAR,
     size VARCHAR, direction VARCHAR, "Sequence number" VARCHAR, "Fwd thread id" VARCHAR,
     "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" VARCHAR, cuda_sync_kind VARCHAR,
-    "Device Id" VARCHAR, "Device Type" VARCHAR, "Total Allocated" VARCHAR, "Total Reserved" VARCHAR"""
+    "Device Id" VARCHAR, "Device Type" VARCHAR, "Total Allocated" VARCHAR, "Total Reserved" VARCHAR,
+    "Collective name" VARCHAR, "In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "Group size" VARCHAR,
+    dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
@@ -85,6 +90,13 @@ def _rank_of(path: Path, metadata: dict[str, Any]) -> int | None:
             return int(m.group(1))
     m = re.search(r"rank[-_]?(\d+)", path.name, re.IGNORECASE)
     return int(m.group(1)) if m else None
+
+
+def _world_size(metadata: dict[str, Any]) -> int | None:
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("world_size"), int):
+        return int(info["world_size"])
+    return None
 
 
 def _devices(metadata: dict[str, Any], rank: int) -> list[dict[str, Any]]:
@@ -168,7 +180,7 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
     finally:
         shutil.rmtree(work, ignore_errors=True)
     t = clock()
-    rels, skipped = _split(con, ev, prefix, rank if rank is not None else 0, op_base)
+    rels, skipped = _split(con, ev, prefix, rank if rank is not None else 0, op_base, _world_size(md))
     timed("split", t)
     t = clock()
     tables = {name: [rel] for name, rel in rels.items()}
@@ -263,14 +275,18 @@ def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: i
                args."Input Dims" AS input_shapes, args."Input type" AS input_types,
                {num(a + '"Record function id"')} AS rf_id, args.cuda_sync_kind AS sync_kind,
                {num(a + '"Device Id"')} AS mem_device, {num(a + '"Device Type"')} AS mem_device_type,
-               {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved
+               {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved,
+               args."Collective name" AS coll_name, {num(a + '"In msg nelems"')} AS in_nelems,
+               {num(a + '"Out msg nelems"')} AS out_nelems, {num(a + '"Group size"')} AS group_size,
+               args.dtype AS coll_dtype, args."Process Group Name" AS pg_name,
+               args."Process Group Ranks" AS pg_ranks
         FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array')
         WHERE ph IN ('X', 'i', 'I')
     """)
 
 
 def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
-           op_base: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
+           op_base: int, world_size: int | None = None) -> tuple[dict[str, str], list[tuple[str, int]]]:
     """One query per table over the normalized events, each creating ``<prefix><table>``.
     Returns the relations by table and the categories left out (with counts)."""
     cats = lambda xs: "(" + ", ".join(f"'{c}'" for c in xs) + ")"  # noqa: E731
@@ -344,6 +360,7 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
                    WHEN 'context sync' THEN 'context' WHEN 'stream wait event' THEN 'stream_wait_event'
                    WHEN 'wait event' THEN 'stream_wait_event' ELSE 'unknown' END AS kind
         FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
+    q("comms", comms_sql(ev, launch, rank, world_size, host_pid))
     q("counters", f"""
         SELECT {rank} AS rank, CASE WHEN mem_device_type = 0 THEN -1 ELSE mem_device END AS device,
                start_ns AS ts_ns, metric, value
@@ -389,6 +406,9 @@ def optimizer_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], rank: 
 def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict[str, int],
                skipped: list[tuple[str, int]]) -> None:
     meta.ranks.append(rank)
+    world = _world_size(md)
+    if world:
+        meta.world_size = max(meta.world_size or 0, world)
     for d in _devices(md, rank):
         meta.add_device(d)
     for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),

@@ -39,6 +39,28 @@ def pct_basis(f: Any) -> str:
     return "step time" if getattr(f, "saving_ms_per_step", None) is not None else "the profile's time"
 
 
+def saving_phrase(f: Any, digits: int = 2) -> str:
+    """'predicted 12.30 ms per step, 14.2% of step time; 8.10 ms once input_bound is fixed' for a
+    finding the replay predicted (it has ``what_if``), else 'up to ...' (the rule's bound); '' when
+    the finding has no saving."""
+    what_if = getattr(f, "what_if", None) or (f.get("what_if") if isinstance(f, dict) else None)
+    ms_v = getattr(f, "saving_ms_per_step", None)
+    pct_v = getattr(f, "saving_pct", None)
+    parts = []
+    if ms_v is not None:
+        parts.append(f"{ms_v:,.{digits}f} ms per step")
+    if pct_v is not None:
+        parts.append(f"{pct_v:.{max(digits - 1, 0)}f}% of {pct_basis(f)}")
+    if not parts:
+        return ""
+    head = ("predicted " if what_if else "up to ") + ", ".join(parts)
+    if what_if and what_if.get("fixed_above"):
+        above = what_if["fixed_above"]
+        head += (f"; {what_if['saving_after_above_ms']:,.{digits}f} ms once {', '.join(above)} "
+                 f"{'is' if len(above) == 1 else 'are'} fixed")
+    return head
+
+
 def _rows(evidence: Any) -> list[dict[str, Any]] | None:
     if isinstance(evidence, pa.Table):
         return evidence.to_pylist()
@@ -68,16 +90,12 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
         sev = str(getattr(f, "severity", "info")).lower()
         out.print(Text.assemble((sev.upper(), SEVERITY_STYLE.get(sev, "")), " ",
                                 (str(getattr(f, "title", "")), "bold"), f" ({getattr(f, 'id', '')})"))
-        saving = []
-        if getattr(f, "saving_ms_per_step", None) is not None:
-            saving.append(f"up to {f.saving_ms_per_step:,.2f} ms per step")
-        if getattr(f, "saving_pct", None) is not None:
-            saving.append(f"{f.saving_pct:.1f}% of {pct_basis(f)}")
+        saving = saving_phrase(f)
         text, bound, ev = evidence_parts(getattr(f, "evidence", None))
         if saving:
-            out.print("  estimated saving: " + escape(", ".join(saving)))
+            out.print("  saving: " + escape(saving))
         if bound:
-            out.print("  bound: " + escape(str(bound)))
+            out.print("  how: " + escape(str(bound)))
         if text:
             out.print("  evidence: " + escape(str(text)))
         if getattr(f, "advice", None):
@@ -112,12 +130,37 @@ def render_top_findings(findings: Sequence[Any], out: Console, profile: str, lim
     out.print(f"[bold]Advice[/bold]  ({more}; dlscope advise {escape(profile)} for the evidence)")
     for f in shown:
         sev = str(getattr(f, "severity", "info")).lower()
-        saving = ""
-        if getattr(f, "saving_ms_per_step", None) is not None:
-            saving = f": up to {f.saving_ms_per_step:,.1f} ms per step"
-        if getattr(f, "saving_pct", None) is not None:
-            saving += f" ({f.saving_pct:.0f}% of {pct_basis(f)})" if saving else f": up to {f.saving_pct:.0f}% of {pct_basis(f)}"
+        saving = saving_phrase(f, digits=1)
+        saving = f": {saving}" if saving else ""
         out.print(Text.assemble("  ", (f"{sev.upper():<8}", SEVERITY_STYLE.get(sev, "")), " ",
                                 (str(getattr(f, "title", "")), "bold"), saving, f" [{getattr(f, 'id', '')}]"))
         if getattr(f, "advice", None):
             out.print(Text("           " + str(f.advice)))
+
+
+def render_what_if(findings: Sequence[Any], out: Console) -> None:
+    """``dlscope advise --what-if``: for each finding the replay could model, the step time now,
+    after its fix alone, and after it and every finding ranked above it (the chain of fixes)."""
+    rows = [f for f in findings if getattr(f, "what_if", None)]
+    if not rows:
+        out.print("No finding has a what-if: the profile has no traced steps with runtime calls and GPU work to replay.")
+        return
+    t = Table(show_edge=False, header_style="bold", pad_edge=False, box=None,
+              title="Predicted step time (ms) after each fix, from a replay of the traced steps")
+    for c in ("rank", "finding", "now", "this fix alone", "saving", "after the fixes above", "then with this fix",
+              "saving there"):
+        t.add_column(c, justify="left" if c == "finding" else "right")
+    for i, f in enumerate(findings, 1):
+        w = getattr(f, "what_if", None)
+        if not w:
+            continue
+        per = " /sample" if w.get("per_sample") else ""
+        t.add_row(str(i), escape(str(f.id)), f"{w['step_ms']:,.2f}", f"{w['fixed_step_ms']:,.2f}{per}",
+                  f"{w['step_ms'] - w['fixed_step_ms']:,.2f}", f"{w.get('after_above_ms', w['step_ms']):,.2f}",
+                  f"{w.get('after_above_fixed_ms', w['fixed_step_ms']):,.2f}",
+                  f"{w.get('saving_after_above_ms', 0.0):,.2f}")
+    out.print(t)
+    f0 = rows[0].what_if
+    if abs(f0.get("host_factor", 1.0) - 1.0) > 0.02:
+        out.print(f"Host work scaled by {f0['host_factor']:.2f} so the replay matches the steps measured without "
+                  "tracing (the tracer slows the host, not the GPU).")

@@ -293,7 +293,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
         con.execute("""CREATE OR REPLACE TEMP TABLE launch_step AS
             SELECT rank, correlation_id, any_value(step) AS step FROM final_api
             WHERE correlation_id IS NOT NULL GROUP BY ALL""")
-    for name in ("kernels", "memcpy", "memset"):
+    for name in ("kernels", "memcpy", "memset", "comms"):
         j, st = step_join(name, "start_ns")
         launch, step = "", st
         if has_steps and has.get("api"):

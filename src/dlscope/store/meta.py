@@ -34,6 +34,7 @@ class Meta:
     end_ns: int | None = None
     exit_code: int | None = None
     ranks: list[int] = field(default_factory=lambda: [0])
+    world_size: int | None = None  # ranks in the job, when it was distributed (may exceed those recorded)
     devices: list[dict[str, Any]] = field(default_factory=list)
     frameworks: dict[str, str] = field(default_factory=dict)
     collectors: dict[str, CollectorStatus] = field(default_factory=dict)

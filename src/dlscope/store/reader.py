@@ -81,7 +81,7 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
         if profile.files[spec.name]:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
-        else:  # an optional table this profile predates
+        else:  # a table this profile predates (see schema.OPTIONAL_TABLES)
             src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.type)}) AS "{c.name}"' for c in spec.columns) \
                 + " WHERE FALSE"
         if spec.name == "strings":
@@ -102,3 +102,4 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
         con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
         con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
     return con
+

@@ -14,7 +14,9 @@ Conventions (they hold for every table):
 * Names (ops, kernels, API calls, phases, metrics, shapes) are interned once in ``strings`` and
   referred to by ``*_id`` int32 columns; the DuckDB views made by the reader add the decoded
   ``name`` column.
-* ``rank`` is the distributed rank (0 for a single process); ``step`` is the iteration an event
+* ``rank`` is the distributed rank (0 for a single process), from the launcher's environment
+  (``RANK``, as torchrun and ``accelerate launch`` set it) or from ``torch.distributed`` once the
+  process group exists (``mp.spawn``); every rank of a job is one profile on one clock. ``step`` is the iteration an event
   belongs to (NULL outside any step); ``correlation_id`` links a CUDA API call to the GPU activity
   it caused (CUPTI's correlation id); ``external_id`` links a framework op to the API calls and
   GPU activity it caused (Kineto's "External id").
@@ -192,6 +194,29 @@ SYNC = Table(
     sort_by=("rank", "start_ns"),
 )
 
+COMMS = Table(
+    "comms", "framework",
+    "Collective and point-to-point communication (NCCL, RCCL, Gloo): one row per operation as it ran, "
+    "on the GPU (a communication kernel) or on a host thread (Gloo's worker threads), with its "
+    "message sizes and process group where the trace says them.",
+    (RANK, PID, TID, DEVICE, STREAM, START, END,
+     _c("name_id", I32, "the operation, normalized: 'allreduce', 'allgather', 'reducescatter', 'broadcast', "
+                        "'reduce', 'alltoall', 'sendrecv', 'send', 'recv', 'barrier', 'gather', 'scatter' "
+                        "(or the library's own name when none of these), an id in strings", False),
+     _c("backend", STR, "'nccl', 'rccl', 'gloo' or another library"),
+     _c("where", STR, "'gpu': a GPU kernel ran it (device, stream set); 'host': a host thread did (tid set)",
+        False),
+     _c("in_bytes", I64, "bytes of this rank's input (for allgather its share; for reducescatter the whole "
+                         "input), NULL when the trace does not say"),
+     _c("out_bytes", I64, "bytes of this rank's output (for allgather the whole gathered output)"),
+     _c("dtype", STR, "element type as the trace names it"),
+     _c("group_name", STR, "process group (communicator) name"),
+     _c("group_ranks", STR, "global ranks of the process group, as text ('[0, 1]'), when known"),
+     _c("group_size", I32, "ranks in the process group (the world size when the trace names no group)"),
+     CORR, EXT, STEP),
+    sort_by=("rank", "start_ns"),
+)
+
 COUNTERS = Table(
     "counters", "hardware",
     "Sampled counters: NVML/GPM GPU metrics, memory timelines. Units per metric in METRICS.",
@@ -218,7 +243,7 @@ KERNEL_METRICS = Table(
 )
 
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
-OPTIONAL_TABLES = ("kernel_metrics",)
+OPTIONAL_TABLES = ("comms", "kernel_metrics")
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
@@ -229,17 +254,18 @@ NAME_COLUMNS: dict[str, dict[str, str]] = {
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
+    "comms": {"name": "name_id"},
     "kernel_metrics": {"name": "name_id", "section": "section_id", "metric": "metric_id"},
 }
 
-TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COUNTERS,
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
                              KERNEL_METRICS)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "application": ("phases", "steps"),
-    "framework": ("ops",),
+    "framework": ("ops", "comms"),
     "runtime": ("api", "sync"),
     "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
 }

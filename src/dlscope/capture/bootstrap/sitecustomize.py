@@ -7,8 +7,8 @@ import sys
 
 def _dlscope_start() -> None:
     cfg = os.environ.get("DLSCOPE_SESSION")
-    # multiprocessing's spawned workers re-run site: they are helpers, not the program.
-    if not cfg or "--multiprocessing-fork" in sys.argv:
+    # launchers and multiprocessing's spawned children are sorted out by capture.distributed
+    if not cfg:
         return
     try:
         from dlscope.capture import child

@@ -16,7 +16,7 @@ from ...analysis.report import ReportResult
 from ...analysis.summary import Summary
 from ...analysis.tensor_cores import TensorCoreShare
 from ...store.meta import Meta
-from ..findings import evidence_parts, pct_basis
+from ..findings import evidence_parts, saving_phrase
 from . import blocks
 from .svg import esc
 
@@ -165,17 +165,13 @@ def advice_section(findings: list[Any]) -> str:
     for f in findings:
         sev = str(getattr(f, "severity", "info")).lower()
         sev_cls = sev if sev in SEVERITIES else "info"
-        saving = []
-        if getattr(f, "saving_ms_per_step", None) is not None:
-            saving.append(f"up to {f.saving_ms_per_step:,.2f} ms per step")
-        if getattr(f, "saving_pct", None) is not None:
-            saving.append(f"{f.saving_pct:.1f}% of {pct_basis(f)}")
+        saving = saving_phrase(f)
         bound = evidence_parts(getattr(f, "evidence", None))[1]
         url = _safe_url(getattr(f, "url", None))
         out.append(
             f'<article class="finding {sev_cls}"><header><span class="sev">{esc(sev)}</span> '
             f'<strong>{esc(getattr(f, "title", ""))}</strong> <code>{esc(getattr(f, "id", ""))}</code></header>'
-            + (f'<p class="saving">Estimated saving: {esc(", ".join(saving))}</p>' if saving else "")
+            + (f'<p class="saving">Saving: {esc(saving)}</p>' if saving else "")
             + (f'<p class="bound">{esc(bound)}</p>' if bound else "")
             + (f"<p>{esc(f.advice)}</p>" if getattr(f, "advice", None) else "")
             + _evidence(getattr(f, "evidence", None))

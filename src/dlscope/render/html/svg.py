@@ -255,3 +255,40 @@ def legend(items: Sequence[tuple[str, str]], shaded: bool = False) -> str:
     return '<div class="legend">' + "".join(
         f'<span class="item"><span class="{cls}" style="background:{c}"></span>{esc(label)}</span>'
         for label, c in items) + "</div>"
+
+
+def histograms(series: Sequence[tuple[str, str, Sequence[float]]], x_label: str, bins: int = 24,
+               height: int = 220) -> str:
+    """Several distributions (label, colour, values) over one shared range and bin grid, their
+    bars side by side in each bin, so that a shift between them reads directly (the diff view)."""
+    vals = [v for _, _, vs in series for v in vs if math.isfinite(v)]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    pad = (hi - lo) * 0.05 or max(abs(lo) * 0.01, 1e-3)
+    lo, hi = lo - pad, hi + pad
+    n = max(1, bins)
+    width = (hi - lo) / n
+    counts = []
+    for _, _, vs in series:
+        c = [0] * n
+        for v in vs:
+            if math.isfinite(v):
+                c[min(n - 1, int((v - lo) / width))] += 1
+        counts.append(c)
+    frame = Frame(height, lo, hi, 0, max(max(c) for c in counts) * 1.1 or 1.0)
+    out = _open(frame, "histograms of " + x_label) + _axes(frame, x_label, "steps", integer_y=True)
+    k = len(series)
+    for j, ((label, col, _), c) in enumerate(zip(series, counts)):
+        for i, cnt in enumerate(c):
+            if not cnt:
+                continue
+            a, b = lo + i * width, lo + (i + 1) * width
+            xa, xb = frame.x(a), frame.x(b)
+            w = max((xb - xa - 1) / k, 0.5)
+            x, y = xa + 0.5 + j * w, frame.y(cnt)
+            out.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{frame.bottom - y:.1f}" '
+                       f'fill="{col}"><title>{esc(label)}: {esc(fmt_num(a))} to {esc(fmt_num(b))}: {cnt} '
+                       f'step{"s" if cnt != 1 else ""}</title></rect>')
+    out.append("</svg>")
+    return "".join(out)

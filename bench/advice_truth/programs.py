@@ -1,0 +1,272 @@
+"""The ground-truth suite's training programs: a baseline with known problems per model, and one
+variant per single fix.
+
+Three models, built from torch/torchvision only (random weights, synthetic data, no downloads):
+
+* ``cnn``: ResNet-50 image classification, fed by a DataLoader whose Dataset decodes and normalises
+  each image in NumPy on the training thread (``num_workers=0``);
+* ``gpt``: a GPT-2-style decoder (6 layers, d=768) on text tokenised in pure Python per sample,
+  trained with a per-parameter AdamW;
+* ``mlp``: a small MLP whose step is a few hundred tiny kernels: launch-bound.
+
+Every baseline also copies its batch from pageable memory, calls ``.item()`` on the loss every
+step, computes in fp32, and uses the per-parameter ("for-loop") optimizer. A *variant* changes one
+thing (:data:`FIXES`); :func:`build` returns a :class:`Trainer` whose ``step()`` runs one
+training iteration. ``train.py`` runs one (model, variant) as a program, so that ``dlscope
+profile`` sees an ordinary training script; ``measure.py`` times them all alternated in one
+process.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+# fix -> what it changes; the rule that should name the baseline's problem
+FIXES: dict[str, str] = {
+    "workers": "DataLoader(num_workers=4, persistent_workers=True)",
+    "pin": "DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+    "no_item": "no .item() on the loss in the step (logged every 50 steps instead)",
+    "bf16": "torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss",
+    "fused_opt": "the optimizer with fused=True",
+    "channels_last": "model and input in torch.channels_last",
+    "compile": "torch.compile(model, mode='reduce-overhead') (CUDA graphs)",
+    "batch2x": "twice the batch size (4x for the MLP); compared per sample",
+}
+EXPECTED_RULES: dict[str, tuple[str, ...]] = {
+    "workers": ("input_bound",),
+    "pin": ("pageable_memcpy", "h2d_not_overlapped"),
+    "no_item": ("sync_in_step",),
+    "bf16": ("amp_not_enabled", "no_tensor_cores"),
+    "fused_opt": ("unfused_optimizer",),
+    "channels_last": ("layout_transposes",),
+    "compile": ("launch_bound", "fusion_candidates"),
+    "batch2x": ("memory_underused",),
+}
+MODEL_FIXES: dict[str, tuple[str, ...]] = {
+    "cnn": ("workers", "pin", "no_item", "bf16", "fused_opt", "channels_last", "batch2x"),
+    "gpt": ("workers", "pin", "no_item", "bf16", "fused_opt", "batch2x"),
+    "mlp": ("pin", "no_item", "bf16", "fused_opt", "compile", "batch2x"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str
+    batch: int
+    workers: int = 0
+    pin: bool = False
+    item: bool = True
+    bf16: bool = False
+    optimizer: str = "per_parameter"  # or 'fused'
+    channels_last: bool = False
+    compile: bool = False
+
+
+BASE_BATCH = {"cnn": 64, "gpt": 8, "mlp": 64}
+
+
+def config(model: str, variant: str) -> Config:
+    c = Config(model, BASE_BATCH[model])
+    changes = {
+        "baseline": {},
+        "workers": {"workers": 4},
+        "pin": {"pin": True},
+        "no_item": {"item": False},
+        "bf16": {"bf16": True},
+        "fused_opt": {"optimizer": "fused"},
+        "channels_last": {"channels_last": True},
+        "compile": {"compile": True},
+        "batch2x": {"batch": c.batch * (4 if model == "mlp" else 2)},
+    }[variant]
+    return replace(c, **changes)
+
+
+# ---- data --------------------------------------------------------------------------------------
+class Images(torch.utils.data.Dataset):
+    """Synthetic 'decoded JPEGs': each sample is made and normalised in NumPy, as a naive
+    torchvision-free pipeline would do on the CPU."""
+
+    MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
+    STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    SIZE = 176
+
+    def __getitem__(self, i: int):
+        rng = np.random.default_rng(i % 1024)
+        img = rng.integers(0, 256, (self.SIZE, self.SIZE, 3), dtype=np.uint8)
+        x = img.transpose(2, 0, 1).astype(np.float32) / 255.0
+        x = (x - self.MEAN) / self.STD
+        if i % 2:
+            x = x[:, :, ::-1]  # random flip
+        return torch.from_numpy(np.ascontiguousarray(x)), int(i % 1000)
+
+
+WORDS = [f"w{i:03d}{chr(97 + i % 26)}{chr(97 + (i * 7) % 26)}ing" for i in range(600)]
+
+
+def tokenize(text: str, vocab: int) -> list[int]:
+    """A pure-Python byte-pair-style tokenizer: a few merge passes over each word's characters."""
+    out = []
+    for word in text.split():
+        ids = [ord(c) for c in word]
+        for _ in range(3):  # merge passes
+            merged, j = [], 0
+            while j < len(ids):
+                if j + 1 < len(ids):
+                    merged.append((ids[j] * 257 + ids[j + 1]) % vocab)
+                    j += 2
+                else:
+                    merged.append(ids[j])
+                    j += 1
+            ids = merged
+        out.extend(ids)
+    return out
+
+
+class Text(torch.utils.data.Dataset):
+    def __init__(self, seq: int, vocab: int) -> None:
+        self.seq, self.vocab = seq, vocab
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int):
+        rng = np.random.default_rng(i % 512)
+        text = " ".join(WORDS[k] for k in rng.integers(0, len(WORDS), self.seq * 2))
+        ids = tokenize(text, self.vocab)
+        ids = (ids * (self.seq // max(1, len(ids)) + 2))[: self.seq + 1]
+        t = torch.tensor(ids, dtype=torch.long)
+        return t[:-1], t[1:]
+
+
+class TensorBatches(torch.utils.data.Dataset):
+    """Whole batches sliced from an in-memory pool (``DataLoader(batch_size=None)``): the
+    cheapest input a program can have, so the MLP's step is its launches."""
+
+    def __init__(self, batch: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(64 * batch, 512, generator=g), torch.randint(0, 10, (64 * batch,), generator=g)
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return 1 << 30
+
+    def __getitem__(self, i: int):
+        j = (i % 64) * self.batch
+        return self.x[j:j + self.batch], self.y[j:j + self.batch]
+
+
+# ---- models ------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int = 50304, seq: int = 512, d: int = 768, layers: int = 6, heads: int = 12) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x))
+
+
+def mlp() -> nn.Module:
+    layers: list[nn.Module] = []
+    for _ in range(8):
+        layers += [nn.Linear(512, 512), nn.LayerNorm(512), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(512, 10))
+
+
+# ---- the trainer -------------------------------------------------------------------------------
+class Trainer:
+    """One (model, variant): ``step()`` runs one training iteration the way the variant's program
+    would (load a batch, copy it, forward, backward, optimizer step, log)."""
+
+    def __init__(self, c: Config, device: str = "cuda") -> None:
+        self.c, self.device = c, device
+        torch.manual_seed(0)
+        if c.model == "cnn":
+            import torchvision
+
+            model, data = torchvision.models.resnet50(weights=None), Images()
+        elif c.model == "gpt":
+            model, data = GPT(), Text(512, 50304)
+        else:
+            model, data = mlp(), TensorBatches(c.batch)
+        model = model.to(device)
+        if c.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        if c.model == "gpt":
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-4,
+                                    **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+        elif c.model == "cnn":
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
+                                  **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+        else:
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3,
+                                   **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+        self.model, self.opt = model, opt
+        self.forward = torch.compile(model, mode="reduce-overhead") if c.compile else model
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=None if c.model == "mlp" else c.batch, num_workers=c.workers, pin_memory=c.pin,
+            persistent_workers=c.workers > 0, prefetch_factor=4 if c.workers else None)
+        self.batches = iter(loader)
+        self.n = 0
+        self.losses: list[torch.Tensor] = []
+
+    def step(self) -> None:
+        c = self.c
+        x, y = next(self.batches)
+        x = x.to(self.device, non_blocking=c.pin)
+        y = y.to(self.device, non_blocking=c.pin)
+        if c.channels_last:
+            x = x.to(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=c.bf16):
+            out = self.forward(x)
+            if c.model == "gpt":
+                loss = nn.functional.cross_entropy(out.view(-1, out.shape[-1]), y.view(-1))
+            else:
+                loss = nn.functional.cross_entropy(out, y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.n += 1
+        if c.item or self.n % 50 == 0:
+            self.last = loss.item()
+        if math.isnan(getattr(self, "last", 0.0)):
+            raise FloatingPointError("loss is NaN")
+
+
+def build(model: str, variant: str, device: str = "cuda") -> Trainer:
+    return Trainer(config(model, variant), device)
+
+
+def samples(model: str, variant: str) -> int:
+    """Samples per step: a larger batch's saving is per sample."""
+    return config(model, variant).batch

@@ -1,0 +1,96 @@
+"""straggler: one rank keeps the others waiting at every collective.
+
+From the straggler report (``analysis.straggler``): per compared step, the rank the others waited
+for and how long (``lag``), and the phase in which it lost that time. The rule fires when the
+same rank is the straggler in most compared steps (a consistent straggler, not noise that moves
+from rank to rank) and the others wait for it long enough to matter.
+
+Saving (upper bound): the mean lag per compared step: if the straggler were as fast as the
+others, they would stop waiting; no more than that can come back.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..analysis.host_state import DATA_LOADING_RE
+from ..analysis.straggler import OUTSIDE, phase_excess_sql, stragglers_sql
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import Rule
+from .text import ms, pct
+
+# dlscope's own lines: a rank that is slowest in at least 60% of the compared steps is a pattern
+# (with 2 ranks, chance gives 50%), and a lag under 5% of the step is within the jitter of ranks
+# kept in lock step by their collectives.
+MIN_SHARE = 0.6
+MIN_LAG_PCT = 5.0
+MIN_STEPS = 3
+URL = "https://pytorch.org/docs/stable/notes/ddp.html"
+COMPUTE_RE = r"forward|backward|optimizer|model|train|compute|loss"
+
+
+class Straggler(Rule):
+    id = "straggler"
+    title = "One rank keeps the others waiting"
+    description = "a consistent straggler: the same rank arrives last at the collectives of most steps"
+    needs_steps = True
+
+    def precondition(self, ctx: Context) -> str | None:
+        n = int(ctx.data.scalar("SELECT count(DISTINCT rank) FROM sel_steps") or 0)
+        return None if n >= 2 else "fewer than two ranks with steps"
+
+    def check(self, ctx: Context) -> Finding | None:
+        d = ctx.data
+        s = stragglers_sql(d)
+        rows = d.rows(f"""
+            WITH s AS MATERIALIZED ({s})
+            SELECT s.step, s.straggler AS rank, s.basis, s.lag_ns / 1e6 AS lag_ms, s.step_ns / 1e6 AS step_ms,
+                   CASE WHEN e.phase_excess_ns > 0 THEN e.phase END AS phase,
+                   CASE WHEN e.phase_excess_ns > 0 THEN e.phase_excess_ns / 1e6 END AS phase_excess_ms
+            FROM s LEFT JOIN ({phase_excess_sql(d, 'SELECT * FROM s')}) e USING (step) ORDER BY s.step""")
+        if len(rows) < MIN_STEPS:
+            return None
+        counts: dict[int, int] = {}
+        for r in rows:
+            counts[r["rank"]] = counts.get(r["rank"], 0) + 1
+        rank, n = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
+        if n < MIN_SHARE * len(rows):
+            return None
+        mine = [r for r in rows if r["rank"] == rank]
+        lag = sum(r["lag_ms"] for r in mine) / len(rows)  # mean over all compared steps
+        step_ms = sum(r["step_ms"] for r in rows) / len(rows)
+        if not step_ms or 100 * lag / step_ms < MIN_LAG_PCT:
+            return None
+        phases: dict[str, float] = {}
+        for r in mine:
+            if r["phase"]:
+                phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["phase_excess_ms"]
+        phase = max(phases, key=phases.get) if phases else None
+        basis = "waited for it at their collectives" if mine[0]["basis"] == "waits" else "ran shorter steps"
+        text = (f"rank {rank} was the slowest rank in {n} of {len(rows)} compared steps; the other ranks {basis} "
+                f"{ms(lag)} per step on average ({pct(100 * lag / step_ms)} of the {ms(step_ms)} step)"
+                + (f"; it lost the time in '{phase}' ({ms(phases[phase] / len(mine))} more than the other ranks "
+                   "per step)" if phase else ""))
+        how = f"if rank {rank} kept pace, the others would stop waiting for it: at most its lag per step"
+        ev_rows = [{k: r[k] for k in ("step", "rank", "lag_ms", "phase", "phase_excess_ms")} for r in mine[:8]]
+        return self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
+
+
+def _advice(rank: int, phase: str | None) -> str:
+    if phase and re.search(DATA_LOADING_RE, phase.lower()):
+        return (f"Rank {rank} waits for its input in '{phase}' while the others wait for rank {rank}: give its "
+                "DataLoader more workers (num_workers, prefetch_factor, pin_memory=True), check that its data "
+                "shard is not larger or on slower storage than the others', and that nothing else runs on its CPUs.")
+    if phase and phase != OUTSIDE and re.search(COMPUTE_RE, phase.lower()):
+        return (f"Rank {rank} has more work in '{phase}' than the others (load imbalance): give every rank the same "
+                "amount (DistributedSampler with drop_last=True, equal batch sizes and sequence lengths per rank, "
+                "length-bucketed batches), and check its GPU's clocks and throttling (dlscope stats --report "
+                "gpu_metrics) in case the hardware, not the work, is slower.")
+    where = f"in '{phase}'" if phase and phase != OUTSIDE else "outside every phase"
+    return (f"Rank {rank} spends the extra time {where}: look for work only it does (logging, checkpointing or "
+            "evaluation on rank 0, a slower input shard, another process on its CPUs or GPU), and wrap the loop's "
+            "parts in dlscope phases (with dlscope.phase('name'):) to pin it down.")
+
+
+RULE = Straggler()

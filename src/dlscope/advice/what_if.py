@@ -1,0 +1,132 @@
+"""What each fix would do to the step: the findings' savings predicted by replaying the traced
+steps with the fix applied (:mod:`dlscope.analysis.replay`), and the chain of fixes.
+
+A rule's own saving is a bound on one mechanism (the GPU time a change cuts, the host time it
+frees), and a bound is often far from what the fix gives: GPU time saved is worth nothing while
+the host is the bottleneck, host time saved is worth nothing while the GPU is. The replay plays
+the step's host calls and GPU work with their dependencies, so it says which of the two sets the
+pace, before and after the change. Where a rule describes its change as a :class:`Fix`, the
+finding's saving becomes the replay's prediction (``bound_ms_per_step`` keeps the rule's bound).
+
+**Calibrated on the untraced steps.** Tracing slows the host, never the GPU: the replay scales
+the host's work so that the replayed step matches the steps measured without tracing
+(:func:`~dlscope.analysis.replay.calibrate`), so the profiler's own overhead never reads as a
+problem of the program.
+
+**The chain.** Findings rank by what their fix saves now. Each also says what it saves once the
+findings above it are fixed: a cause masked by a larger one (the GPU's work, hidden while the host
+loads data) is still named, with the saving it will have when its turn comes. A finding that
+saves under the floor both now and along the chain is kept, as information, after all the others.
+"""
+
+from __future__ import annotations
+
+from ..analysis.replay import Calibration, Calls, Fix, calibrate, replay_calls, step_ms
+from .context import Context
+from .finding import Finding, severity_for
+from .rule import MIN_SAVING_PCT, Rule
+
+# Replay only profiles whose traced steps the model covers: enough calls to be a real program.
+MIN_CALLS = 10
+
+
+class Replayer:
+    """The calibrated replay of one profile, shared by every finding's what-if."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.calls: Calls = replay_calls(ctx.data)
+        target = ctx.basis.mean_step_ms if (ctx.basis.has_steps and ctx.basis.traced_excluded) else None
+        self.calibration: Calibration = calibrate(self.calls, target)
+        self.base_ms = self.step(self.calls)
+
+    @property
+    def usable(self) -> bool:
+        return (self.ctx.basis.has_steps and not self.calls.empty and len(self.calls["wid"]) >= MIN_CALLS
+                and self.base_ms > 0)
+
+    def step(self, calls: Calls, batch: float = 1.0) -> float:
+        return step_ms(calls, self.calibration.host_factor, per_sample_of=batch)
+
+    def with_fixes(self, fixes: list[Fix]) -> float:
+        calls, batch = self.calls, 1.0
+        for f in fixes:
+            calls = f.apply(calls)
+            batch *= f.batch
+        return self.step(calls, batch)
+
+
+def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list[Finding]:
+    """``findings`` with replayed savings and the chain where rules give a fix, sorted (causes
+    by saving now, then alternatives, symptoms, and findings whose fix saves under the floor now
+    and along the chain)."""
+    present = {f.id for f in findings}
+    for f in findings:
+        rule = rules.get(f.id)
+        if rule is not None and rule.alternative_to in present:
+            f.alternative_of = rule.alternative_to
+    fixes = {}
+    for f in findings:
+        rule = rules.get(f.id)
+        fix = rule.what_if(ctx, f) if rule is not None else None
+        if fix is not None:
+            fixes[f.id] = fix
+    if not fixes:
+        return sorted(findings, key=Finding.sort_key)
+    r = Replayer(ctx)
+    if not r.usable:
+        return sorted(findings, key=Finding.sort_key)
+    unit = ctx.basis.unit_ms or r.base_ms
+    for f in findings:
+        fix = fixes.get(f.id)
+        if fix is None:
+            continue
+        fixed = r.with_fixes([fix])
+        _set_saving(f, r.base_ms - fixed, unit)
+        f.what_if = {"step_ms": r.base_ms, "fixed_step_ms": fixed, "per_sample": fix.batch != 1.0,
+                     "host_factor": r.calibration.host_factor}
+        f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
+    ordered = sorted(findings, key=Finding.sort_key)
+    # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit)
+    applied: list[Fix] = []
+    for f in ordered:
+        fix = fixes.get(f.id)
+        if fix is None or f.what_if is None:
+            continue
+        before = r.with_fixes(applied)
+        after = r.with_fixes([*applied, fix])
+        f.what_if.update({"after_above_ms": before, "after_above_fixed_ms": after,
+                          "saving_after_above_ms": max(before - after, 0.0),
+                          "fixed_above": [g.id for g in ordered if g.id in {a.name for a in applied}]})
+        if fix.batch == 1.0 and not f.alternative_of:
+            applied.append(fix)
+    for f in ordered:
+        w = f.what_if
+        if w is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
+            after_pct = 100 * w["saving_after_above_ms"] / unit
+            if after_pct < MIN_SAVING_PCT:
+                f.negligible = True
+                f.severity = "info"
+                f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
+                                      "cause is real, its fix would hardly show.")
+                continue
+            f.evidence.saving += (f" Masked now: once {', '.join(w['fixed_above'])} "
+                                  f"{'is' if len(w['fixed_above']) == 1 else 'are'} fixed it saves "
+                                  f"{w['saving_after_above_ms']:.2f} ms per step ({after_pct:.0f}% of today's step).")
+            f.severity = severity_for(after_pct)
+    return sorted(ordered, key=Finding.sort_key)
+
+
+def _set_saving(f: Finding, saving_ms: float, unit_ms: float) -> None:
+    saving_ms = max(saving_ms, 0.0)
+    f.saving_ms_per_step = saving_ms
+    f.saving_pct = 100 * saving_ms / unit_ms if unit_ms else None
+    f.severity = severity_for(f.saving_pct)
+
+
+def _saving_text(r: Replayer, fixed: float, f: Finding, fix: Fix) -> str:
+    n = r.calls.windows
+    cal = r.calibration.note
+    per = "per sample, in ms per step of today's batch" if fix.batch != 1.0 else "per step"
+    return (f"predicted by replaying the {n} traced step{'s' if n != 1 else ''} with the fix applied "
+            f"({fix.describe or fix.name}){'; ' + cal if cal else ''}: {r.base_ms:.1f} -> {fixed:.1f} ms {per}.")

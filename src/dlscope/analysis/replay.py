@@ -1,0 +1,289 @@
+"""Critical-path replay of the traced steps: how long a step would take with one cause removed.
+
+A step is two timelines tied together: the host issues runtime calls one after another, with its
+own work (Python, framework dispatch, data loading) in the gaps between them; the GPU runs what
+each call launched, in launch order, as soon as it was launched and the previous work is done. A
+call that blocks (a synchronize, a copy from pageable memory) holds the host until the GPU has
+done everything before it. The step ends when both are done.
+
+:func:`replay_calls` reads that model from the profile: one row per runtime call of the main
+process's launching threads in each GPU window (see :mod:`.step_idle`), with the host work before
+it split by what the host was doing (loading data, the optimizer step, the model's forward and
+backward, anything else), whether it blocks, and the GPU time it launched split by kind (matrix
+math by precision, layout conversions, host-to-device copies). :func:`replay` replays the windows
+one after another, so GPU work left queued at the end of one step delays the next, as it does in
+a real run. A :class:`Fix` changes the inputs (drops the data loading, unblocks the syncs, shortens
+the matrix math, ...) and the replay gives the step time that follows, with every overlap that the
+change opens or closes: a GPU-side fix saves nothing while the host is the bottleneck, and the
+host's own work hidden behind a busy GPU costs nothing.
+
+Tracing slows the host (the profiler's callbacks run on every op and call), never the GPU.
+:func:`calibrate` finds the factor on host time that makes the replayed step as long as the steps
+measured without tracing, and every replay uses it: the profiler's overhead is not read as the
+program's. The replay itself is vectorized: a running maximum over the launches between two
+blocking calls, one Python iteration per blocking call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .context import ProfileData
+from .host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
+from .intervals import covered_sql, union_sql
+from .math_kernels import precision_sql
+from .step_idle import windows_sql
+
+# host work classes: which phases the gap before a call falls in
+HOST_CLASSES = ("input", "optimizer", "model", "other")
+OPTIMIZER_RE = r"^optimizer$|^optimizer\.step#|^optimizer[_ .-]?step$"
+MODEL_RE = r"^(forward|backward)$|^autograd::engine::evaluate_function|^(fwd|bwd)$"
+LAYOUT_RE = r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nchw_to_nhwc|nhwc_to_nchw"
+# A blocking call's own cost once it no longer waits: a runtime call returns in microseconds.
+BLOCKING_CALL_OVERHEAD_NS = 5_000
+GPU_TABLES = ("kernels", "memcpy", "memset")
+ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",
+          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes")
+
+
+@dataclass
+class Calls:
+    """The replay's input, one entry per runtime call (plus one sentinel per window end), in
+    order; numpy arrays named as :data:`ARRAYS`. ``cls``: index in :data:`HOST_CLASSES` of
+    what the host was doing when it made the call; ``blocking``: 0 no, 1 synchronize, 2 copy from
+    pageable memory (host to device), 3 copy to pageable memory (device to host: ``.item()``,
+    ``.cpu()``)."""
+
+    arrays: dict[str, np.ndarray]
+    windows: int
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    def copy(self) -> Calls:
+        return Calls({k: v.copy() for k, v in self.arrays.items()}, self.windows)
+
+    @property
+    def empty(self) -> bool:
+        return self.windows == 0 or len(self.arrays["wid"]) == 0
+
+
+def _gpu_items_sql(data: ProfileData) -> str | None:
+    parts = []
+    if data.has("kernels"):
+        parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, {precision_sql('name')} AS prec,
+                                regexp_matches(lower(name), '{LAYOUT_RE}') AS layout, FALSE AS h2d, 0 AS bytes,
+                                FALSE AS pageable, FALSE AS d2h FROM kernels""")
+    if data.has("memcpy"):
+        parts.append("""SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, copy_kind = 'HtoD', bytes,
+                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH'
+                        FROM memcpy""")
+    if data.has("memset"):
+        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE, FALSE FROM memset")
+    return " UNION ALL ".join(parts) if parts else None
+
+
+def _class_islands_sql(data: ProfileData, regex: str) -> str:
+    if not data.has("phases"):
+        return "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
+    return union_sql(f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
+                         WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
+                           AND regexp_matches(lower(p.name), '{regex}')""", "rank")
+
+
+def replay_calls(data: ProfileData) -> Calls:
+    """The replay's input for the profile's GPU windows (empty without runtime calls or GPU work)."""
+    gpu = _gpu_items_sql(data)
+    if gpu is None or not data.has("api"):
+        return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
+    gaps = """SELECT *, greatest(start_ns - greatest(coalesce(prev_end, w_start), w_start), 0) AS gap_ns,
+                     least(start_ns, greatest(coalesce(prev_end, w_start), w_start)) AS gap_start
+              FROM calls"""
+    gap_rows = "SELECT wid, seq, gap_start AS start_ns, gap_start + gap_ns AS end_ns, rank FROM gaps"
+    point_rows = "SELECT wid, seq, start_ns, start_ns + 1 AS end_ns, rank FROM gaps"
+    cov = {}
+    for name in ("input", "optimizer", "model"):
+        cov[name] = covered_sql(gap_rows, f"SELECT * FROM isl_{name}", ("rank",))
+        cov[name + "_at"] = covered_sql(point_rows, f"SELECT * FROM isl_{name}", ("rank",))
+    cov_ctes = ",\n".join(f"cov_{k} AS (SELECT wid, seq, covered_ns FROM ({v}))" for k, v in cov.items())
+    cov_joins = " ".join(f"JOIN cov_{k} USING (wid, seq)" for k in cov)
+    t = data.table(f"""
+        WITH mp AS ({main_pid_sql(data)}),
+             win AS MATERIALIZED (SELECT row_number() OVER (ORDER BY rank, start_ns) AS wid, rank, start_ns, end_ns
+                                  FROM ({windows_sql(data)}) WHERE end_ns > start_ns),
+             g AS MATERIALIZED (
+                SELECT rank, correlation_id, sum(ns) AS gpu_ns,
+                       coalesce(sum(ns) FILTER (WHERE prec = 'fp32'), 0) AS simt_ns,
+                       coalesce(sum(ns) FILTER (WHERE prec IN ('fp32_tc', 'tc_unknown')), 0) AS tf32_ns,
+                       coalesce(sum(ns) FILTER (WHERE layout), 0) AS layout_ns,
+                       coalesce(sum(ns) FILTER (WHERE h2d), 0) AS h2d_ns,
+                       coalesce(sum(bytes) FILTER (WHERE h2d), 0) AS h2d_bytes,
+                       bool_or(pageable AND NOT d2h) AS pageable, bool_or(pageable AND d2h) AS pageable_d2h
+                FROM ({gpu}) WHERE correlation_id IS NOT NULL GROUP BY ALL),
+             a AS MATERIALIZED (
+                SELECT a.rank, a.pid, a.tid, a.start_ns, a.end_ns, a.name, g.* EXCLUDE (rank, correlation_id)
+                FROM api a LEFT JOIN mp m USING (rank)
+                LEFT JOIN g ON g.rank = a.rank AND g.correlation_id = a.correlation_id
+                WHERE m.pid IS NULL OR a.pid IS NULL OR a.pid = m.pid),
+             launchers AS (SELECT DISTINCT rank, tid FROM a WHERE gpu_ns IS NOT NULL),
+             raw AS (
+                SELECT w.wid, w.rank, w.start_ns AS w_start, a.start_ns, a.end_ns, a.name, a.gpu_ns, a.simt_ns,
+                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h
+                FROM a SEMI JOIN launchers l ON l.rank = a.rank AND l.tid IS NOT DISTINCT FROM a.tid
+                JOIN win w ON w.rank = a.rank AND a.start_ns >= w.start_ns AND a.start_ns < w.end_ns
+                UNION ALL
+                SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM win),
+             calls AS MATERIALIZED (
+                SELECT *, row_number() OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST) AS seq,
+                       max(end_ns) OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                FROM raw),
+             gaps AS MATERIALIZED ({gaps}),
+             isl_input AS MATERIALIZED ({_class_islands_sql(data, DATA_LOADING_RE)}),
+             isl_optimizer AS MATERIALIZED ({_class_islands_sql(data, OPTIMIZER_RE)}),
+             isl_model AS MATERIALIZED ({_class_islands_sql(data, MODEL_RE)}),
+             {cov_ctes}
+        SELECT g.wid, g.seq, g.gap_ns,
+               cov_input.covered_ns AS gap_input,
+               least(cov_optimizer.covered_ns, g.gap_ns - cov_input.covered_ns) AS gap_optimizer,
+               greatest(least(cov_model.covered_ns,
+                              g.gap_ns - cov_input.covered_ns - cov_optimizer.covered_ns), 0) AS gap_model,
+               CASE WHEN cov_input_at.covered_ns > 0 THEN 0 WHEN cov_optimizer_at.covered_ns > 0 THEN 1
+                    WHEN cov_model_at.covered_ns > 0 THEN 2 ELSE 3 END AS cls,
+               CASE WHEN g.name IS NULL THEN 0
+                    WHEN regexp_matches(lower(g.name), '{SYNC_API_RE}') THEN 1
+                    WHEN coalesce(g.pageable, FALSE) THEN 2
+                    WHEN coalesce(g.pageable_d2h, FALSE) THEN 3 ELSE 0 END AS blocking,
+               greatest(g.end_ns - g.start_ns, 0) AS call_ns,
+               coalesce(g.gpu_ns, 0) AS gpu_ns, coalesce(g.simt_ns, 0) AS simt_ns, coalesce(g.tf32_ns, 0) AS tf32_ns,
+               coalesce(g.layout_ns, 0) AS layout_ns, coalesce(g.h2d_ns, 0) AS h2d_ns,
+               coalesce(g.h2d_bytes, 0) AS h2d_bytes
+        FROM gaps g {cov_joins}
+        ORDER BY g.wid, g.seq""")
+    cols = {c: t.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in t.column_names}
+    if not len(cols.get("wid", [])):
+        return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
+    cols["gap_other"] = np.maximum(cols["gap_ns"] - cols["gap_input"] - cols["gap_optimizer"] - cols["gap_model"], 0)
+    blocking = cols["blocking"] > 0
+    cols["call_ns"] = np.where(blocking, np.minimum(cols["call_ns"], BLOCKING_CALL_OVERHEAD_NS), cols["call_ns"])
+    arrays = {k: cols[k] for k in ARRAYS}
+    arrays["cls"] = arrays["cls"].astype(np.int64)
+    arrays["blocking"] = arrays["blocking"].astype(np.int64)
+    return Calls(arrays, int(len(np.unique(arrays["wid"]))))
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change to the step, as factors on the replay's inputs (1 = unchanged).
+
+    ``host``: per host class, a factor on the host's own work in that class (gaps and the calls
+    made in it); ``unblock``: blocking kinds that no longer block (1 synchronize, 2 pageable host-to-device
+    copy, 3 pageable device-to-host copy);
+    ``gpu``: per GPU-time column (``simt_ns``, ``tf32_ns``, ``layout_ns``, ``h2d_ns``), the factor
+    on that part of each call's GPU time; ``gpu_in``: per host class, a factor on all GPU time
+    launched from it; ``batch``: the work per step grows this many times (GPU time and data
+    loading scale with it) and the result is per sample."""
+
+    name: str
+    describe: str = ""  # the change in words, for the evidence
+    host: dict[str, float] = field(default_factory=dict)
+    unblock: tuple[int, ...] = ()
+    gpu: dict[str, float] = field(default_factory=dict)
+    gpu_in: dict[str, float] = field(default_factory=dict)
+    batch: float = 1.0
+    drop_calls_of: tuple[str, ...] = ()  # calls whose GPU work is all in these columns go, host work too
+
+    def apply(self, calls: Calls) -> Calls:
+        c = calls.copy()
+        a = c.arrays
+        for col in self.drop_calls_of:
+            gone = (a["gpu_ns"] > 0) & (a[col] >= a["gpu_ns"])
+            for k in ("gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns"):
+                a[k] = np.where(gone, 0.0, a[k])
+        for cls_name, f in self.host.items():
+            a[f"gap_{cls_name}"] *= f
+            a["call_ns"] = np.where(a["cls"] == HOST_CLASSES.index(cls_name), a["call_ns"] * f, a["call_ns"])
+        for kind in self.unblock:
+            a["blocking"] = np.where(a["blocking"] == kind, 0, a["blocking"])
+        for col, f in self.gpu.items():
+            cut = a[col] * (1 - f)
+            a["gpu_ns"] = np.maximum(a["gpu_ns"] - cut, 0)
+            a[col] = a[col] * f
+        for cls_name, f in self.gpu_in.items():
+            a["gpu_ns"] = np.where(a["cls"] == HOST_CLASSES.index(cls_name), a["gpu_ns"] * f, a["gpu_ns"])
+        if self.batch != 1.0:
+            a["gpu_ns"] *= self.batch
+            a["gap_input"] *= self.batch
+        return c
+
+
+def replay(calls: Calls, host_factor: float = 1.0) -> float:
+    """Replayed time of all windows one after another, in ns (0 when there is nothing to
+    replay). ``host_factor`` scales the host's own work (see :func:`calibrate`)."""
+    if calls.empty:
+        return 0.0
+    a = calls.arrays
+    work = (a["gap_input"] + a["gap_optimizer"] + a["gap_model"] + a["gap_other"] + a["call_ns"]) * host_factor
+    gpu, blocking = a["gpu_ns"], a["blocking"]
+    n = len(work)
+    host_t, gpu_end = 0.0, 0.0
+    cuts = np.flatnonzero(blocking > 0)
+    start = 0
+    for stop in [*cuts.tolist(), n]:
+        # launches start..stop-1 do not block; call `stop` (if < n) blocks after its own work
+        seg_end = stop + 1 if stop < n else n
+        h = host_t + np.cumsum(work[start:seg_end])          # each call's return time
+        g = gpu[start:seg_end]
+        launched = g > 0
+        if launched.any():
+            r, d = h[launched], g[launched]
+            c = np.cumsum(d)
+            prev = np.concatenate(([0.0], c[:-1]))
+            ends = c + np.maximum(gpu_end, np.maximum.accumulate(r - prev))
+            gpu_end = float(ends[-1])
+        host_t = float(h[-1]) if len(h) else host_t
+        if stop < n:  # blocks until the GPU is done with everything launched so far (its own copy too)
+            host_t = max(host_t, gpu_end)
+        start = seg_end
+    return max(host_t, gpu_end)
+
+
+def step_ms(calls: Calls, host_factor: float = 1.0, per_sample_of: float = 1.0) -> float:
+    """Mean replayed step in ms (per ``per_sample_of`` steps' worth of samples, for a larger batch)."""
+    return replay(calls, host_factor) / 1e6 / max(calls.windows, 1) / per_sample_of
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The factor on host work that makes the replay match the untraced steps."""
+
+    host_factor: float
+    traced_ms: float      # replayed step at factor 1 (the traced steps as recorded)
+    target_ms: float | None  # the untraced mean step, when there are untraced steps
+
+    @property
+    def note(self) -> str:
+        if self.target_ms is None or abs(self.host_factor - 1.0) < 0.02:
+            return ""
+        return (f"host work scaled by {self.host_factor:.2f} so the replayed step ({self.traced_ms:.1f} ms traced) "
+                f"matches the {self.target_ms:.1f} ms measured without tracing")
+
+
+def calibrate(calls: Calls, target_ms: float | None) -> Calibration:
+    """Bisect the host factor in [0.05, 1] (tracing only slows the host) so that the replayed
+    step equals ``target_ms``; 1 without a target or when the replay is already no longer."""
+    traced = step_ms(calls)
+    if not target_ms or calls.empty or traced <= target_ms:
+        return Calibration(1.0, traced, target_ms)
+    lo, hi = 0.05, 1.0
+    if step_ms(calls, lo) >= target_ms:
+        return Calibration(lo, traced, target_ms)
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if step_ms(calls, mid) > target_ms:
+            hi = mid
+        else:
+            lo = mid
+    return Calibration((lo + hi) / 2, traced, target_ms)
