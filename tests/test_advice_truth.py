@@ -130,3 +130,14 @@ def test_gpu_idle_sets_the_gpu_busy_time_against_the_untraced_step():
 def test_what_if_command(cli):
     r = cli("advise", DATA / "cnn_baseline_default.dlscope", "--what-if")
     assert r.code == 0 and "input_bound" in r.out and "Host work scaled by 0.69" in r.out
+
+
+@pytest.mark.parametrize("variant, rule", [("cnn_workers", "input_bound"), ("gpt_workers", "input_bound"),
+                                           ("mlp_fused_opt", "unfused_optimizer")])
+def test_the_rule_is_silent_once_its_fix_is_in(variant, rule):
+    """The same programs with the fix applied (recorded on the H100 like the baselines): the rule
+    that named the problem finds nothing worth a finding, while it fired on the baseline."""
+    base = {f.id: f for f in advice.evaluate(profile(variant.split("_")[0]))}
+    fixed = {f.id: f for f in advice.evaluate(ProfileData.open(DATA / f"{variant}_default.dlscope"))}
+    assert base[rule].saving_pct >= 20
+    assert rule not in fixed or fixed[rule].saving_pct < 2

@@ -184,3 +184,31 @@ def test_straggler_rule_fires_on_a_late_rank_and_not_on_even_ones(tmp_path):
     assert f.saving_ms_per_step == pytest.approx(0.2)
     even = make_profile(tmp_path, **_two_rank_steps(lag_us=0, slow=1, steps=5))
     assert straggler_rule.RULE.check(advice.context.Context(even)) is None
+
+
+def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
+    """HTA's two-rank trace_filter set overlaps only 12-20% of its communication with compute: the
+    rule names the exposed time, and its per-rank overlap is HTA's (within the overlap tolerance)."""
+    entry = next(e for e in REFERENCE["entries"] if e["path"].endswith("trace_filter") and len(e["rows"]) == 2
+                 and not e["include_last_profiler_step"])
+    src = _source(entry)
+    if src is None or not src.exists():
+        pytest.skip("trace_filter is not here")
+    import tempfile
+
+    from dlscope.importers.run import import_files
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = import_files(sorted(Path(src).glob("*.json*")), Path(tmp) / "tf.dlscope")
+        data = ProfileData.open(path)
+        data = ProfileData.open(path, _selection(data, False))
+        found = {f.id: f for f in advice.evaluate(data)}
+        assert "comm_exposed" in found
+        f = found["comm_exposed"]
+        hta = {h["rank"]: h["comp_comm_overlap_pctg"] for h in entry["rows"]}
+        for r in f.evidence.rows:
+            assert r["overlap_pct"] == pytest.approx(hta[r["rank"]], abs=TOLERANCE_PP)
+            # what the rule reports per rank: the communication not overlapped, less the waits for peers
+            assert r["exposed_transfer_ms"] == pytest.approx(
+                max(r["comm_ms"] * (1 - r["overlap_pct"] / 100) - r["wait_ms"], 0.0), rel=1e-6, abs=1e-9)
+        assert f.bound_ms_per_step == pytest.approx(min(r["exposed_transfer_ms"] for r in f.evidence.rows), rel=1e-6)
