@@ -57,6 +57,10 @@ def test_jax_times_are_on_dlscope_clock(jax_run):
     first, last = q(data.con, "SELECT min(start_ns), max(end_ns) FROM steps")[0]
     assert lo <= first and last <= hi  # JAX's steps inside dlscope's own phase around the loop
     assert first - lo < 50_000_000
+    # JAX's annotations sit on the same OS thread as dlscope's phase (the profiler's own thread
+    # ids are mapped back)
+    assert q(data.con, "SELECT DISTINCT tid FROM phases WHERE name IN ('loop', 'compute', 'data')") == \
+        q(data.con, "SELECT DISTINCT tid FROM steps")
 
 
 def test_jax_ops_point_at_the_program_lines(jax_run):
@@ -67,3 +71,28 @@ def test_jax_ops_point_at_the_program_lines(jax_run):
     for src in sources:
         line = int(re.search(r"jax_mlp\.py:(\d+)", src).group(1))
         assert any(tok in lines[line - 1] for tok in ("@", "relu", "mean", "0.01")), (src, lines[line - 1])
+
+
+def test_jax_layer_traces_a_window_and_times_every_step(tmp_path):
+    py = _jax_python()
+    out = tmp_path / "long.dlscope"
+    r = run_dlscope("profile", "--quiet", "-o", out, "--", py, PROGRAM, "12", timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = ProfileData.open(out)
+    # default mode: the warm-up step and 5 more are traced, the other 6 only timed
+    assert q(data.con, "SELECT step, warmup, traced FROM steps ORDER BY step") == [
+        (i, i == 0, i <= 5) for i in range(12)]
+    assert q(data.con, "SELECT DISTINCT step FROM ops WHERE category = 'hlo_op' AND step IS NOT NULL ORDER BY 1") == [
+        (i,) for i in range(6)]
+    # the program's own phases: only inside the traced window
+    assert q(data.con, "SELECT count(*) FROM phases WHERE name = 'compute'") == [(6,)]
+
+
+def test_jax_layer_off(tmp_path):
+    py = _jax_python()
+    out = tmp_path / "off.dlscope"
+    r = run_dlscope("profile", "--quiet", "--jax", "off", "-o", out, "--", py, PROGRAM, "2", timeout=300)
+    assert r.returncode == 0, r.stderr
+    meta = open_profile(out).meta
+    assert meta.collectors["jax"].status == "off"
+    assert q(ProfileData.open(out).con, "SELECT count(*) FROM ops") == [(0,)]

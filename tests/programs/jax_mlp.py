@@ -1,6 +1,8 @@
 """A jitted MLP training loop with jax.profiler step and phase annotations, inside a dlscope phase
 'loop' (whose times, taken by dlscope's clock, bound the steps taken by JAX's)."""
 
+import sys
+
 import jax
 import jax.numpy as jnp
 
@@ -26,7 +28,7 @@ params = [(jax.random.normal(key, (a, b)) * 0.05, jnp.zeros(b)) for a, b in ((64
 x = jax.random.normal(key, (32, 64))
 y = jnp.zeros((32, 10))
 with dlscope.phase("loop"):
-    for step in range(6):
+    for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 6):
         with jax.profiler.StepTraceAnnotation("train", step_num=step):
             with jax.profiler.TraceAnnotation("data"):
                 xb = x * (1.0 + step)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from .base import Collector
 from .cupti import CuptiCollector
+from .jax_layer import JaxCollector
 from .nvml import NvmlCollector
 from .nvtx_emit import NvtxEmitter
+from .tf_layer import TensorflowCollector
 from .torch import TorchCollector
-from .xprof import JaxCollector, TensorflowCollector
 
 COLLECTORS: list[type[Collector]] = [
     TorchCollector,

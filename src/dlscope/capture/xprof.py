@@ -8,14 +8,15 @@ the XProf importer (:mod:`dlscope.importers.xprof`): HLO or TensorFlow ops with 
 ``StepTraceAnnotation``/``Trace(step_num=)`` steps and ``TraceAnnotation`` phases. The
 framework's profiler drives CUPTI itself, so dlscope's own CUPTI collector stays off for it.
 
-JAX registers its GPU tracer when its backends start, and ``start_trace`` starts them: starting
-at ``import jax`` would fix the platform before the program configures it. So the JAX profiler
-starts right after JAX first initializes its backends (the first array operation or device
-query), by wrapping ``jax._src.xla_bridge.backends``.
+The two frameworks' collectors are :mod:`.jax_layer` and :mod:`.tf_layer` (JAX's starts later
+than its import: see there).
 
-Python-function tracing is off (it costs more than everything else together). The whole run is
-traced unless the program marks dlscope steps, in which case tracing stops after the warm-up
-and the detail steps, as the PyTorch layer does.
+Python-function tracing is off (it costs more than everything else together). Steps: the
+program's step annotations (``StepTraceAnnotation``, ``Trace(step_num=)``) are followed (their
+``__enter__``/``__exit__`` wrapped), so every step is timed on dlscope's clock, traced or not;
+tracing stops when the step after the warm-up and the detail steps is about to start, as in the
+PyTorch layer (``--detail-steps``, ``--mode full``). Without step annotations the whole run is
+traced. Steps the program marks with ``dlscope.step()`` win over the annotations.
 
 Clocks: the XSpace stamps events with the Unix-epoch clock. At start an annotation is bracketed
 by two reads of the session's clock; at decode every event is shifted by the smallest amount
@@ -61,6 +62,8 @@ class XprofCollector(Collector):
         self.marker: tuple[int, int] | None = None
         self.window: list[int] = []
         self.last_step: int | None = None
+        self.steps: list[list[int]] = []  # [step_num, start, end] of each step annotation, session clock
+        self._patched: list[tuple[Any, str, Any]] = []
         self._lock = threading.Lock()
 
     @property
@@ -77,7 +80,66 @@ class XprofCollector(Collector):
         if self.session is None or self.session.stopped:
             return
         self.module = module
+        try:
+            self._watch_steps()
+        except Exception as e:  # an unexpected framework version: steps then come from the trace alone
+            self.reason = f"step annotations not followed ({e.__class__.__name__}: {e})"
         self._arm()
+
+    # ---- the program's step annotations ------------------------------------------------------
+    def _step_class(self) -> Any:
+        """The framework's step annotation class (its instances take ``step_num=``)."""
+        raise NotImplementedError
+
+    def _watch_steps(self) -> None:
+        """Wrap the step annotation's __init__/__enter__/__exit__: each step's times go to
+        :attr:`steps` (so every step is timed, traced or not), and the trace stops when the step
+        after the detail window is about to start (between steps, so no step pays for it)."""
+        cls = self._step_class()
+        init, enter, leave = cls.__init__, cls.__enter__, cls.__exit__
+        collector = self
+
+        def __init__(self: Any, name: str, **kwargs: Any) -> None:
+            init(self, name, **kwargs)
+            try:
+                self._dlscope_step = kwargs.get("step_num")
+            except AttributeError:
+                pass
+
+        def __enter__(self: Any) -> Any:
+            step = getattr(self, "_dlscope_step", None)
+            if step is not None:
+                collector._step_starts(self)
+            return enter(self)
+
+        def __exit__(self: Any, *exc: Any) -> Any:
+            out = leave(self, *exc)
+            start = getattr(self, "_dlscope_t0", None)
+            if start is not None and collector.session is not None:
+                collector.steps.append([int(self._dlscope_step), start, collector.session.clock()])
+            return out
+
+        for attr, fn in (("__init__", __init__), ("__enter__", __enter__), ("__exit__", __exit__)):
+            self._patched.append((cls, attr, cls.__dict__.get(attr)))
+            setattr(cls, attr, fn)
+
+    def _step_starts(self, annotation: Any) -> None:
+        if self.session is None:
+            return
+        if self.tracing and self.last_step is not None and len(self.steps) > self.last_step:
+            self._end()  # the detail window is over
+        try:
+            annotation._dlscope_t0 = self.session.clock()
+        except AttributeError:
+            pass
+
+    def _unwatch_steps(self) -> None:
+        for cls, attr, original in reversed(self._patched):
+            if original is None:
+                delattr(cls, attr)  # it was inherited
+            else:
+                setattr(cls, attr, original)
+        self._patched = []
 
     def _arm(self) -> None:
         """Start tracing now (subclasses may wait for the framework to be ready)."""
@@ -125,10 +187,12 @@ class XprofCollector(Collector):
     def stop(self) -> None:
         cancel(self.framework, self._on_import)
         self._unarm()
+        self._unwatch_steps()
         self._end()
         if self.session is not None and self.window:
             header = {"marker": list(self.marker) if self.marker else None, "window": self.window,
-                      "app_steps": self.session.recorder.step_count, "framework": self.framework}
+                      "app_steps": self.session.recorder.step_count, "framework": self.framework,
+                      "steps": self.steps, "tid": threading.get_native_id()}
             (self.session.spool_dir / f"{self.session.pid}.{self.name}.json").write_text(json.dumps(header))
         if self.module is None:
             raise CollectorUnavailable(f"the program never imported {self.framework}")
@@ -173,16 +237,24 @@ class XprofCollector(Collector):
         for path in files:
             res = read_xspace(path.read_bytes(), rank=context.rank, pid=pid, marker=CLOCK_MARKER)
             shift = _shift_ns(header.get("marker"), res.marker_ns, context.offset_ns)
+            w = header.get("window") or []
+            # the profiler names threads its own way: the one that made the marker is the OS thread
+            # that started tracing (the program's main thread, as a rule)
+            tids = {res.marker_line: int(w[2])} if res.marker_line is not None and len(w) == 3 else {}
             for name, table in res.tables.items():
+                table = _retid(table, tids)
                 if name == "steps":
-                    if header.get("app_steps"):
-                        continue  # the program's own dlscope steps win
+                    if header.get("app_steps") or header.get("steps"):
+                        continue  # the program's own dlscope steps win; else the timed annotations below
                     table = _warmup(table, int((context.session.get("schedule") or {}).get("warmup") or 0))
                 out.setdefault(name, []).append(_shifted(table, shift))
             for d in res.devices:
                 if d not in context.devices:
                     context.devices.append(d)
             context.frameworks.update(res.frameworks)
+        if header.get("steps") and not header.get("app_steps"):
+            out["steps"] = [_warmup(_timed_steps(header, context, pid),
+                                    int((context.session.get("schedule") or {}).get("warmup") or 0))]
         w = header.get("window") or []
         if len(w) == 3:
             end = w[1] or w[0]
@@ -192,6 +264,34 @@ class XprofCollector(Collector):
                 "name": [f"{header.get('framework')} profiler tracing"], "kind": ["range"], "source": ["dlscope"],
                 "domain": [TRACE_DOMAIN]}))
         return {k: pa.concat_tables(v, promote_options="permissive") for k, v in out.items()}
+
+
+def _retid(t: pa.Table, tids: dict[int, int]) -> pa.Table:
+    import pyarrow as pa
+
+    if not tids or "tid" not in t.column_names:
+        return t
+    col = [tids.get(x, x) if x is not None else None for x in t.column("tid").to_pylist()]
+    return t.set_column(t.schema.get_field_index("tid"), "tid", pa.array(col, pa.int64()))
+
+
+def _timed_steps(header: dict[str, Any], context: DecodeContext, pid: int) -> pa.Table:
+    """Every step annotation the program made, timed on the session clock (one row per step
+    number: the first, when a number repeats)."""
+    import pyarrow as pa
+
+    w = header.get("window") or []
+    tid = int(w[2]) if len(w) == 3 else int(header.get("tid") or 0)
+    seen: dict[int, list[int]] = {}
+    for step, start, end in header["steps"]:
+        seen.setdefault(int(step), [int(start), int(end)])
+    n = len(seen)
+    return pa.table({"rank": pa.array([context.rank] * n, pa.int32()), "step": pa.array(list(seen), pa.int32()),
+                     "start_ns": pa.array([v[0] + context.offset_ns for v in seen.values()], pa.int64()),
+                     "end_ns": pa.array([v[1] + context.offset_ns for v in seen.values()], pa.int64()),
+                     "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array([tid] * n, pa.int64()),
+                     "source": ["profiler_step"] * n, "warmup": pa.array([False] * n, pa.bool_()),
+                     "traced": pa.array([True] * n, pa.bool_())})
 
 
 def _warmup(steps: pa.Table, n: int) -> pa.Table:
@@ -227,95 +327,3 @@ def _shifted(t: pa.Table, ns: int) -> pa.Table:
         if c in t.column_names:
             t = t.set_column(t.schema.get_field_index(c), c, pc.add(t.column(c), pa.scalar(ns, pa.int64())))
     return t
-
-
-class JaxCollector(XprofCollector):
-    name = "jax"
-    setting = "jax"
-    framework = "jax"
-
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings)
-        self._wrapped: tuple[Any, Any] | None = None
-
-    def _arm(self) -> None:
-        try:
-            from jax._src import xla_bridge
-        except ImportError:
-            self._begin()  # a JAX without this module: start now
-            return
-        if getattr(xla_bridge, "_backends", None):  # already initialized
-            self._begin()
-            return
-        original = xla_bridge.backends
-        collector = self
-        busy = threading.local()
-
-        def backends(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if not getattr(busy, "on", False) and not collector.tracing and not collector.done:
-                busy.on = True  # start_trace calls backends() again
-                try:
-                    collector._begin()
-                finally:
-                    busy.on = False
-            return result
-
-        backends.__wrapped__ = original  # type: ignore[attr-defined]
-        xla_bridge.backends = backends
-        self._wrapped = (xla_bridge, original)
-
-    def _unarm(self) -> None:
-        if self._wrapped is not None:
-            module, original = self._wrapped
-            if getattr(module.backends, "__wrapped__", None) is original:
-                module.backends = original
-            self._wrapped = None
-
-    def _start_profiler(self, logdir: str) -> None:
-        import jax
-
-        opts = jax.profiler.ProfileOptions() if hasattr(jax.profiler, "ProfileOptions") else None
-        if opts is not None:
-            opts.python_tracer_level = 0
-            jax.profiler.start_trace(logdir, profiler_options=opts)
-        else:
-            jax.profiler.start_trace(logdir)
-
-    def _stop_profiler(self) -> None:
-        import jax
-
-        jax.profiler.stop_trace()
-
-    def _annotate(self, name: str) -> None:
-        import jax
-
-        with jax.profiler.TraceAnnotation(name):
-            pass
-
-
-class TensorflowCollector(XprofCollector):
-    name = "tensorflow"
-    setting = "tensorflow"
-    framework = "tensorflow"
-
-    def _start_profiler(self, logdir: str) -> None:
-        import tensorflow as tf
-
-        exp = tf.profiler.experimental
-        try:
-            opts = exp.ProfilerOptions(host_tracer_level=2, python_tracer_level=0, device_tracer_level=1)
-            exp.start(logdir, options=opts)
-        except TypeError:
-            exp.start(logdir)
-
-    def _stop_profiler(self) -> None:
-        import tensorflow as tf
-
-        tf.profiler.experimental.stop()
-
-    def _annotate(self, name: str) -> None:
-        import tensorflow as tf
-
-        with tf.profiler.experimental.Trace(name):
-            pass

@@ -14,7 +14,7 @@ class SqlCommand(Command):
     """Run a SQL query (DuckDB) over a profile's tables, or over many profiles at once.
 
     Every table is a view with decoded names (phases, steps, ops, api, kernels, memcpy, memset,
-    sync, counters, strings); raw_<table> has only the ids. Times are ns since the Unix epoch.
+    sync, counters, kernel_metrics, strings); raw_<table> has only the ids. Times are ns since the Unix epoch.
     Example: dlscope sql run.dlscope "select name, count(*), sum(end_ns-start_ns)/1e6 as ms
     from kernels group by name order by ms desc limit 10". Given a folder of profiles or a
     quoted glob ('runs/*.dlscope'), every table holds the rows of all of them with a 'profile'

@@ -6,15 +6,16 @@ events; the XSpace is read because both frameworks always write it, and it carri
 start time). What becomes what:
 
 * **steps**: host events with a ``step_num`` stat: ``jax.profiler.StepTraceAnnotation(name,
-  step_num=i)`` and ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``.
+  step_num=i)`` and ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``; without them, a
+  TF1 program's ``Session.run`` calls (the seed design's iteration: one RunMetadata per run).
 * **phases**: the other annotations on the threads that hold steps (the program's own
   ``TraceAnnotation``/``Trace`` ranges), leaving out the frameworks' internal events
   (:data:`INTERNAL`), Python-tracer frames (``$file:line fn``) and events that are ops.
 * **ops**: XLA's HLO ops (events with an ``hlo_op`` stat, category ``hlo_op``), each run of a
   compiled module (``hlo_module``, category ``xla_module``, enclosing its ops), JAX's jitted
   function calls (``PjitFunction(f)``, category ``jax_function``), TensorFlow's graph ops (names
-  ``scope/name:Type``, category ``tf_op``), its eager ops (``tf_eager_op``) and tf.function
-  calls (``tf_function``).
+  ``scope/name:Type``, category ``tf_op``), its eager ops (``tf_eager_op``), tf.function
+  calls (``tf_function``) and TF1 ``Session.run`` calls (``tf_session_run``).
 * **kernels, memcpy, memset**: the GPU planes' stream lines (``Stream #N(...)``). On the GPU an
   op is the run of consecutive kernels of one stream annotated with the same ``hlo_op`` (or
   ``tf_op``) and module: the op rows get the kernels' device times on a track of their own, and
@@ -39,7 +40,7 @@ from ..store.meta import CollectorStatus, Meta
 from ..store.schema import TABLES_BY_NAME
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
-from .xplane_pb import Event, Plane, parse_xspace
+from .xplane_pb import Event, Line, Plane, parse_xspace
 
 if TYPE_CHECKING:  # loaded with the first XSpace read: registering importers must stay light
     import pyarrow as pa
@@ -51,33 +52,32 @@ INTERNAL = re.compile(
     r"|^lower_|^backend_compile|^batched_copy|^BatchedCopy|^ExecuteReplicated|^PythonRefManager|^Eager"
     r"|^TFE_|^ValidateInputTypeAndPlacement$|^convert_to_tensor$|^tf\.constant$|^FunctionRun$|^end: "
     r"|^cu[A-Z]\w*$|^cuda[A-Z]\w*$|^Thunk|^Execute|^Compile|^Await|^trace_to_|jaxpr|^mlir|^cache_miss|^compile"
-    r"|^np\.asarray")
+    r"|^np\.asarray|^ExecutorDoneCallback$")
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
 _STREAM = re.compile(r"^Stream #(\d+)")
+# lines XProf derives from the streams' events (what they say is read from the streams themselves)
+DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "Async XLA Ops", "Steps", "Framework Ops", "Framework Name Scope",
+                           "TensorFlow Ops", "TensorFlow Name Scope", "Source code", "Launch Stats", "XLA TraceMe",
+                           "Host Threads", "SparseCore Ops", "CUPTI overhead"})
 _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\d,]+)")
 _MEMCPY_KIND = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "htoh": "HtoH", "ptop": "PtoP",
                 "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
 _MEM_KINDS = ("pageable", "pinned", "device", "managed", "array")
+CUPTI_PLANE = "/host:CUPTI"  # XLA's CUPTI tracer puts the CUDA API calls it saw here
 OP_TRACK_BASE = 1 << 40  # tid of the per-stream op track: never an OS thread id or a line id seen here
 
 
 @dataclass
 class Tables:
-    """Rows per table, as column lists."""
+    """Rows per table (dicts; a key a row lacks is NULL)."""
 
-    rows: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def add(self, table: str, **values: Any) -> None:
-        cols = self.rows.setdefault(table, {})
-        n = len(next(iter(cols.values()))) if cols else 0
-        for k in values.keys() - cols.keys():
-            cols[k] = [None] * n
-        for k, col in cols.items():
-            col.append(values.get(k))
+        self.rows.setdefault(table, []).append(values)
 
     def count(self, table: str) -> int:
-        cols = self.rows.get(table)
-        return len(next(iter(cols.values()))) if cols else 0
+        return len(self.rows.get(table, ()))
 
     def arrow(self) -> dict[str, pa.Table]:
         import pyarrow as pa
@@ -85,11 +85,13 @@ class Tables:
         """Columns typed as the schema types them (text name columns stay text), so that the
         tables concatenate with other collectors' tables."""
         out = {}
-        for name, cols in self.rows.items():
-            if not cols:
+        for name, rows in self.rows.items():
+            if not rows:
                 continue
             types = {c.name: c.type for c in TABLES_BY_NAME[name].columns}
-            out[name] = pa.table({k: pa.array(v, types.get(k)) for k, v in cols.items()})
+            keys = list(dict.fromkeys(k for r in rows[:1] for k in r))
+            keys += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in keys]
+            out[name] = pa.table({k: pa.array([r.get(k) for r in rows], types.get(k)) for k in keys})
         return out
 
 
@@ -115,6 +117,7 @@ class XSpaceResult:
     notes: list[str]
     counts: dict[str, int]
     marker_ns: tuple[int, int] | None = None  # the clock-sync annotation, when asked for
+    marker_line: int | None = None  # the id of the host line (thread) it was on
 
 
 def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: int | None = None,
@@ -160,6 +163,9 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
     marker_ns = None
     if host is not None:
         marker_ns = _host(host, out, rank, pid, base_ns, ids, sources, marker)
+    for p in planes:
+        if p.name == CUPTI_PLANE:
+            _cupti_api(p, out, rank, pid, base_ns)
     devices = []
     for p in planes:
         m = _GPU_PLANE.match(p.name)
@@ -169,10 +175,11 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
                             "sms": _int(p.stats.get("core_count")), "memory_bytes": _int(p.stats.get("memory_size")),
                             "compute_capability": _cc(p.stats)})
             _device(p, dev, out, rank, pid, base_ns, ids, sources)
-    counts = {t: out.count(t) for t in ("ops", "phases", "steps", "kernels", "memcpy", "memset")}
+    counts = {t: out.count(t) for t in ("ops", "phases", "steps", "api", "kernels", "memcpy", "memset")}
     if hosts:
         notes.append(f"host {hosts[0]}")
-    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns)
+    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns and marker_ns[:2],
+                        marker_ns[2] if marker_ns else None)
 
 
 def _cc(stats: dict[str, Any]) -> str | None:
@@ -181,13 +188,13 @@ def _cc(stats: dict[str, Any]) -> str | None:
 
 
 def _source(sources: dict[str, dict[str, str]], module: Any, op: Any, stats: dict[str, Any]) -> str | None:
-    found = sources.get(str(module), {}).get(str(op)) if module and op else None
-    return found or (str(stats["tf_op"]) if stats.get("tf_op") and stats.get("hlo_op") else None)
+    # (a GPU kernel's tf_op stat is the outermost annotation's name: for XLA the op itself, no source)
+    return sources.get(str(module), {}).get(str(op)) if module and op else None
 
 
 def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
-          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int] | None:
-    """Host events to steps, phases and ops; returns the marker's (start, end) if seen."""
+          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int, int] | None:
+    """Host events to steps, phases and ops; returns the marker's (start, end, line id) if seen."""
     it = iter(ids)
     marker_ns = None
     step_lines = {line.id for line in plane.lines for e in line.events if "step_num" in e.stats}
@@ -203,7 +210,7 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
         for e in line.events:
             s, t = base + e.start_ns, base + e.start_ns + e.dur_ns
             if marker is not None and e.name == marker:
-                marker_ns = (s, t)
+                marker_ns = (s, t, line.id)
                 continue
             common = {"rank": rank, "pid": pid, "tid": line.id, "start_ns": s, "end_ns": t}
             step = _int(e.stats.get("step_num"))
@@ -240,12 +247,29 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
                         domain="xprof")
     # modules first: a module with one op has that op's span, and the first of two equal intervals
     # becomes the parent
+    if not seen_steps:  # a TF1 program: each Session.run is an iteration, as in TensorFlow's own RunMetadata
+        runs = sorted((o["start_ns"], o["end_ns"], o["tid"]) for o in ops if o["category"] == "tf_session_run")
+        for i, (s, t, tid) in enumerate(runs):
+            out.add("steps", rank=rank, step=i, start_ns=s, end_ns=t, pid=pid, tid=tid, source="session_run",
+                    warmup=False, traced=True)
     for key, (s, t, tid) in modules.items():
         out.add("ops", rank=rank, pid=pid, tid=tid, start_ns=s, end_ns=t, name=str(key[0]),
                 category="xla_module", op_id=next(it))
     for row in ops:
         out.add("ops", **row)
     return marker_ns
+
+
+def _cupti_api(plane: Plane, out: Tables, rank: int, pid: int, base: int) -> None:
+    """The CUDA driver/runtime calls XLA's CUPTI tracer recorded, one line per host thread: the
+    launches that kernels name by correlation id."""
+    for line in plane.lines:
+        for e in line.events:
+            corr = _int(e.stats.get("correlation_id"))
+            s = base + e.start_ns
+            out.add("api", rank=rank, pid=pid, tid=_int(e.stats.get("thread_id")) or line.id, start_ns=s,
+                    end_ns=s + e.dur_ns, name=e.display or e.name, correlation_id=corr,
+                    kind="runtime" if e.name.startswith("cuda") else "driver")
 
 
 def op_kind(e: Event) -> tuple[str, str] | None:
@@ -257,6 +281,8 @@ def op_kind(e: Event) -> tuple[str, str] | None:
         return "jax_function", f"jit({e.name[len('PjitFunction('):-1]})"
     if "tf_function_call" in st:
         return "tf_function", e.name
+    if e.name == "SessionRun":  # a TF1 tf.compat.v1.Session.run call
+        return "tf_session_run", e.name
     if e.name == "EagerExecute" and st.get("eager_op") and str(st.get("is_func", "0")) == "0":
         return "tf_eager_op", str(st["eager_op"])
     if ":" in e.name and not e.name.startswith("$") and re.fullmatch(r"[\w./-]+:\w+", e.name):
@@ -264,14 +290,27 @@ def op_kind(e: Event) -> tuple[str, str] | None:
     return None
 
 
+def stream_of(line: Line) -> int | None:
+    """The CUDA stream a GPU plane's line records, or None for the lines XProf derives from them.
+    Stream lines are named 'Stream #N(...)'; a line under another name whose events carry CUPTI's
+    correlation ids is taken as a stream too (numbered by its line id)."""
+    m = _STREAM.match(line.name)
+    if m:
+        return int(m.group(1))
+    if line.name in DERIVED_LINES:
+        return None
+    if any("correlation_id" in e.stats for e in line.events[:50]):
+        return line.id
+    return None
+
+
 def _device(plane: Plane, dev: int, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
             sources: dict[str, dict[str, str]]) -> None:
     it = iter(ids)
     for line in plane.lines:
-        m = _STREAM.match(line.name)
-        if not m:
+        stream = stream_of(line)
+        if stream is None:
             continue  # derived lines (XLA Ops, Steps ...) repeat what the streams say
-        stream = int(m.group(1))
         track = OP_TRACK_BASE + dev * 1_000_000 + stream
         op: dict[str, Any] | None = None
         module: dict[str, Any] | None = None
@@ -338,12 +377,20 @@ def _kernel(details: str) -> dict[str, Any]:
 def _memcpy(details: str, name: str) -> tuple[str, str, str, int]:
     kv = dict(re.findall(r"(\w+):(\S+)", details))
     size = _int(kv.get("size")) or _int(kv.get("num_bytes")) or 0
-    src = kv.get("kind_src", "unknown").lower()
+    src = kv.get("kind_src", kv.get("kind", "unknown")).lower()  # a memset says kind:
     dst = kv.get("kind_dst", "unknown").lower()
     src, dst = (src if src in _MEM_KINDS else "unknown"), (dst if dst in _MEM_KINDS else "unknown")
     m = re.search(r"(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D|P2P)", name + " " + kv.get("kind", ""), re.IGNORECASE)
     kind = _MEMCPY_KIND.get(m.group(1).lower(), "unknown") if m else "unknown"
     return kind, src, dst, size
+
+
+def _sibling_xspace(path: Path) -> Path | None:
+    """The XSpace of the same host beside a JAX ``<host>.trace.json.gz``."""
+    if not path.name.endswith(".trace.json.gz"):
+        return None
+    sibling = path.with_name(path.name[: -len(".trace.json.gz")] + ".xplane.pb")
+    return sibling if sibling.is_file() else None
 
 
 def find_xspaces(directory: Path) -> list[Path]:
@@ -356,14 +403,17 @@ class XprofImporter(Importer):
                    "its *.xplane.pb)")
 
     def sniff(self, path: Path, head: bytes) -> bool:
-        return path.name.endswith(".xplane.pb") and head[:1] == b"\x0a"
+        if path.name.endswith(".xplane.pb"):
+            return head[:1] == b"\x0a"
+        # the JSON JAX writes beside its XSpace: the XSpace holds the same events and more
+        return path.name.endswith(".trace.json.gz") and bool(_sibling_xspace(path))
 
     def expand_dir(self, directory: Path) -> list[Path]:
         return find_xspaces(directory)
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         op_base = 0
-        for path in files:
+        for path in dict.fromkeys(_sibling_xspace(f) or f for f in files):
             try:
                 data = path.read_bytes()
             except OSError as e:

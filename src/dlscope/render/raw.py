@@ -22,6 +22,7 @@ def export_tables(data: ProfileData, out_dir: Path, fmt: str, window: StepWindow
             continue
         text_of = {idcol: text for text, idcol in NAME_COLUMNS.get(spec.name, {}).items()}
         cols = [text_of.get(c, c) for c in spec.column_names()]
+        # kernel_metrics has no step: its rows describe kernels, not events of a step
         where = window.sql() if window and "step" in spec.column_names() else "TRUE"
         path = out_dir / f"{spec.name}.{fmt}"
         tmp = path.with_name(path.name + ".tmp")

@@ -125,7 +125,8 @@ STEPS = Table(
     "steps", "application",
     "Iterations: from dlscope's step(), ProfilerStep#N, an optimizer step or a key node.",
     (RANK, _c("step", I32, "iteration number", False), START, END, PID, TID,
-     _c("source", STR, "'dlscope', 'profiler_step', 'optimizer' or 'key_node'", False),
+     _c("source", STR, "'dlscope', 'profiler_step' (ProfilerStep#N, JAX/TF step annotations), 'optimizer', "
+                        "'key_node' or 'session_run' (a TF1 Session.run)", False),
      _c("warmup", BOOL, "warm-up iteration, excluded from statistics by default", False),
      _c("traced", BOOL, "detailed tracing (framework ops, runtime calls, kernels) ran during this step, "
                         "so its duration includes that overhead")),

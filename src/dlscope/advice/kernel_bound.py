@@ -1,0 +1,80 @@
+"""kernel_bound: what limits the costliest kernels, from Nsight Compute's measurements.
+
+Where ``dlscope ncu`` (or an imported ncu CSV) measured kernels, each is memory-bound, compute-
+bound or latency-bound by ncu's Speed-Of-Light rule (:mod:`dlscope.analysis.kernel_metrics`). A
+kernel whose bottleneck unit runs at ``u``% of its peak can at best run ``1 - u/100`` faster
+without changing the work it does.
+
+Saving (upper bound): per profiled kernel, its time per step times that headroom, summed; capped
+by the time the host waited for the GPU. Advice follows the class of the kernels that cost most.
+"""
+
+from __future__ import annotations
+
+from ..analysis.kernel_metrics import LATENCY_PCT, kernel_metrics_sql
+from .context import Context
+from .finding import Evidence, Finding
+from .rule import MIN_SAVING_PCT, Rule
+from .text import kernel_label, ms
+
+TOP = 5
+URL = "https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#roofline"
+ADVICE = {
+    "memory": "Memory-bound kernels move more bytes than their math needs: fuse the elementwise work around them "
+              "(torch.compile, jax.jit, XLA fusion) so intermediates stay on chip, and store activations in "
+              "bf16/fp16 to halve the bytes.",
+    "compute": "Compute-bound kernels are limited by arithmetic: run their matrix math on tensor cores in a lower "
+               "precision (bf16/fp16 autocast, TF32 for fp32), and check the tensor pipe column of "
+               "'dlscope stats --report kernel_metrics'.",
+    "latency": f"Latency-bound kernels use under {LATENCY_PCT:.0f}% of both compute and memory: they lack parallel "
+               "work (small grids, low occupancy) or stall; give each launch more work (a larger batch, fused "
+               "small kernels, CUDA graphs) and check the achieved occupancy against the theoretical one.",
+}
+
+
+class KernelBound(Rule):
+    id = "kernel_bound"
+    title = "The costliest kernels are limited by memory, compute or latency"
+    description = "Nsight Compute's verdict on the profiled kernels and their headroom to the roofline"
+    url = URL
+    needs = ("kernels", "kernel_metrics")
+    needs_gpu = True
+
+    def check(self, ctx: Context) -> Finding | None:
+        d, b = ctx.data, ctx.basis
+        rows = d.rows(f"""
+            WITH m AS ({kernel_metrics_sql()}),
+                 k AS (SELECT k.rank, k.name, sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {b.windows} AS ms_per_step
+                       FROM kernels k {ctx.in_windows('k')} GROUP BY ALL)
+            SELECT k.name AS kernel, k.ms_per_step, m.sm_pct, m.memory_pct, m.occupancy_pct, m.tensor_pct,
+                   CASE WHEN greatest(m.sm_pct, m.memory_pct) < {LATENCY_PCT} THEN 'latency'
+                        WHEN m.memory_pct >= m.sm_pct THEN 'memory' ELSE 'compute' END AS bound,
+                   k.ms_per_step * greatest(0, 1 - greatest(m.sm_pct, m.memory_pct) / 100) AS headroom_ms
+            FROM m JOIN k USING (rank, name)
+            WHERE m.sm_pct IS NOT NULL AND m.memory_pct IS NOT NULL
+            ORDER BY k.ms_per_step DESC""")
+        if not rows:
+            return None
+        cut = sum(r["headroom_ms"] for r in rows)
+        judged = ctx.judge_gpu_cut(cut, MIN_SAVING_PCT)
+        if judged is None:
+            return None
+        saving, cap_note = judged
+        by_bound: dict[str, float] = {}
+        for r in rows:
+            by_bound[r["bound"]] = by_bound.get(r["bound"], 0.0) + r["ms_per_step"]
+            r["kernel"] = kernel_label(r["kernel"])
+        main = max(by_bound, key=lambda k: by_bound[k])
+        parts = ", ".join(f"{sum(1 for r in rows if r['bound'] == k)} {k}-bound ({ms(v)} per step)"
+                          for k, v in sorted(by_bound.items(), key=lambda kv: -kv[1]))
+        text = (f"Nsight Compute measured {len(rows)} of the profile's kernels: {parts}; the costliest, "
+                f"{rows[0]['kernel']}, is {rows[0]['bound']}-bound (SM {rows[0]['sm_pct']:.0f}%, memory "
+                f"{rows[0]['memory_pct']:.0f}% of peak)")
+        how = (f"each kernel at most reaches the peak of its bottleneck unit: up to {ms(saving)} "
+               f"{self.per_step_phrase(ctx)}" + (f" ({cap_note})" if cap_note else ""))
+        advice = ADVICE[main]
+        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice,
+                            title=f"The costliest profiled kernels are {main}-bound")
+
+
+RULE = KernelBound()
