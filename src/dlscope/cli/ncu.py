@@ -91,34 +91,33 @@ def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, b
         cmd += ["--section", s]
     for m in (args.metrics or DEFAULT_METRICS) if metrics else ():
         cmd += ["--metrics", m]
-    return cmd + ["--", *args.cmd]
+    return cmd + list(args.cmd)  # ncu [options] app [args]: no '--' separator
 
 
 def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> tuple[pa.Table | None, str]:
     """Run ncu on one kernel: (its metrics, '') or (None, why not). A second try matches the bare
     function name when ncu profiled nothing (it spells the name differently), or leaves the raw
     metrics out when ncu refused one (a GPU that lacks it)."""
-    tries = [(False, True)]
+    # On the H100 ncu 2025.3 spelled kernels its own way ('void vectorized_elementwise_kernel<4, FillFunctor<float>,
+    # array<char *, 1>>(int, T2, T3)' for PyTorch's 'void at::native::vectorized_elementwise_kernel<4, ...'), so a
+    # full-name filter can match nothing: the bare function name is the second try, without raw metrics the third.
+    tries = [(False, True), (True, True), (True, False)]
     why = ""
-    while tries:
-        by_function, metrics = tries.pop(0)
+    for by_function, metrics in tries:
         log.unlink(missing_ok=True)
         try:
-            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, metrics), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True, timeout=args.timeout, check=False)
+            # ncu prints its ==ERROR== lines on stdout
+            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, metrics), capture_output=True,
+                                  text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
             return None, f"timed out after {args.timeout:.0f} s"
         text = read_ncu_file(log) if log.exists() else ""
         try:
             return parse_ncu_csv(text, log), ""
         except InputError:
-            lines = (text + "\n" + (proc.stderr or "")).strip().splitlines()
+            lines = [ln for ln in (text + "\n" + (proc.stdout or "") + "\n" + (proc.stderr or "")).splitlines()
+                     if ln.strip() and not ln.startswith("==PROF==")]
             why = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else f"exit code {proc.returncode}")
-            if (by_function, metrics) == (False, True):
-                if "metric" in why.lower():
-                    tries.append((False, False))
-                elif "no kernels were profiled" in (text + (proc.stderr or "")).lower():
-                    tries.append((True, True))
     return None, why[:200]
 
 
