@@ -303,7 +303,11 @@ def ncu() -> dict[str, Any]:
     out["ncu_rc"] = r.returncode
     out["ncu_stderr"] = r.stderr[-1500:]
     rep = dlscope("stats", prof, "--report", "kernel_metrics", "--format", "json", timeout=60)
-    out["kernel_metrics"] = json.loads(rep.stdout).get("kernel_metrics") if rep.returncode == 0 else rep.stderr[-300:]
+    if rep.returncode == 0:  # one report: a list of rows; several: {name: rows}
+        got = json.loads(rep.stdout)
+        out["kernel_metrics"] = got.get("kernel_metrics") if isinstance(got, dict) else got
+    else:
+        out["kernel_metrics"] = rep.stderr[-300:]
     out["stored"] = sql(prof, "SELECT count(*) AS n, count(DISTINCT name) AS kernels, count(DISTINCT metric) AS metrics "
                               "FROM kernel_metrics")
     out["tensor_metrics"] = sql(prof, "SELECT DISTINCT metric FROM kernel_metrics WHERE metric LIKE '%tensor%' "
