@@ -7,20 +7,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.compare.diff import Change, ProfileDiff
+from .diff_numbers import change as _d
+from .diff_numbers import change_pct as _p
+from .diff_numbers import value as _v
 
 NAME_WIDTH = 60
-
-
-def _v(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:,.{digits}f}"
-
-
-def _d(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:+,.{digits}f}"
-
-
-def _p(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
 
 
 def _name(n: str) -> str:

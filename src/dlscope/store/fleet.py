@@ -18,8 +18,8 @@ import duckdb
 
 from ..errors import InputError
 from . import db
-from .reader import StoredProfile, is_unfinished, open_profile
-from .schema import NAME_COLUMNS, TABLES
+from .reader import StoredProfile, decoded_sql, is_unfinished, open_profile
+from .schema import TABLES
 
 
 def is_profile(path: Path) -> bool:
@@ -90,16 +90,7 @@ def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection |
             con.execute(f"CREATE OR REPLACE TEMP TABLE strings AS {src}")
             continue
         con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
-        names = NAME_COLUMNS.get(spec.name)
-        if names:
-            joins, extra = [], []
-            for i, (col, idcol) in enumerate(names.items()):
-                joins.append(f"LEFT JOIN strings s{i} ON s{i}.profile = t.profile AND s{i}.id = t.{idcol}")
-                extra.append(f"s{i}.value AS {col}")
-            decoded = f"SELECT t.*, {', '.join(extra)} FROM raw_{spec.name} t {' '.join(joins)}"
-        else:
-            decoded = f"SELECT * FROM raw_{spec.name}"
-        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS {decoded}")
+        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS {decoded_sql(spec.name, key='profile')}")
     return con
 
 

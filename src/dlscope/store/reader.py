@@ -88,18 +88,23 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
             con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
             continue
         con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
-        names = NAME_COLUMNS.get(spec.name)
-        if names:
-            joins, extra = [], []
-            for i, (col, idcol) in enumerate(names.items()):
-                joins.append(f"LEFT JOIN strings s{i} ON s{i}.id = t.{idcol}")
-                extra.append(f"s{i}.value AS {col}")
-            decoded = f"SELECT t.*, {', '.join(extra)} FROM raw_{spec.name} t {' '.join(joins)}"
-        else:
-            decoded = f"SELECT * FROM raw_{spec.name}"
+        decoded = decoded_sql(spec.name)
         # dec_<table> stays as stored; <table> is what queries use (analysis may redefine it,
         # e.g. with steps re-derived from a key node)
         con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
         con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
     return con
 
+
+def decoded_sql(table: str, key: str | None = None) -> str:
+    """SQL of ``raw_<table>`` with each interned name column decoded from ``strings`` (joined on
+    ``key`` too, for views over several profiles whose ids differ)."""
+    names = NAME_COLUMNS.get(table)
+    if not names:
+        return f"SELECT * FROM raw_{table}"
+    on_key = f" AND s{{i}}.{key} = t.{key}" if key else ""
+    joins, extra = [], []
+    for i, (col, idcol) in enumerate(names.items()):
+        joins.append(f"LEFT JOIN strings s{i} ON s{i}.id = t.{idcol}" + on_key.format(i=i))
+        extra.append(f"s{i}.value AS {col}")
+    return f"SELECT t.*, {', '.join(extra)} FROM raw_{table} t {' '.join(joins)}"

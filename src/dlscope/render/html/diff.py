@@ -12,6 +12,9 @@ from pathlib import Path
 
 from ... import __version__
 from ...analysis.compare.diff import Change, ProfileDiff
+from ..diff_numbers import change as _d
+from ..diff_numbers import change_pct as _p
+from ..diff_numbers import value as _v
 from . import CSP, blocks, svg
 from .svg import esc
 
@@ -19,18 +22,6 @@ TOP = 25
 SECTIONS = (("steps", "Step time"), ("explain", "What changed"), ("kernels", "Kernels"), ("ops", "Ops"),
             ("phases", "Phases"), ("gpu", "GPU"), ("advice", "Advice"), ("notes", "Notes"))
 COLORS = (svg.PALETTE[0], svg.PALETTE[1])
-
-
-def _v(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:,.{digits}f}"
-
-
-def _d(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:+,.{digits}f}"
-
-
-def _p(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
 
 
 def _cards(d: ProfileDiff) -> str:
