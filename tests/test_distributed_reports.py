@@ -17,7 +17,7 @@ from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
 from dlscope.analysis.context import ProfileData, Selection
 
 from .conftest import CORPUS, DATA
-from .report_helpers import US, imported, make_profile, shared_root
+from .report_helpers import US, hta_selection, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "comm_comp_overlap.json").read_text())
 # The acceptance bar is 1 percentage point; at full timestamp resolution the two agree to 0.01.
@@ -35,13 +35,6 @@ def _source(e: dict) -> Path | None:
     return CORPUS / e["path"].removeprefix("corpus/hta/")
 
 
-def _selection(data: ProfileData, include_last: bool) -> Selection:
-    """HTA's choice of GPU work: with two or more ProfilerSteps, drop the last unless asked."""
-    steps = [r[0] for r in data.con.execute(
-        "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step").fetchall()]
-    if len(steps) >= 2 and not include_last:
-        return Selection(iter_start=steps[0], iter_stop=steps[-2])
-    return Selection(include_warmup=True)
 
 
 @pytest.mark.parametrize("entry", REFERENCE["entries"], ids=_entry_id)
@@ -51,7 +44,7 @@ def test_overlap_agrees_with_hta(entry, tmp_path_factory):
         pytest.skip(f"{entry['path']} is not here (shared/ beside the clone)")
     path = imported(src, tmp_path_factory)
     data = ProfileData.open(path)
-    data = ProfileData.open(path, _selection(data, entry["include_last_profiler_step"]))
+    data = ProfileData.open(path, hta_selection(data, entry["include_last_profiler_step"]))
     ours = {r["rank"]: r for r in overlap.compute(data).table.to_pylist()}
     assert set(ours) == {h["rank"] for h in entry["rows"]}
     for h in entry["rows"]:
@@ -201,7 +194,7 @@ def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
     with tempfile.TemporaryDirectory() as tmp:
         path = import_files(sorted(Path(src).glob("*.json*")), Path(tmp) / "tf.dlscope")
         data = ProfileData.open(path)
-        data = ProfileData.open(path, _selection(data, False))
+        data = ProfileData.open(path, hta_selection(data, False))
         found = {f.id: f for f in advice.evaluate(data)}
         assert "comm_exposed" in found
         f = found["comm_exposed"]

@@ -17,7 +17,7 @@ from dlscope.analysis import gpu_time_breakdown
 from dlscope.analysis.context import ProfileData, Selection
 
 from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO
-from .report_helpers import US, imported, make_profile, shared_root
+from .report_helpers import US, hta_selection, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "temporal_breakdown.json").read_text())
 # The acceptance bar is 1 percentage point; at full timestamp resolution the two agree to 0.01, so
@@ -47,13 +47,6 @@ def _source(e: dict) -> Path | None:
     return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
 
-def _selection(data: ProfileData, include_last: bool) -> Selection:
-    """HTA's choice of GPU work: with two or more ProfilerSteps, drop the last unless asked."""
-    steps = [r[0] for r in data.con.execute(
-        "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step").fetchall()]
-    if len(steps) >= 2 and not include_last:
-        return Selection(iter_start=steps[0], iter_stop=steps[-2])
-    return Selection(include_warmup=True)
 
 
 @pytest.mark.parametrize("entry", REFERENCE["entries"], ids=_entry_id)
@@ -63,7 +56,7 @@ def test_agrees_with_hta_temporal_breakdown(entry, tmp_path_factory):
         pytest.skip(f"{entry['path']} is not here (shared/ beside the clone)")
     path = imported(src, tmp_path_factory)
     data = ProfileData.open(path)
-    data = ProfileData.open(path, _selection(data, entry["include_last_profiler_step"]))
+    data = ProfileData.open(path, hta_selection(data, entry["include_last_profiler_step"]))
     ours = {r["rank"]: r for r in gpu_time_breakdown.compute(data).table.to_pylist()}
     for h in entry["rows"]:
         o = ours[h["rank"]]
