@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -19,6 +20,21 @@ def test_command_line_and_import_path_load_no_pyarrow_or_numpy():
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_analysis_commands_run_without_pandas(tmp_path):
+    """pyarrow would import pandas (0.6 s) on its first DataFrame check; the report command (its
+    advice, replay and plots use pyarrow and numpy) runs and never loads it. A command that runs
+    the user's program does not block it."""
+    profile = Path(__file__).parent / "data" / "advice_truth" / "mlp_baseline_full.dlscope"
+    probe = ("import sys; from dlscope.cli import main, COMMANDS; "
+             f"sys.argv = ['dlscope', 'report', {str(profile)!r}, '-o', {str(tmp_path / 'r.html')!r}]; "
+             "rc = main(); print(rc, 'pandas' in sys.modules, 'pyarrow' in sys.modules, "
+             "[c.name for c in COMMANDS if not c.without_pandas])")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == "0 False True ['profile', 'ncu']"
+    assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
 def _intervals(rng: random.Random, n: int, span: int) -> list[tuple[int, int, int]]:

@@ -14,6 +14,7 @@ from .diff import DiffCommand
 from .export import ExportCommand
 from .imports import ImportCommand
 from .ncu import NcuCommand
+from .no_pandas import block_pandas
 from .profile import ProfileCommand
 from .report import ReportCommand
 from .sql import SqlCommand
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         if cmd is None:
             parser.print_help()
             return 2
+        if argv is None and cmd.without_pandas:  # the console script's own process: nothing else runs here
+            block_pandas()
         return int(cmd.run(args))
     except DlscopeError as e:
         print(f"dlscope: {e}", file=sys.stderr)

@@ -21,6 +21,8 @@ class Command:
     """Base of every subcommand. ``help`` is the first line of the class docstring."""
 
     name: ClassVar[str] = ""
+    # False for commands that run the user's code: it may need pandas (see no_pandas)
+    without_pandas: ClassVar[bool] = True
 
     @classmethod
     def help(cls) -> str:

@@ -143,6 +143,8 @@ class NcuCommand(Command):
     kernel_metrics'). The kernels are the top ones by total time in PROFILE.
     """
 
+    without_pandas = False  # runs the user's program
+
     name = "ncu"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

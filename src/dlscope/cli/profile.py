@@ -39,6 +39,8 @@ class ProfileCommand(Command):
     profile of its whole run.
     """
 
+    without_pandas = False  # runs the user's program
+
     name = "profile"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
