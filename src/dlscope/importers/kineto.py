@@ -379,7 +379,9 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
                    WHEN 'context sync' THEN 'context' WHEN 'stream wait event' THEN 'stream_wait_event'
                    WHEN 'wait event' THEN 'stream_wait_event' ELSE 'unknown' END AS kind
         FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
-    q("comms", comms_sql(ev, launch, rank, world_size, host_pid))
+    # a table, not a view: it is read three times (count, interning, copy) and scans every event
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}comms AS {comms_sql(ev, launch, rank, world_size, host_pid)}")
+    out["comms"] = f"{prefix}comms"
     q("counters", f"""
         SELECT {rank} AS rank, CASE WHEN mem_device_type = 0 THEN -1 ELSE mem_device END AS device,
                start_ns AS ts_ns, metric, value
