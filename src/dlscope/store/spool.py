@@ -167,14 +167,25 @@ def live_recorders(spool_dir: Path) -> list[int]:
             continue
         if not isinstance(session, dict) or session.get("host") != host:
             continue  # recorded elsewhere (a shared filesystem): its pid means nothing here
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            pass  # alive, someone else's
-        live.append(pid)
+        if _running(pid):
+            live.append(pid)
     return live
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed process its parent has not reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, someone else's
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # "pid (comm) state ...": the name may hold spaces and parentheses, the state follows the last ')'
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): it exists
 
 
 def iter_files(spool_dir: Path, pid: int, suffix: str) -> Iterator[Path]:
