@@ -24,10 +24,10 @@ from ...analysis.context import ProfileData
 from ...errors import UsageError
 from ...store import db
 from ..progress import ProgressCallback
-from .events import StepWindow, build_events
+from .events import StepWindow, define_macros, sources
 from .lines import build_lines
 from .parts import keep_first, part_starts
-from .tracks import assign_lanes, metadata_events, number_tracks
+from .tracks import metadata_events, place, track_names
 from .writer import SEPARATOR, TAIL, header_bytes, write_file
 
 __all__ = ["StepWindow", "TimelineOptions", "TimelineResult", "export_timeline", "part_paths"]
@@ -116,26 +116,27 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     con = data.con
     progress("timeline: reading events", 0.0)
     base_ns = _base_ns(data)
-    build_events(con, base_ns, opt.window)
-    progress("timeline: placing tracks", 0.15)
-    moved = assign_lanes(con)
+    define_macros(con, base_ns)
+    srcs = sources(opt.window)
+    progress("timeline: placing tracks", 0.1)
+    moved = place(con, srcs)
     devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
                for d in data.meta.devices if isinstance(d.get("index"), int)}
-    meta_lines = metadata_events(*number_tracks(con, devices))
-    progress("timeline: making events", 0.3)
-    build_lines(con)
-    rows = db.query_arrow(con, "SELECT anchor_ns, nev, nbytes FROM tl_rows ORDER BY anchor_ns, ord")
+    meta_lines = metadata_events(*track_names(con, devices))
+    progress("timeline: making events", 0.2)
+    build_lines(con, srcs, moved > 0)
+    rows = db.query_arrow(con, "SELECT anchor_ns, nev, strlen(line) AS nbytes FROM tl_rows ORDER BY anchor_ns")
     anchors = rows.column("anchor_ns").to_numpy()
     nev = rows.column("nev").to_numpy()
-    nbytes = rows.column("nbytes").to_numpy() + len(SEPARATOR)
-    flows = int((nev == 2).sum())
+    nbytes = rows.column("nbytes").to_numpy()
+    flows = int((nev == 3).sum())
     total_events = int(nev.sum())
     cut_at_s = None
     if opt.max_events is not None and opt.max_events < total_events:
         keep = keep_first(anchors, nev, opt.max_events)
         cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
         anchors, nev, nbytes = anchors[:keep], nev[:keep], nbytes[:keep]
-        flows = int((nev == 2).sum())
+        flows = int((nev == 3).sum())
     # each part repeats the header and the metadata events: the limits hold them too
     header = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
               "traceName": str(data.path), "deviceProperties": _device_properties(data)}
@@ -159,7 +160,7 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     for k, (path, cond) in enumerate(zip(paths, windows)):
         meta = {**header, "dlscope": {"profile": str(data.path), "part": k + 1, "parts": len(paths)}}
         # rows begin with the separator: the metadata events (at least one per process) come first
-        rows_sql = f"SELECT chr(44) || chr(10) || line AS line FROM tl_rows WHERE {cond} ORDER BY anchor_ns, ord"
+        rows_sql = f"SELECT line FROM tl_rows WHERE {cond} ORDER BY anchor_ns, line"
         written += write_file(path, meta, meta_lines, db.arrow_batches(con, rows_sql), on_bytes)
     progress("timeline: done", 1.0)
     notes = []

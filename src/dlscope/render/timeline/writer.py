@@ -1,10 +1,9 @@
 """Writing one timeline file: the JSON object header, the metadata events, then the event rows,
 copied in bulk from DuckDB's Arrow output (the text of a batch is one contiguous buffer), gzip
-compressed when the name ends in ``.gz``."""
+compressed when the name ends in ``.gz`` (with ISA-L, in a thread beside the one that writes)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -14,8 +13,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import pyarrow as pa
 
-# gzip level 1: timelines are written once and opened a few times; level 6 is 3x slower here for
-# a file about 15% smaller
+# gzip level 1: timelines are written once and opened a few times; ISA-L's level 1 is 3x faster
+# than zlib's and its file a little smaller
 GZIP_LEVEL = 1
 SEPARATOR = b",\n"
 
@@ -44,8 +43,10 @@ def _text_buffer(arr: pa.Array) -> memoryview:
 
 def _open(path: Path, compress: bool) -> BinaryIO:
     if compress:
-        # mtime 0: the same profile gives the same file
-        return gzip.GzipFile(path, "wb", compresslevel=GZIP_LEVEL, mtime=0)  # type: ignore[return-value]
+        from isal import igzip_threaded
+
+        # one thread compresses while this one fetches rows; the header's mtime is 0
+        return igzip_threaded.open(path, "wb", compresslevel=GZIP_LEVEL, threads=1)  # type: ignore[return-value]
     return open(path, "wb")  # noqa: SIM115 - closed by the caller
 
 
