@@ -1,4 +1,4 @@
-"""The JSON text of every event, and the launch -> GPU flow arrows, as rows of ``tl_rows``.
+"""The JSON text of every event, and the launch -> GPU flow arrows, as rows made by one query.
 
 Each row is one unit that must stay in one file: a slice, an instant, a counter sample, or GPU
 work with the flow from its launch (its start and finish events). ``anchor_ns`` decides which part
@@ -48,9 +48,10 @@ _FLOW = """',\n{"ph":"s","cat":"ac2g","name":"launch","id":', fid, ',"pid":', (l
     ',"pid":', g.pid, ',"tid":', g.tid, ',"ts":', tl_us(g.start_ns), '}'"""
 
 
-def build_lines(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool) -> None:
-    """Create ``tl_rows(anchor_ns, nev, line)`` from ``sources`` placed on ``tl_tracks`` (and
-    ``tl_moved`` when ``moved``)."""
+def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool) -> str:
+    """SQL of the rows ``(anchor_ns, nev, line)`` of ``sources`` placed on ``tl_tracks`` (and
+    ``tl_moved`` when ``moved``); creates ``tl_launch``, the launches the flows start from. The
+    rows come in no particular order: the format does not ask for one (viewers sort by time)."""
     # the launching call of each GPU row: the first API call with its correlation id on its rank
     api = [s for s in sources if s.kind == "api"]
     launch = " UNION ALL ".join(
@@ -62,7 +63,8 @@ def build_lines(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bo
     parts = [f"SELECT start_ns AS anchor_ns, 1 AS nev, {_line(s.ph)} AS line FROM ({_events_sql(s, moved)})"
              for s in sources if not s.gpu]
     if gpu:
-        # GPU work and its flow in one row (they share the anchor: never in different files)
+        # GPU work and its flow in one row (they share the anchor: never in different files); flow
+        # ids in time order, the same whichever rows a part keeps
         parts.append(f"""SELECT coalesce((l.a).start_ns, g.start_ns) AS anchor_ns,
                 CASE WHEN l.a IS NULL THEN 1 ELSE 3 END AS nev,
                 CASE WHEN l.a IS NULL THEN g.line ELSE concat(g.line, {_FLOW}) END AS line
@@ -70,4 +72,13 @@ def build_lines(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bo
                          row_number() OVER (ORDER BY start_ns, end_ns, rank, dev, stream, corr) AS fid
                   FROM ({gpu})) g
             LEFT JOIN tl_launch l ON l.rank = g.rank AND l.corr = g.corr""")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE tl_rows AS {' UNION ALL '.join(parts)}")
+    return " UNION ALL ".join(parts)
+
+
+def count_sql(sources: list[Source]) -> str:
+    """SQL of (rows, events, flows) of ``rows_sql`` (after it), without making any text."""
+    rows = " UNION ALL ".join(f"SELECT count(*) AS n {s.from_sql(names=False)}" for s in sources)
+    gpu = " UNION ALL ".join(f"SELECT t.rank, {s.corr} AS corr {s.from_sql(names=False)}"
+                             for s in sources if s.gpu)
+    flows = f"SELECT count(*) FROM ({gpu}) g JOIN tl_launch l ON l.rank = g.rank AND l.corr = g.corr" if gpu else "0"
+    return f"SELECT n, n + 2 * f, f FROM (SELECT (SELECT sum(n) FROM ({rows}))::BIGINT AS n, ({flows}) AS f)"

@@ -50,10 +50,16 @@ def _open(path: Path, compress: bool) -> BinaryIO:
     return open(path, "wb")  # noqa: SIM115 - closed by the caller
 
 
+class TooLarge(Exception):
+    """The rows did not fit in the byte limit given to :func:`write_file` (nothing was written)."""
+
+
 def write_file(path: Path, meta: dict[str, Any], metadata_events: list[str],
-               batches: Iterable[pa.RecordBatch], on_bytes: Callable[[int], None] | None = None) -> int:
+               batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None,
+               max_bytes: int | None = None) -> int:
     """Write one timeline file atomically; ``batches`` have one string column whose rows already
-    begin with the separator. Returns the uncompressed size in bytes."""
+    begin with the separator. Returns the uncompressed size in bytes. Raises TooLarge, leaving
+    no file, when the rows come to more than ``max_bytes``."""
     tmp = path.with_name(path.name + ".tmp")
     size = 0
     try:
@@ -61,12 +67,16 @@ def write_file(path: Path, meta: dict[str, Any], metadata_events: list[str],
             head = header_bytes(meta) + SEPARATOR.join(e.encode() for e in metadata_events)
             f.write(head)
             size += len(head)
+            rows = 0
             for batch in batches:
                 buf = _text_buffer(batch.column(0))
+                rows += len(buf)
+                if max_bytes is not None and rows > max_bytes:
+                    raise TooLarge(path)
                 f.write(buf)
                 size += len(buf)
-                if on_bytes:
-                    on_bytes(len(buf))
+                if on_rows:
+                    on_rows(batch.num_rows)
             f.write(TAIL)
             size += len(TAIL)
         os.replace(tmp, path)
