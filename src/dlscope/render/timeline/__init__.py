@@ -89,11 +89,11 @@ def _check_window(data: ProfileData, window: StepWindow) -> None:
 def _base_ns(data: ProfileData) -> int:
     """The whole second at or before the first event: timestamps count from there."""
     t0 = data.scalar("""SELECT min(t) FROM (
-        SELECT min(start_ns) t FROM phases UNION ALL SELECT min(start_ns) FROM steps UNION ALL
-        SELECT min(start_ns) FROM ops UNION ALL SELECT min(start_ns) FROM api UNION ALL
-        SELECT min(start_ns) FROM sync UNION ALL SELECT min(start_ns) FROM kernels UNION ALL
-        SELECT min(start_ns) FROM memcpy UNION ALL SELECT min(start_ns) FROM memset UNION ALL
-        SELECT min(ts_ns) FROM counters)""")
+        SELECT min(start_ns) t FROM raw_phases UNION ALL SELECT min(start_ns) FROM raw_steps UNION ALL
+        SELECT min(start_ns) FROM raw_ops UNION ALL SELECT min(start_ns) FROM raw_api UNION ALL
+        SELECT min(start_ns) FROM raw_sync UNION ALL SELECT min(start_ns) FROM raw_kernels UNION ALL
+        SELECT min(start_ns) FROM raw_memcpy UNION ALL SELECT min(start_ns) FROM raw_memset UNION ALL
+        SELECT min(ts_ns) FROM raw_counters)""")
     return (int(t0) // 1_000_000_000) * 1_000_000_000 if t0 is not None else 0
 
 

@@ -16,7 +16,6 @@ import duckdb
 import numpy as np
 
 from ...store import db
-from ...store.build import nesting_sql
 
 MAX_LANE_ROUNDS = 16
 
@@ -72,6 +71,8 @@ def assign_lanes(con: duckdb.DuckDBPyConnection, slices_sql: str) -> int:
     con.execute("CREATE OR REPLACE TEMP TABLE tl_moved (trk BIGINT, start_ns BIGINT, end_ns BIGINT, lane INTEGER)")
     if not len(bad):
         return 0
+    from ...store.build import nesting_sql  # the store's builder, loaded only for tracks that need it
+
     con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_lane AS
         SELECT row_number() OVER (ORDER BY trk, start_ns, end_ns) AS rid, 0 AS lane, trk, start_ns, end_ns
         FROM ({slices_sql}) WHERE trk IN ({", ".join(str(int(t)) for t in bad)})""")
