@@ -15,7 +15,7 @@ Timestamps are microseconds with three decimals (exact nanoseconds) since
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,7 +121,8 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     progress("timeline: reading events", 0.0)
     base_ns = _base_ns(data)
     define_macros(con, base_ns)
-    srcs = sources(opt.window)
+    counts = data.meta.table_rows  # tables without rows are left out: smaller queries to plan
+    srcs = [s for s in sources(opt.window) if (counts[s.table] > 0 if s.table in counts else data.has(s.table))]
     progress("timeline: placing tracks", 0.1)
     moved = place(con, srcs)
     devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
@@ -149,7 +150,7 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     def meta_of(part: int, parts: int) -> dict[str, Any]:
         return {**header, "dlscope": {"profile": str(data.path), "part": part, "parts": parts}}
 
-    def rows_of(cond: str) -> Iterable[pa.RecordBatch]:
+    def rows_of(cond: str) -> pa.RecordBatchReader:
         # rows begin with the separator: the metadata events (at least one per process) come first
         return db.arrow_batches(con, f"SELECT line FROM ({rows}) WHERE {cond}")
 
@@ -157,9 +158,11 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     # one file, written as its rows are made, unless the events or (found on the way) the bytes
     # are too many for one: then the rows are sized first and cut into parts
     if (opt.max_events is None or opt.max_events >= total_events) and total_events <= ev_cap:
+        reader = rows_of("TRUE")
         try:
-            res.bytes = write_file(out, meta_of(1, 1), meta_lines, rows_of("TRUE"), on_rows, byte_cap)
+            res.bytes = write_file(out, meta_of(1, 1), meta_lines, reader, on_rows, byte_cap)
         except TooLarge:
+            reader.close()  # the connection takes no other query while a result streams
             done = 0
             _write_parts(con, rows, out, opt, res, meta_lines, meta_of, rows_of, on_rows, ev_cap, byte_cap)
     else:
@@ -176,7 +179,7 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
 
 def _write_parts(con: duckdb.DuckDBPyConnection, rows: str, out: Path, opt: TimelineOptions, res: TimelineResult,
                  meta_lines: list[str], meta_of: Callable[[int, int], dict[str, Any]],
-                 rows_of: Callable[[str], Iterable[pa.RecordBatch]], on_rows: Callable[[int], None],
+                 rows_of: Callable[[str], pa.RecordBatchReader], on_rows: Callable[[int], None],
                  ev_cap: int, byte_cap: int) -> None:
     """Size every row, keep the first ``opt.max_events`` events and write the rest in parts under
     the limits, filling ``res``."""
