@@ -17,35 +17,33 @@ _ON_KEYS = " AND ".join(f"k.{c} = e.{c}" for c in TRACK_KEYS)
 
 
 def _events_sql(src: Source, moved: bool) -> str:
-    """``src``'s rows with their track (pid, tid) and JSON pieces, as relation ``e`` + ``k``."""
+    """``src``'s rows with their JSON pieces and ``pt``, the text of their track's pid and tid."""
     cols = (f"{src.keys_sql()}, {src.start} AS start_ns, {src.end} AS end_ns, {src.corr} AS corr, "
             f"{src.cat} AS cat, coalesce({src.name}, '\"\"') AS name, {src.args} AS args")
     lane = ""
-    tid = "k.tid"
+    pt = "k.pt"
     if moved and src.ph == "X":
         lane = "LEFT JOIN tl_moved m ON m.trk = k.trk AND m.start_ns = e.start_ns AND m.end_ns = e.end_ns"
-        tid = "coalesce(m.tid, k.tid)"
-    return f"""SELECT e.*, k.pid, {tid} AS tid FROM (SELECT {cols} {src.from_sql()}) e
+        pt = "coalesce(m.pt, k.pt)"
+    return f"""SELECT e.*, {pt} AS pt FROM (SELECT {cols} {src.from_sql()}) e
         JOIN tl_tracks k ON {_ON_KEYS} AND k.lane = 0 {lane}"""
 
 
 def _line(ph: str) -> str:
     """SQL of one event's text from the columns of ``_events_sql``."""
     if ph == "X":
-        return """concat(',\n{"ph":"X","cat":', cat, ',"name":', name, ',"pid":', pid, ',"tid":', tid,
-            ',"ts":', tl_us(start_ns), ',"dur":', tl_dur(end_ns - start_ns), ',"args":{', args, '}}')"""
+        return """concat(',\n{"ph":"X","cat":', cat, ',"name":', name, pt, tl_us(start_ns),
+            ',"dur":', tl_dur(end_ns - start_ns), ',"args":{', args, '}}')"""
     if ph == "i":
-        return """concat(',\n{"ph":"i","s":"t","cat":', cat, ',"name":', name, ',"pid":', pid, ',"tid":', tid,
-            ',"ts":', tl_us(start_ns), ',"args":{', args, '}}')"""
-    return """concat(',\n{"ph":"C","name":', name, ',"pid":', pid, ',"tid":0,"ts":', tl_us(start_ns),
-        ',"args":{', args, '}}')"""
+        return """concat(',\n{"ph":"i","s":"t","cat":', cat, ',"name":', name, pt, tl_us(start_ns),
+            ',"args":{', args, '}}')"""
+    return """concat(',\n{"ph":"C","name":', name, pt, tl_us(start_ns), ',"args":{', args, '}}')"""
 
 
 # a flow's "s" binds to the slice enclosing it on the API thread (the call, which starts at the same
 # time), its "f" with bp "e" to the GPU slice enclosing its time (the kernel itself)
-_FLOW = """',\n{"ph":"s","cat":"ac2g","name":"launch","id":', fid, ',"pid":', (l.a).pid, ',"tid":', (l.a).tid,
-    ',"ts":', tl_us((l.a).start_ns), '},\n{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":', fid,
-    ',"pid":', g.pid, ',"tid":', g.tid, ',"ts":', tl_us(g.start_ns), '}'"""
+_FLOW = """',\n{"ph":"s","cat":"ac2g","name":"launch","id":', fid, (l.a).pt, tl_us((l.a).start_ns),
+    '},\n{"ph":"f","bp":"e","cat":"ac2g","name":"launch","id":', fid, g.pt, tl_us(g.start_ns), '}'"""
 
 
 def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool) -> str:
@@ -55,7 +53,7 @@ def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool)
     # the launching call of each GPU row: the first API call with its correlation id on its rank
     api = [s for s in sources if s.kind == "api"]
     launch = " UNION ALL ".join(
-        f"""SELECT rank, corr, {{'start_ns': start_ns, 'pid': pid, 'tid': tid}} AS a
+        f"""SELECT rank, corr, {{'start_ns': start_ns, 'pt': pt}} AS a
             FROM ({_events_sql(s, moved)}) WHERE corr IS NOT NULL""" for s in api)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_launch AS
         SELECT rank, corr, min(a) AS a FROM ({launch}) GROUP BY rank, corr""")

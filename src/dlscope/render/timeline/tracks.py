@@ -44,21 +44,23 @@ def slices_sql(sources: list[Source]) -> str:
 
 def place(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> int:
     """Create ``tl_keys`` (one row per track before lanes: TRACK_KEYS and ``trk``), ``tl_moved``
-    (slices moved to overflow lanes, with their ``tid``) and ``tl_tracks`` (every track with its
-    ``pid`` and ``tid``). Processes: per rank, the host first, then each GPU. Threads: by layer
-    (application first), then OS thread or stream, then lane. Returns the number of slices moved."""
+    (slices moved to overflow lanes) and ``tl_tracks`` (every track with its ``pid`` and ``tid``),
+    both with ``pt``, the JSON text of pid and tid that the events of the track carry. Processes:
+    per rank, the host first, then each GPU. Threads: by layer (application first), then OS thread
+    or stream, then lane. Returns the number of slices moved."""
     keys = " UNION ".join(f"SELECT DISTINCT {s.keys_sql()} {s.from_sql(names=False)}" for s in sources)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_keys AS
         SELECT row_number() OVER (ORDER BY {_KEYS}) AS trk, * FROM ({keys})""")
     moved = assign_lanes(con, slices_sql(sources))
     con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_tracks AS
-        SELECT k.*, l.lane, dense_rank() OVER (ORDER BY rank, dev = -1 DESC, dev) AS pid,
-               CASE WHEN layer = {LAYER_COUNTER} THEN 0
-                    ELSE dense_rank() OVER (PARTITION BY rank, dev ORDER BY layer, opid, otid, stream, lane) END AS tid
-        FROM tl_keys k JOIN (SELECT trk, 0 AS lane FROM tl_keys UNION SELECT DISTINCT trk, lane FROM tl_moved) l
-          USING (trk)""")
+        SELECT *, ',"pid":' || pid || ',"tid":' || tid || ',"ts":' AS pt FROM (
+            SELECT k.*, l.lane, dense_rank() OVER (ORDER BY rank, dev = -1 DESC, dev) AS pid,
+                   CASE WHEN layer = {LAYER_COUNTER} THEN 0 ELSE dense_rank() OVER (
+                       PARTITION BY rank, dev ORDER BY layer, opid, otid, stream, lane) END AS tid
+            FROM tl_keys k JOIN (SELECT trk, 0 AS lane FROM tl_keys UNION SELECT DISTINCT trk, lane FROM tl_moved) l
+              USING (trk))""")
     con.execute("""CREATE OR REPLACE TEMP TABLE tl_moved AS
-        SELECT m.trk, m.start_ns, m.end_ns, t.tid FROM tl_moved m JOIN tl_tracks t USING (trk, lane)""")
+        SELECT m.trk, m.start_ns, m.end_ns, t.pt FROM tl_moved m JOIN tl_tracks t USING (trk, lane)""")
     return moved
 
 
