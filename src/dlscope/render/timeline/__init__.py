@@ -121,8 +121,11 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     progress("timeline: reading events", 0.0)
     base_ns = _base_ns(data)
     define_macros(con, base_ns)
-    counts = data.meta.table_rows  # tables without rows are left out: smaller queries to plan
-    srcs = [s for s in sources(opt.window) if (counts[s.table] > 0 if s.table in counts else data.has(s.table))]
+    # tables without rows are left out (smaller queries to plan), but for the steps: every query
+    # then has at least one kind of slice to read
+    counts = data.meta.table_rows
+    srcs = [s for s in sources(opt.window) if s.kind == "step" or (
+        counts[s.table] > 0 if s.table in counts else data.has(s.table))]
     progress("timeline: placing tracks", 0.1)
     moved = place(con, srcs)
     devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")

@@ -55,8 +55,12 @@ def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool)
     launch = " UNION ALL ".join(
         f"""SELECT rank, corr, {{'start_ns': start_ns, 'pt': pt}} AS a
             FROM ({_events_sql(s, moved)}) WHERE corr IS NOT NULL""" for s in api)
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_launch AS
-        SELECT rank, corr, min(a) AS a FROM ({launch}) GROUP BY rank, corr""")
+    if api:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_launch AS
+            SELECT rank, corr, min(a) AS a FROM ({launch}) GROUP BY rank, corr""")
+    else:
+        con.execute("""CREATE OR REPLACE TEMP TABLE tl_launch
+            (rank INTEGER, corr BIGINT, a STRUCT(start_ns BIGINT, pt VARCHAR))""")
     gpu = " UNION ALL ".join(_events_sql(s, moved) for s in sources if s.gpu)
     parts = [f"SELECT start_ns AS anchor_ns, 1 AS nev, {_line(s.ph)} AS line FROM ({_events_sql(s, moved)})"
              for s in sources if not s.gpu]
