@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -41,13 +43,54 @@ def _text_buffer(arr: pa.Array) -> memoryview:
     return memoryview(bufs[2])[int(offsets[0]): int(offsets[-1])]
 
 
-def _open(path: Path, compress: bool) -> BinaryIO:
+class _ThreadedFile:
+    """A file written by a thread of its own, so that writing (slow on some file systems) runs
+    while this thread fetches the next rows; at most ``depth`` buffers wait."""
+
+    def __init__(self, path: Path, depth: int = 2) -> None:
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by the thread
+        self._queue: queue.Queue[memoryview | bytes | None] = queue.Queue(depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while (buf := self._queue.get()) is not None:
+                self._file.write(buf)
+        except BaseException as e:  # noqa: BLE001 - handed to the writing thread
+            self._error = e
+            while self._queue.get() is not None:  # let close() and write() finish
+                pass
+        finally:
+            self._file.close()
+
+    def write(self, buf: memoryview | bytes) -> int:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(buf)
+        return len(buf)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def __enter__(self) -> _ThreadedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _open(path: Path, compress: bool) -> BinaryIO | _ThreadedFile:
     if compress:
         from isal import igzip_threaded
 
         # one thread compresses while this one fetches rows; the header's mtime is 0
         return igzip_threaded.open(path, "wb", compresslevel=GZIP_LEVEL, threads=1)  # type: ignore[return-value]
-    return open(path, "wb")  # noqa: SIM115 - closed by the caller
+    return _ThreadedFile(path)
 
 
 class TooLarge(Exception):
