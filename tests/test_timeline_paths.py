@@ -116,3 +116,31 @@ def test_export_starts_without_collectors_reports_or_rich(resnet_profile, tmp_pa
     unwanted = {"dlscope.api", "dlscope.capture.cupti", "dlscope.capture.torch", "dlscope.capture.session",
                 "dlscope.analysis.step_sum", "dlscope.analysis.op_sum", "dlscope.importers", "rich", "pandas"}
     assert not unwanted & loaded
+
+
+def test_threaded_file_writes_in_order_and_reports_a_failed_write(tmp_path):
+    from dlscope.render.timeline.writer import _ThreadedFile
+
+    chunks = [bytes([i % 256]) * (1000 + i) for i in range(50)]
+    with _ThreadedFile(tmp_path / "a.bin") as f:
+        for c in chunks:
+            f.write(memoryview(c))
+    assert (tmp_path / "a.bin").read_bytes() == b"".join(chunks)
+
+    class Full:
+        def write(self, buf):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
+
+    f = _ThreadedFile(tmp_path / "b.bin")
+    f._file.close()
+    f._file = Full()
+    with pytest.raises(OSError, match="No space"):
+        try:
+            for c in chunks:  # the error reaches this thread at a later write or at close
+                f.write(c)
+        finally:
+            f.close()
+    assert not f._thread.is_alive()
