@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from ..importers.ncu import parse_ncu_csv, read_ncu_file
 from .base import Command, Parser
 from .common import open_for_analysis
 
@@ -101,6 +100,8 @@ def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -
     # On the H100 ncu 2025.3 spelled kernels its own way ('void vectorized_elementwise_kernel<4, FillFunctor<float>,
     # array<char *, 1>>(int, T2, T3)' for PyTorch's 'void at::native::vectorized_elementwise_kernel<4, ...'), so a
     # full-name filter can match nothing: the bare function name is the second try, without raw metrics the third.
+    from ..importers.ncu import parse_ncu_csv, read_ncu_file
+
     tries = [(False, True), (True, True), (True, False)]
     why = ""
     for by_function, metrics in tries:
