@@ -258,23 +258,12 @@ def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, m
         base_ns = 0
     legacy = _is_legacy(carved.events_path)
     try:
-        _create_ev(con, ev, carved.events_paths, base_ns, legacy, typed=True)
-        return
-    except duckdb.Error:
-        if len(carved.events_paths) == 1:
-            pass
-        else:  # a cut DuckDB refused (inside a nested object of an unusual writer): read it whole
-            try:
-                _create_ev(con, ev, [carved.joined()], base_ns, legacy, typed=True)
-                return
-            except duckdb.Error:
-                pass
-    # a value of an unexpected type somewhere: read everything as text
-    _create_ev(con, ev, [carved.joined()], base_ns, legacy, typed=False)
+        _create_ev(con, ev, carved.events_path, base_ns, legacy, typed=True)
+    except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
+        _create_ev(con, ev, carved.events_path, base_ns, legacy, typed=False)
 
 
-def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: list[Path], base_ns: int, legacy: bool,
-               typed: bool) -> None:
+def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
     fields = _ARGS_TYPED if typed else _ARGS_TEXT
     if legacy:
         fields = fields.replace('"External id"', '"external id"')
@@ -310,16 +299,9 @@ def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: list[Path], base
                {num(a + '"Out msg nelems"')} AS out_nelems, {num(a + '"Group size"')} AS group_size,
                args.dtype AS coll_dtype, args."Process Group Name" AS pg_name,
                args."Process Group Ranks" AS pg_ranks
-        FROM read_json({_paths_sql(events)}, columns={cols}, format='array')
+        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array')
         WHERE ph IN ('X', 'i', 'I')
     """)
-
-
-def _paths_sql(paths: list[Path]) -> str:
-    """One path as a string (DuckDB reads a single file with less memory than a list of one)."""
-    if len(paths) == 1:
-        return db.sql_str(str(paths[0]))
-    return "[" + ", ".join(db.sql_str(str(p)) for p in paths) + "]"
 
 
 def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
