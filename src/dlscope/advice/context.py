@@ -21,7 +21,7 @@ from typing import Any
 
 from ..analysis.context import ProfileData
 from ..analysis.gpu_work import has_steps
-from ..analysis.math_kernels import precision_sql
+from ..analysis.kernel_names import kernel_names
 from ..analysis.step_idle import step_idle, windows_sql
 from .hardware import Device, device_of
 
@@ -180,7 +180,7 @@ class Context:
         graphs = d.has("api") and bool(d.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM api WHERE lower(name) LIKE '%graphlaunch%' LIMIT 1)"))
         low = d.has("kernels") and bool(d.scalar(
-            f"SELECT count(*) FROM (SELECT 1 FROM kernels WHERE {precision_sql('name')} = 'low' LIMIT 1)"))
+            f"SELECT count(*) FROM (SELECT 1 FROM {kernel_names(d)} WHERE precision = 'low' LIMIT 1)"))
         foreign = d.has("api") and not d.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM api WHERE regexp_matches(lower(name), '^(cuda|cu|hip|hsa)') LIMIT 1)")
         return Facts(framework, loader, opt, compiled, graphs, low, device_of(d.meta.devices), bool(foreign))

@@ -14,6 +14,7 @@ GPU (fusion saves GPU time). Fewer launches also help a launch-bound step; launc
 
 from __future__ import annotations
 
+from ..analysis.kernel_names import kernel_names, kernel_op_join
 from ..analysis.math_kernels import precision_sql
 from .context import Context
 from .finding import Evidence, Finding
@@ -86,7 +87,8 @@ def fusible_sql(col: str) -> str:
 def _kernels_sql(ctx: Context) -> str:
     """Kernels of the GPU windows with ``fusible`` (optimizer kernels excluded), the launching op."""
     d = ctx.data
-    fusible = fusible_sql("k.name")
+    # judged per distinct name (see analysis.kernel_names)
+    fusible = f"(SELECT name_id, {fusible_sql('name')} AS fusible FROM {kernel_names(d)})"
     in_opt = "FALSE"
     opt_join = ""
     if d.has("phases") and d.has("api"):
@@ -95,12 +97,10 @@ def _kernels_sql(ctx: Context) -> str:
                                        WHERE kind = 'range' AND {OPTIMIZER_PHASE_SQL}) p
                          ON p.rank = k.rank AND coalesce(a.start_ns, k.start_ns) >= p.start_ns"""
         in_opt = "coalesce(p.end_ns > coalesce(a.start_ns, k.start_ns), FALSE)"
-    op_join = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops WHERE external_id IS NOT NULL "
-               "GROUP BY ALL) o ON o.rank = k.rank AND o.external_id = k.external_id" if d.has("ops")
-               else "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::VARCHAR AS name) o ON FALSE")
     return f"""SELECT k.rank, coalesce(k.device, -1) AS device, k.stream, k.step, k.start_ns, k.end_ns, k.name,
-                      o.name AS op, {fusible} AND NOT {in_opt} AS fusible
-               FROM kernels k {ctx.in_windows('k')} {opt_join} {op_join}"""
+                      o.name AS op, f.fusible AND NOT {in_opt} AS fusible
+               FROM kernels k JOIN {fusible} f ON f.name_id = k.name_id {ctx.in_windows('k')} {opt_join}
+               {kernel_op_join(d)}"""
 
 
 def _sequence(names: list[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
 import pyarrow as pa
@@ -57,6 +57,7 @@ class ProfileData:
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
         self.con = attach(stored, con)
+        self._shared: dict[str, str] = {}
         if self.selection.key_node:
             from .iterations import apply_key_node
 
@@ -114,6 +115,15 @@ class ProfileData:
     # ---- query helpers -----------------------------------------------------------------------
     def table(self, sql: str, params: list[Any] | None = None) -> pa.Table:
         return db.query_arrow(self.con, sql, params)
+
+    def shared_table(self, name: str, make: Callable[[], str]) -> str:
+        """``name``, a temp table of the rows of the query ``make()``, made on first use: a
+        result several reports and rules read (the host's states, each kernel name's class)
+        is computed once per opened profile instead of once per query that needs it."""
+        if name not in self._shared:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {make()}")
+            self._shared[name] = name
+        return self._shared[name]
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         return self.table(sql, params).to_pylist()

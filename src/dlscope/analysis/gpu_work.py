@@ -72,9 +72,13 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
 
     parts = []
     if data.has("kernels"):
-        parts.append(f"""SELECT rank, coalesce(device, -1) AS device, stream, start_ns, end_ns, name,
-                                'kernel' AS kind, {kernel_category_sql()} AS category,
-                                correlation_id, external_id, pid, step FROM ({src("kernels")}) t""")
+        from .kernel_names import kernel_names  # imports this module
+
+        # the category judged once per distinct name (see kernel_names)
+        parts.append(f"""SELECT t.rank, coalesce(t.device, -1) AS device, t.stream, t.start_ns, t.end_ns, t.name,
+                                'kernel' AS kind, n.category,
+                                t.correlation_id, t.external_id, t.pid, t.step
+                         FROM ({src("kernels")}) t JOIN {kernel_names(data)} n ON n.name_id = t.name_id""")
     if data.has("memcpy"):
         parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns,
                                'Memcpy ' || copy_kind, 'memcpy', 'memory', correlation_id, external_id, pid, step

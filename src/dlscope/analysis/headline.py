@@ -24,7 +24,7 @@ from .context import ProfileData
 from .gpu_work import gpu_step_count, has_steps, selected_sql
 from .host_state import EMPTY_INTERVALS, classes_union_sql, host_ctes
 from .intervals import total_covered_sql, union_sql
-from .tensor_cores import tensor_core_sql
+from .kernel_names import kernel_names
 
 GPU_TABLES = ("kernels", "memcpy", "memset")
 
@@ -78,9 +78,10 @@ def headline(data: ProfileData) -> Headline | None:
         SELECT (SELECT sum(end_ns - start_ns)::BIGINT FROM win) AS wall, {covered}""")[0]
     wall = int(row["wall"] or 0)
     k, km, kmd, kmdb = (int(row[n] or 0) for n in layers)
-    tc = data.rows(f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE {tensor_core_sql()}), 0)::DOUBLE AS tc,
-                              sum(end_ns - start_ns)::DOUBLE AS total
-                       FROM ({selected_sql(data, 'kernels', launched=True)})""")[0] if data.has("kernels") else None
+    tc = data.rows(f"""SELECT coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE n.tensor_core), 0)::DOUBLE AS tc,
+                              sum(k.end_ns - k.start_ns)::DOUBLE AS total
+                       FROM ({selected_sql(data, 'kernels', launched=True)}) k
+                       JOIN {kernel_names(data)} n ON n.name_id = k.name_id""")[0] if data.has("kernels") else None
 
     def pct(ns: int) -> float | None:
         return 100.0 * ns / wall if wall else None

@@ -33,7 +33,7 @@ import numpy as np
 from .context import ProfileData
 from .host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
 from .intervals import covered_sql, union_sql
-from .math_kernels import precision_sql
+from .kernel_names import kernel_names
 from .step_idle import windows_sql
 
 # host work classes: which phases the gap before a call falls in
@@ -73,9 +73,12 @@ class Calls:
 def _gpu_items_sql(data: ProfileData) -> str | None:
     parts = []
     if data.has("kernels"):
-        parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, {precision_sql('name')} AS prec,
-                                regexp_matches(lower(name), '{LAYOUT_RE}') AS layout, FALSE AS h2d, 0 AS bytes,
-                                FALSE AS pageable, FALSE AS d2h FROM kernels""")
+        # classes judged once per distinct name (see kernel_names)
+        parts.append(f"""SELECT k.rank, k.correlation_id, k.end_ns - k.start_ns AS ns, n.precision AS prec,
+                                n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h
+                         FROM kernels k JOIN (SELECT name_id, precision,
+                                                     regexp_matches(lower(name), '{LAYOUT_RE}') AS layout
+                                              FROM {kernel_names(data)}) n ON n.name_id = k.name_id""")
     if data.has("memcpy"):
         parts.append("""SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, copy_kind = 'HtoD', bytes,
                                'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH'
