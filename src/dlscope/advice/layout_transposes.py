@@ -10,8 +10,8 @@ waited for the GPU. With the model and its input in channels_last they are not n
 
 from __future__ import annotations
 
-from ..analysis.replay import Fix
 from ..analysis.kernel_names import kernel_names, kernel_op_join
+from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
