@@ -89,3 +89,17 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
     if not parts:
         return None
     return " UNION ALL ".join(parts)
+
+
+def gpu_islands_sql(data: ProfileData) -> str:
+    """SQL: (rank, start_ns, end_ns), the disjoint islands of time in which any kernel, copy or set
+    of the rank ran (every step's, selected or not), as :func:`.intervals.union_sql` makes them.
+    The headline and the idle breakdown both start from them: made once per opened profile.
+    Needs GPU activity (:func:`gpu_work_sql` is not None)."""
+    from .intervals import union_sql
+
+    def make() -> str:
+        work = gpu_work_sql(data, selected=False)
+        return union_sql(f"SELECT rank, start_ns, end_ns FROM ({work})", "rank")
+
+    return f"SELECT rank, start_ns, end_ns FROM {data.shared_table('gpu_islands', make)}"

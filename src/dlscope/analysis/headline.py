@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .context import ProfileData
-from .gpu_work import gpu_step_count, has_steps, selected_sql
+from .gpu_work import gpu_islands_sql, gpu_step_count, has_steps, selected_sql
 from .host_state import EMPTY_INTERVALS, classes_union_sql, host_ctes
 from .intervals import total_covered_sql, union_sql
 from .kernel_names import kernel_names
@@ -59,14 +59,14 @@ def headline(data: ProfileData) -> Headline | None:
     if not present:
         return None
     kernels = "SELECT rank, start_ns, end_ns FROM kernels" if data.has("kernels") else EMPTY_INTERVALS
-    gpu = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in present)
     # cumulative unions by precedence (kernels, + copies and sets, + data loading, + other host
     # work); each one's coverage of the windows minus the previous one's is that category's time
     layers = {
         "k": union_sql(kernels, "rank"),
         "km": "SELECT * FROM km_isl",
-        "kmd": classes_union_sql(("input",), "SELECT rank, start_ns, end_ns FROM km_isl"),
-        "kmdb": classes_union_sql(("input", "busy"), "SELECT rank, start_ns, end_ns FROM km_isl"),
+        "kmd": "SELECT * FROM kmd_isl",
+        # the union of kmd's islands and the host's busy time: kmd's classes plus busy, from fewer rows
+        "kmdb": union_sql("SELECT * FROM kmd_isl UNION ALL SELECT rank, start_ns, end_ns FROM h_busy", "rank"),
     }
     covered = ", ".join(
         f"(SELECT sum(covered_ns)::BIGINT FROM ({total_covered_sql('SELECT * FROM win', isl, ('rank',))})) AS {name}"
@@ -74,7 +74,8 @@ def headline(data: ProfileData) -> Headline | None:
     row = data.rows(f"""
         WITH {host_ctes(data)},
              win AS MATERIALIZED ({union_sql(_windows_sql(data), "rank")}),
-             km_isl AS MATERIALIZED ({union_sql(gpu, "rank")})
+             km_isl AS ({gpu_islands_sql(data)}),
+             kmd_isl AS MATERIALIZED ({classes_union_sql(("input",), "SELECT rank, start_ns, end_ns FROM km_isl")})
         SELECT (SELECT sum(end_ns - start_ns)::BIGINT FROM win) AS wall, {covered}""")[0]
     wall = int(row["wall"] or 0)
     k, km, kmd, kmdb = (int(row[n] or 0) for n in layers)

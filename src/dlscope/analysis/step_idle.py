@@ -29,8 +29,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .context import ProfileData
-from .gpu_work import gpu_work_sql, has_steps
-from .host_state import EMPTY_INTERVALS, SYNC_API_RE, classes_union_sql, host_ctes
+from .gpu_work import gpu_islands_sql, gpu_work_sql, has_steps
+from .host_state import EMPTY_INTERVALS, SYNC_API_RE, host_ctes
 from .idle_sum import gaps_sql
 from .intervals import covered_sql, union_sql
 
@@ -88,12 +88,14 @@ def step_idle(data: ProfileData) -> pa.Table:
     sync_waits, pageable_waits = _waits_sql(data)
     gpu = "SELECT rank, start_ns, end_ns FROM gpu_isl"
     queued = "SELECT rank, start_ns, end_ns FROM q_gaps"
+    # each layer is the union of the previous layer's islands and one more class: the same
+    # islands as the union of all of its classes' intervals, from far fewer rows
     layers = {
         "c0": gpu,
-        "c1": union_sql(f"{gpu} UNION ALL {queued}", "rank"),
-        "c2": classes_union_sql(("input",), f"{gpu} UNION ALL {queued}"),
-        "c3": classes_union_sql(("input", "sync"), f"{gpu} UNION ALL {queued}"),
-        "c4": classes_union_sql(("input", "sync", "busy"), f"{gpu} UNION ALL {queued}"),
+        "c1": "SELECT * FROM l1",
+        "c2": "SELECT * FROM l2",
+        "c3": "SELECT * FROM l3",
+        "c4": union_sql("SELECT * FROM l3 UNION ALL SELECT rank, start_ns, end_ns FROM h_busy", "rank"),
         "w_all": union_sql("SELECT * FROM w_sync UNION ALL SELECT * FROM w_page", "rank"),
         "w_sync": "SELECT * FROM w_sync",
         "w_page": "SELECT * FROM w_page",
@@ -107,9 +109,12 @@ def step_idle(data: ProfileData) -> pa.Table:
              win AS MATERIALIZED (SELECT row_number() OVER () AS wid, * FROM ({windows_sql(data)})
                                   WHERE end_ns > start_ns),
              work AS MATERIALIZED ({work}),
-             gpu_isl AS MATERIALIZED ({union_sql("SELECT rank, start_ns, end_ns FROM work", "rank")}),
+             gpu_isl AS ({gpu_islands_sql(data)}),
              q_gaps AS MATERIALIZED (SELECT rank, start_ns, end_ns FROM ({gaps_sql(data, "SELECT * FROM work")})
                                      WHERE queued),
+             l1 AS MATERIALIZED ({union_sql(f"{gpu} UNION ALL {queued}", "rank")}),
+             l2 AS MATERIALIZED ({union_sql("SELECT * FROM l1 UNION ALL SELECT rank, start_ns, end_ns FROM h_input", "rank")}),
+             l3 AS MATERIALIZED ({union_sql("SELECT * FROM l2 UNION ALL SELECT rank, start_ns, end_ns FROM h_sync", "rank")}),
              w_sync AS MATERIALIZED ({sync_waits}),
              w_page AS MATERIALIZED ({pageable_waits}),
              {covered}
