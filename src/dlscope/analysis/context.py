@@ -59,6 +59,7 @@ class ProfileData:
         self.selection = selection or Selection()
         self.con = attach(stored, con)
         self._shared: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
         if self.selection.key_node:
             from .iterations import apply_key_node
 
@@ -134,7 +135,17 @@ class ProfileData:
         return rows[0][0] if rows else None
 
     def count(self, table: str) -> int:
-        return int(self.meta.table_rows.get(table, 0) or self.scalar(f"SELECT count(*) FROM raw_{table}"))
+        if table not in self._counts:  # asked by most reports and rules: counted once
+            self._counts[table] = int(self.meta.table_rows.get(table, 0)
+                                      or self.scalar(f"SELECT count(*) FROM raw_{table}"))
+        return self._counts[table]
+
+    def step_count(self) -> int:
+        """Rows of ``steps`` (as the selection defines them: key-node iterations replace the
+        recorded steps), counted once."""
+        if "steps view" not in self._counts:
+            self._counts["steps view"] = int(self.scalar("SELECT count(*) FROM steps") or 0)
+        return self._counts["steps view"]
 
     def has(self, table: str) -> bool:
         return self.count(table) > 0

@@ -36,7 +36,7 @@ def kernel_category_sql(name_col: str = "name") -> str:
 
 
 def has_steps(data: ProfileData) -> bool:
-    return bool(data.scalar("SELECT count(*) FROM steps"))
+    return data.step_count() > 0
 
 
 def selected_sql(data: ProfileData, table: str, launched: bool = False) -> str:

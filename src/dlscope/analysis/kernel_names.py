@@ -35,9 +35,15 @@ def kernel_names(data: ProfileData) -> str:
 
 def kernel_ops(data: ProfileData) -> str:
     """Name of a temp table (``rank``, ``external_id``, ``name``): the name of an op with each
-    external id (the op that launched the kernels carrying it). Needs the ``ops`` table."""
-    return data.shared_table("kernel_ops", lambda: "SELECT rank, external_id, any_value(name) AS name FROM ops "
-                                                   "WHERE external_id IS NOT NULL GROUP BY ALL")
+    external id that GPU work or a runtime call carries (the op that launched it). Needs the
+    ``ops`` table."""
+    # only the ids that GPU work and runtime calls carry: the joins never look up the others
+    # (most ops launch nothing), and a table of every op would be ten times larger
+    carriers = " UNION ALL ".join(f"SELECT rank, external_id FROM raw_{t}" for t in ("kernels", "memcpy", "memset", "api"))
+    return data.shared_table("kernel_ops", lambda: f"""
+        SELECT o.rank, o.external_id, any_value(o.name) AS name FROM ops o
+        SEMI JOIN ({carriers}) k ON k.rank = o.rank AND k.external_id = o.external_id
+        WHERE o.external_id IS NOT NULL GROUP BY ALL""")
 
 
 def kernel_op_join(data: ProfileData, alias: str = "k", op_alias: str = "o") -> str:

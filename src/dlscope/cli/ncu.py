@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from ..importers.ncu import parse_ncu_csv, read_ncu_file
 from .base import Command, Parser
 from .common import open_for_analysis
 
@@ -111,6 +110,8 @@ def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -
                                   text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
             return None, f"timed out after {args.timeout:.0f} s"
+        from ..importers.ncu import parse_ncu_csv, read_ncu_file
+
         text = read_ncu_file(log) if log.exists() else ""
         try:
             return parse_ncu_csv(text, log), ""
