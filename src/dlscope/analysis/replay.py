@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import interval_arrays as ia
 from .context import ProfileData
 from .host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
 from .intervals import union_sql
@@ -168,36 +169,14 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
     for name, regex in (("input", DATA_LOADING_RE), ("optimizer", OPTIMIZER_RE), ("model", MODEL_RE)):
         isl = data.con.execute(f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
                                f"FROM ({_class_islands_sql(data, regex)}) ORDER BY rank, start_ns").fetchnumpy()
-        cov[name] = _covered(rank, gap_start, gap_end, isl)
-        inside[name] = _covered(rank, at, at + 1, isl) > 0
+        cov[name] = ia.covered(rank, gap_start, gap_end, isl)
+        inside[name] = ia.covered(rank, at, at + 1, isl) > 0
     gap = np.asarray(cols["gap_ns"], dtype=np.int64)
     cols["gap_input"] = cov["input"]
     cols["gap_optimizer"] = np.minimum(cov["optimizer"], gap - cov["input"])
     cols["gap_model"] = np.maximum(np.minimum(cov["model"], gap - cov["input"] - cov["optimizer"]), 0)
     cols["cls"] = np.select([inside["input"], inside["optimizer"], inside["model"]], [0, 1, 2], 3)
     cols["gap_other"] = np.maximum(gap - cols["gap_input"] - cols["gap_optimizer"] - cols["gap_model"], 0)
-
-
-def _covered(rank: np.ndarray, start: np.ndarray, end: np.ndarray, islands: dict[str, np.ndarray]) -> np.ndarray:
-    """How much of each [start, end) lies in ``islands`` (disjoint, sorted by rank and start) of
-    its rank: C(end) - C(start), C(t) the islands' length before t, as
-    :func:`~.intervals.covered_sql` computes it."""
-    out = np.zeros(len(start), dtype=np.int64)
-    i_rank = np.asarray(islands["rank"])
-    for r in np.unique(i_rank):
-        mine = i_rank == r
-        s = np.asarray(islands["start_ns"][mine], dtype=np.int64)
-        e = np.asarray(islands["end_ns"][mine], dtype=np.int64)
-        before = np.concatenate(([0], np.cumsum(e - s)[:-1]))
-
-        def c(t: np.ndarray, s: np.ndarray = s, e: np.ndarray = e, before: np.ndarray = before) -> np.ndarray:
-            i = np.searchsorted(s, t, side="right") - 1  # the last island starting at or before t
-            j = np.maximum(i, 0)
-            return np.where(i >= 0, before[j] + np.minimum(t, e[j]) - s[j], 0)
-
-        rows = rank == r
-        out[rows] = c(end[rows]) - c(start[rows])
-    return out
 
 
 @dataclass(frozen=True)
