@@ -42,8 +42,11 @@ def memory_peak(ctx: Context) -> MemoryPeak | str:
     steps = "JOIN sel_steps s ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns" if ctx.basis.has_steps else ""
     step_col = "s.step" if ctx.basis.has_steps else "NULL::INTEGER"
     for metric, source in SOURCES:
-        r = d.rows(f"""SELECT max(c.value) AS peak, arg_max({step_col}, c.value) AS step
-                       FROM counters c {steps} WHERE c.metric = '{metric}'""")[0]
+        # the earliest step at the peak: samples often repeat the peak value in several steps
+        r = d.rows(f"""WITH x AS (SELECT c.value, {step_col} AS step FROM counters c {steps}
+                                 WHERE c.metric = '{metric}')
+                       SELECT max(value) AS peak, min(step) FILTER (WHERE value = (SELECT max(value) FROM x)) AS step
+                       FROM x""")[0]
         if r["peak"]:
             return MemoryPeak(metric, source, float(r["peak"]), float(dev.memory_bytes), r["step"])
     return "no memory counters were sampled (NVML mem_used, or a trace's memory events)"

@@ -127,6 +127,26 @@ class ProfileData:
             self._shared[name] = name
         return self._shared[name]
 
+    def shared_islands(self, name: str, source: Callable[[], str]) -> str:
+        """``name``, a temp table (rank, start_ns, end_ns) of the disjoint islands covering the
+        intervals of the query ``source()`` per rank (as :func:`.intervals.union_sql` makes
+        them), made on first use. The union is computed in numpy (:func:`.interval_arrays.union`):
+        the same islands, a fraction of the time of SQL's window functions on 100k intervals."""
+        if name not in self._shared:
+            from .interval_arrays import union
+
+            isl = union(self.con.execute(f"SELECT rank, start_ns, end_ns FROM ({source()})").fetchnumpy())
+            arrays = f"{name}_arrays"
+            self.con.register(arrays, pa.table({"rank": pa.array(isl["rank"], pa.int32()),
+                                                "start_ns": pa.array(isl["start_ns"], pa.int64()),
+                                                "end_ns": pa.array(isl["end_ns"], pa.int64())}))
+            try:
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {arrays}")
+            finally:
+                self.con.unregister(arrays)
+            self._shared[name] = name
+        return self._shared[name]
+
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         return self.table(sql, params).to_pylist()
 

@@ -96,10 +96,8 @@ def gpu_islands_sql(data: ProfileData) -> str:
     of the rank ran (every step's, selected or not), as :func:`.intervals.union_sql` makes them.
     The headline and the idle breakdown both start from them: made once per opened profile.
     Needs GPU activity (:func:`gpu_work_sql` is not None)."""
-    from .intervals import union_sql
+    def source() -> str:  # the rows of gpu_work_sql(selected=False), without what it adds to them
+        return " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}"
+                                  for t in ("kernels", "memcpy", "memset") if data.has(t))
 
-    def make() -> str:
-        work = gpu_work_sql(data, selected=False)
-        return union_sql(f"SELECT rank, start_ns, end_ns FROM ({work})", "rank")
-
-    return f"SELECT rank, start_ns, end_ns FROM {data.shared_table('gpu_islands', make)}"
+    return f"SELECT rank, start_ns, end_ns FROM {data.shared_islands('gpu_islands', source)}"

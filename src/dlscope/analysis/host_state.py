@@ -122,16 +122,16 @@ def host_ctes(data: ProfileData) -> str:
     (rank, start_ns, end_ns), empty when nothing of the class was recorded."""
     ctes = [f"mp AS ({main_pid_sql(data)})"]
     for c in HOST_CLASSES:
-        ctes.append(f"h_{c} AS (SELECT * FROM {data.shared_table(f'host_{c}', lambda c=c: _islands_query(data, c))})")
+        ctes.append(f"h_{c} AS (SELECT * FROM {data.shared_islands(f'host_{c}', lambda c=c: _intervals_query(data, c))})")
     return ",\n".join(ctes)
 
 
-def _islands_query(data: ProfileData, host_class: str) -> str:
-    """The islands of one host class, over the shared ``mp`` (every caller of
-    :func:`host_ctes` reads the same ones: made once per opened profile)."""
+def _intervals_query(data: ProfileData, host_class: str) -> str:
+    """The intervals of one host class (their islands are made once per opened profile:
+    every caller of :func:`host_ctes` reads the same ones)."""
     parts = {"input": _input_sql, "sync": _sync_sql, "busy": _busy_sql}[host_class](data)
     src = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts) if parts else EMPTY_INTERVALS
-    return f"WITH mp AS ({main_pid_sql(data)}) {union_sql(src, 'rank')}"
+    return f"WITH mp AS ({main_pid_sql(data)}) {src}"
 
 
 def classes_union_sql(classes: tuple[str, ...], extra: str | None = None) -> str:

@@ -67,10 +67,12 @@ def shown_phases_sql(data: ProfileData) -> str:
     recomputed among them: a hidden torch annotation under a derived phase of the same span must
     not push it a level down. Used by the breakdown, the per-step phases and the report's shading."""
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
-    data.con.execute(f"""CREATE OR REPLACE TEMP TABLE shown_phases AS SELECT row_number() OVER () AS rid, *
+    # both made once per opened profile: half a dozen queries of one report read them
+    shown = data.shared_table("shown_phases", lambda: f"""SELECT row_number() OVER () AS rid, *
         FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
-    return f"""SELECT p.* REPLACE (n.depth AS depth) FROM shown_phases p
-               JOIN ({nesting_sql("shown_phases", "rank, pid, tid")}) n USING (rid)"""
+    nested = data.shared_table("shown_phases_nested", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
+               JOIN ({nesting_sql(shown, "rank, pid, tid")}) n USING (rid)""")
+    return f"SELECT * FROM {nested}"
 
 
 def _per_step(data: ProfileData, base: str, steps: str, basis: str, skip: set[str]) -> list[tuple[float, PhaseRow]]:
