@@ -127,17 +127,19 @@ class ProfileData:
             self._shared[name] = name
         return self._shared[name]
 
-    def shared_islands(self, name: str, source: Callable[[], str]) -> str:
-        """``name``, a temp table (rank, start_ns, end_ns) of the disjoint islands covering the
-        intervals of the query ``source()`` per rank (as :func:`.intervals.union_sql` makes
+    def shared_islands(self, name: str, source: Callable[[], str], keys: tuple[str, ...] = ("rank",)) -> str:
+        """``name``, a temp table (keys..., start_ns, end_ns) of the disjoint islands covering
+        the intervals of the query ``source()`` per key (as :func:`.intervals.union_sql` makes
         them), made on first use. The union is computed in numpy (:func:`.interval_arrays.union`):
-        the same islands, a fraction of the time of SQL's window functions on 100k intervals."""
+        the same islands, a fraction of the time of SQL's window functions on 100k intervals.
+        Keys are integer columns (rank, device)."""
         if name not in self._shared:
             from .interval_arrays import union
 
-            isl = union(self.con.execute(f"SELECT rank, start_ns, end_ns FROM ({source()})").fetchnumpy())
+            cols = ", ".join((*keys, "start_ns", "end_ns"))
+            isl = union(self.con.execute(f"SELECT {cols} FROM ({source()})").fetchnumpy(), keys)
             arrays = f"{name}_arrays"
-            self.con.register(arrays, pa.table({"rank": pa.array(isl["rank"], pa.int32()),
+            self.con.register(arrays, pa.table({**{k: pa.array(isl[k], pa.int32()) for k in keys},
                                                 "start_ns": pa.array(isl["start_ns"], pa.int64()),
                                                 "end_ns": pa.array(isl["end_ns"], pa.int64())}))
             try:

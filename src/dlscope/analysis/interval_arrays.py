@@ -24,37 +24,45 @@ def _plain(a: np.ndarray, dtype: type = np.int64) -> np.ndarray:
     return np.asarray(np.ma.getdata(a), dtype=dtype)
 
 
-def concat(*sets: Intervals) -> Intervals:
-    """The intervals of all ``sets`` (rows with a NULL bound dropped)."""
-    out: dict[str, list[np.ndarray]] = {"rank": [], "start_ns": [], "end_ns": []}
+def concat(*sets: Intervals, keys: tuple[str, ...] = ("rank",)) -> Intervals:
+    """The intervals of all ``sets`` (rows with a NULL bound or key dropped)."""
+    cols = (*keys, "start_ns", "end_ns")
+    out: dict[str, list[np.ndarray]] = {c: [] for c in cols}
     for s in sets:
-        keep = ~(np.ma.getmaskarray(s["start_ns"]) | np.ma.getmaskarray(s["end_ns"]) | np.ma.getmaskarray(s["rank"]))
-        for k in out:
-            out[k].append(_plain(s[k])[keep])
-    return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()}
+        keep = ~np.logical_or.reduce([np.ma.getmaskarray(s[c]) for c in cols])
+        for c in cols:
+            out[c].append(_plain(s[c])[keep])
+    return {c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in out.items()}
 
 
-def union(s: Intervals) -> Intervals:
-    """Disjoint islands per rank covering the union of ``s``, sorted by rank and start;
-    intervals that touch merge (as :func:`.intervals.union_sql`)."""
-    s = concat(s)
+def union(s: Intervals, keys: tuple[str, ...] = ("rank",)) -> Intervals:
+    """Disjoint islands per key (a rank by default) covering the union of ``s``, sorted by key
+    and start; intervals that touch merge (as :func:`.intervals.union_sql`)."""
+    s = concat(s, keys=keys)
     ok = s["end_ns"] >= s["start_ns"]
-    rank, start, end = s["rank"][ok], s["start_ns"][ok], s["end_ns"][ok]
-    order = np.lexsort((end, start, rank))
-    rank, start, end = rank[order], start[order], end[order]
-    out: dict[str, list[np.ndarray]] = {"rank": [], "start_ns": [], "end_ns": []}
-    for r in np.unique(rank):
-        lo, hi = np.searchsorted(rank, r, "left"), np.searchsorted(rank, r, "right")
-        st, en = start[lo:hi], end[lo:hi]
-        reach = np.maximum.accumulate(en)  # the latest end so far: an island goes on while starts stay within it
-        new = np.ones(len(st), dtype=bool)
-        new[1:] = st[1:] > reach[:-1]
-        first = np.flatnonzero(new)
-        last = np.append(first[1:], len(st)) - 1
-        out["rank"].append(np.full(len(first), r, dtype=np.int64))
-        out["start_ns"].append(st[first])
-        out["end_ns"].append(reach[last])
-    return {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()}
+    s = {c: v[ok] for c, v in s.items()}
+    order = np.lexsort((s["end_ns"], s["start_ns"], *(s[k] for k in reversed(keys))))
+    s = {c: v[order] for c, v in s.items()}
+    start, end = s["start_ns"], s["end_ns"]
+    n = len(start)
+    if not n:
+        return s
+    # a new group where any key changes; within one, an island goes on while starts stay within
+    # the latest end so far
+    group_start = np.ones(n, dtype=bool)
+    group_start[1:] = np.logical_or.reduce([s[k][1:] != s[k][:-1] for k in keys])
+    bounds = np.append(np.flatnonzero(group_start), n)
+    reach = np.empty(n, dtype=np.int64)
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        reach[lo:hi] = np.maximum.accumulate(end[lo:hi])
+    new = group_start.copy()
+    new[1:] |= start[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], n) - 1
+    out = {k: s[k][first] for k in keys}
+    out["start_ns"] = start[first]
+    out["end_ns"] = reach[last]
+    return out
 
 
 def covered(rank: np.ndarray, start: np.ndarray, end: np.ndarray, islands: Intervals) -> np.ndarray:
