@@ -90,7 +90,12 @@ class Context:
     def in_windows(self, alias: str) -> str:
         """SQL: JOIN keeping rows of ``alias`` (with rank and step) launched in a GPU window."""
         w = self.windows_table
-        return f"JOIN {w} ON {w}.rank = {alias}.rank AND ({w}.step IS NULL OR {w}.step = {alias}.step)"
+        # the windows are steps, or (without steps) one per rank with a NULL step: an equi-join
+        # either way (with "step IS NULL OR step = ..." DuckDB pairs every row with every
+        # window of its rank, then filters: a third of a second per rule on 34k kernels)
+        if has_steps(self.data):
+            return f"JOIN {w} ON {w}.rank = {alias}.rank AND {w}.step = {alias}.step"
+        return f"JOIN {w} ON {w}.rank = {alias}.rank"
 
     def per_window(self, total_ns: float | None) -> float:
         """ms per GPU window of a total over all windows."""

@@ -19,6 +19,7 @@ import pyarrow as pa
 from ..store import db
 from ..store.meta import Meta
 from ..store.reader import StoredProfile, attach, open_profile
+from ..store.schema import TABLES
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class Selection:
 
 
 MIN_UNTRACED_STEPS = 3
+# tables held in memory up to this many rows in all (see ProfileData._load_in_memory): about
+# 250 MB of DuckDB memory
+MEMORY_ROWS = 2_000_000
 # tables recorded only while detailed tracing runs; runtime calls are not among them because
 # stopping the tracer makes one (a device synchronize) in the step where it stops
 DETAIL_TABLES = ("ops", "kernels", "memcpy", "memset")
@@ -60,11 +64,27 @@ class ProfileData:
         self.con = attach(stored, con)
         self._shared: dict[str, str] = {}
         self._counts: dict[str, int] = {}
+        self._load_in_memory()
         if self.selection.key_node:
             from .iterations import apply_key_node
 
             apply_key_node(self.con, self.selection.key_node)
         self._select_steps()
+
+    def _load_in_memory(self) -> None:
+        """Read the tables into DuckDB's memory once, unless they hold more than
+        :data:`MEMORY_ROWS` rows together. Every query that names a view over Parquet files
+        binds it again (opens the files, reads their footers and schemas): tens of
+        milliseconds per query on a loaded machine, however small the query, and a report runs
+        about a hundred queries. Reading the tables takes about as long as three such binds on
+        the 504k-event profile. Beyond the limit the views stay on the files: there the
+        queries' own work outweighs binding, and memory matters more."""
+        tables = [s.name for s in TABLES if s.name != "strings" and self.stored.files.get(s.name)]
+        if sum(self.count(t) for t in tables) > MEMORY_ROWS:
+            return
+        for t in tables:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE mem_{t} AS SELECT * FROM raw_{t}")
+            self.con.execute(f"CREATE OR REPLACE VIEW raw_{t} AS SELECT * FROM mem_{t}")
 
     @classmethod
     def open(cls, path: str | Path, selection: Selection | None = None) -> ProfileData:
