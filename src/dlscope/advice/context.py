@@ -164,8 +164,8 @@ class Context:
     def facts(self) -> Facts:
         d = self.data
         names = [r[0] for r in d.con.execute(
-            "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%'"
-        ).fetchall()] if d.has("phases") else []
+            "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%' "
+            "ORDER BY name").fetchall()]  # in order: with several optimizers, the same one every run if d.has("phases") else []
         # PyTorch's signs: its ops, its own annotations (DataLoader, optimizer), ATen's kernels
         torch_ops = d.has("ops") and bool(d.scalar("SELECT count(*) FROM (SELECT 1 FROM ops WHERE name LIKE 'aten::%' LIMIT 1)"))
         aten = d.has("kernels") and bool(d.scalar(
