@@ -80,6 +80,7 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=5.0)
     ap.add_argument("--wait", type=float, default=0.004, help="the program's data wait per step, s")
     ap.add_argument("--out", default=str(HERE / "results" / "long_run.json"))
+    ap.add_argument("--keep", help="copy the profile to this directory (default: removed with the run)")
     args = ap.parse_args()
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +146,8 @@ def main() -> int:
                     report["errors"].append(f"{name}: {r.stderr.strip()[-500:]}")
             if (work / "r.html").exists():
                 report["report_mb"] = round((work / "r.html").stat().st_size / 1e6, 3)
+            if args.keep:
+                shutil.copytree(prof, args.keep, dirs_exist_ok=True)
     except Exception as e:  # a benchmark part failing must still leave its numbers
         report["errors"].append(f"{e.__class__.__name__}: {e}")
     finally:

@@ -122,3 +122,26 @@ def test_sql_formats(cli, good_profile):
     assert json.loads(r.out) == [{"step": 0}, {"step": 1}, {"step": 2}]
     r = cli("sql", good_profile, "select count(*) as n from steps")
     assert r.code == 0 and "3" in r.out
+
+
+def test_a_profile_still_being_recorded_is_not_finalized_under_its_recorder(tmp_path, cli):
+    """Opening a profile whose program is still running refuses (exit 2) and leaves the spool
+    alone; it used to finalize it, deleting the spool under the live recorder, which then died
+    with a traceback at exit and lost the rest of the run. Once the recorder stops, the same
+    command finalizes the profile."""
+    from dlscope.capture.session import Session, Settings
+
+    path = tmp_path / "live.dlscope"
+    session = Session(path, Settings(), owner="api", collectors=[])
+    session.start()
+    try:
+        r = cli("summary", path)
+        assert r.code == 2
+        assert_one_line_error(r.err)
+        assert "still being recorded" in r.err
+        assert (path / "spool").is_dir() and not (path / "meta.json").exists()
+    finally:
+        session.stop()
+    r = cli("summary", path)
+    assert r.code == 0, r.err
+    assert (path / "meta.json").exists()

@@ -101,3 +101,42 @@ def test_single_baseline_value():
     assert compare_to_value(90.0, b, "p50").significant
     assert not compare_to_value(float(np.median(b)), b, "p50").significant
     assert compare_to_value(90.0, b, "mean").delta == pytest.approx(b.mean() - 90.0)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.95, 0.99])
+def test_long_runs_draw_the_same_bootstrap_distribution_without_resampling(q):
+    """Past RESAMPLE_MAX_N steps each replicate's quantile is drawn from its order statistics'
+    Beta distributions instead of resampling every step: the replicates' distribution equals
+    brute-force resampling's (and the interval scipy's percentile bootstrap gives)."""
+    from dlscope.analysis.compare import significance as sig
+
+    rng = np.random.default_rng(11)
+    x = rng.gamma(3.0, 2.0, 6000) + 10.0  # 6,000 steps: a long run's skewed step times, some ties
+    x = np.round(x, 2)
+    assert len(x) > sig.RESAMPLE_MAX_N
+    direct = sig._resampled_quantiles(x, q, np.random.default_rng(1), 4000)
+    brute = np.quantile(x[np.random.default_rng(2).integers(0, len(x), size=(1500, len(x)))], q, axis=1)
+    spread = np.quantile(brute, 0.975) - np.quantile(brute, 0.025)
+    for p in (0.025, 0.25, 0.5, 0.75, 0.975):
+        assert abs(np.quantile(direct, p) - np.quantile(brute, p)) < 0.12 * spread, p
+    ref = stats.bootstrap((x,), lambda s, axis: np.quantile(s, q, axis=axis), method="percentile",
+                          n_resamples=1500, vectorized=True, random_state=np.random.default_rng(4)).confidence_interval
+    lo, hi = np.quantile(direct, [0.025, 0.975])
+    assert abs(lo - ref.low) < 0.15 * spread and abs(hi - ref.high) < 0.15 * spread
+
+
+def test_long_runs_mean_interval_matches_resampling():
+    from dlscope.analysis.compare import significance as sig
+
+    rng = np.random.default_rng(12)
+    x = rng.lognormal(2.0, 0.4, 5000)
+    direct = sig._resampled_means(x, np.random.default_rng(1), 4000)
+    brute = x[np.random.default_rng(2).integers(0, len(x), size=(1500, len(x)))].mean(axis=1)
+    spread = np.quantile(brute, 0.975) - np.quantile(brute, 0.025)
+    for p in (0.025, 0.5, 0.975):
+        assert abs(np.quantile(direct, p) - np.quantile(brute, p)) < 0.1 * spread
+    # and a whole comparison of two long runs: a 1% shift of the median is found
+    a = rng.gamma(3.0, 2.0, 50_000) + 100.0
+    b = rng.gamma(3.0, 2.0, 50_000) + 101.0
+    s = compare_samples(a, b, "p50")
+    assert s.significant and s.ci_low < 1.0 < s.ci_high

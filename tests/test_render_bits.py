@@ -75,3 +75,22 @@ def test_findings_in_the_terminal_show_saving_evidence_and_names_verbatim():
     buf = io.StringIO()
     render_findings([], Console(file=buf))
     assert "No rule found a problem" in buf.getvalue()
+
+
+def test_a_terminal_table_stops_at_its_row_cap_and_says_so():
+    """A long run's per-step table (100k rows) took rich two minutes to lay out: the terminal
+    shows TABLE_MAX_ROWS rows and how many more there are; csv keeps every row."""
+    import pyarrow as pa
+
+    from dlscope.render.tables import TABLE_MAX_ROWS, render
+
+    n = TABLE_MAX_ROWS + 1234
+    table = pa.table({"step": list(range(n)), "ms": [1.5] * n})
+    buf = io.StringIO()
+    render(table, "table", Console(file=buf, width=100, force_terminal=False))
+    out = buf.getvalue()
+    assert f"{TABLE_MAX_ROWS - 1:,}" in out and f"{TABLE_MAX_ROWS:,} " not in out.split("more rows")[0]
+    assert "1,234 more rows" in out
+    buf = io.StringIO()
+    render(table, "csv", Console(file=buf, width=100))
+    assert len(buf.getvalue().strip().splitlines()) == n + 1

@@ -9,17 +9,20 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Profile", "__version__", "begin", "current", "end", "mark", "phase", "profile", "step"]
-
 if TYPE_CHECKING:
     from .api import Profile, begin, current, end, mark, phase, profile, step
 
+__all__ = ["Profile", "__version__", "begin", "current", "end", "mark", "phase", "profile", "step"]
+_API = frozenset(__all__) - {"__version__"}
+
 
 def __getattr__(name: str) -> Any:
-    # The recording API loads the collectors (0.1-0.2 s): loaded on first use, so the analysis
-    # commands, which never record, start without it.
-    if name in __all__ and name != "__version__":
+    """The recording API, loaded on first use: the command line and the importers never need it
+    (it brings in every collector: 0.1 s of each command's start-up)."""
+    if name in _API:
         from . import api
 
-        return getattr(api, name)
+        value = getattr(api, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module 'dlscope' has no attribute {name!r}")

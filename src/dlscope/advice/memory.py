@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.intervals import points_in_sql
 from .context import Context
 
 SOURCES = (("torch_reserved", "memory reserved by PyTorch's caching allocator"),
@@ -39,12 +40,14 @@ def memory_peak(ctx: Context) -> MemoryPeak | str:
         return "the profile does not say how much memory the GPU has"
     if not d.has("counters"):
         return "no memory counters were sampled (NVML mem_used, or a trace's memory events)"
-    steps = "JOIN sel_steps s ON c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns" if ctx.basis.has_steps else ""
-    step_col = "s.step" if ctx.basis.has_steps else "NULL::INTEGER"
     for metric, source in SOURCES:
+        samples = f"SELECT ts_ns, value FROM counters WHERE metric = '{metric}'"
+        if ctx.basis.has_steps:  # samples inside the selected steps (a bucketed range join)
+            samples = points_in_sql(samples, "SELECT * FROM sel_steps", "p.value, i.step")
+        else:
+            samples = f"SELECT value, NULL::INTEGER AS step FROM ({samples})"
         # the earliest step at the peak: samples often repeat the peak value in several steps
-        r = d.rows(f"""WITH x AS (SELECT c.value, {step_col} AS step FROM counters c {steps}
-                                 WHERE c.metric = '{metric}')
+        r = d.rows(f"""WITH x AS ({samples})
                        SELECT max(value) AS peak, min(step) FILTER (WHERE value = (SELECT max(value) FROM x)) AS step
                        FROM x""")[0]
         if r["peak"]:

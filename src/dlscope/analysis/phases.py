@@ -67,10 +67,11 @@ def shown_phases_sql(data: ProfileData) -> str:
     recomputed among them: a hidden torch annotation under a derived phase of the same span must
     not push it a level down. Used by the breakdown, the per-step phases and the report's shading."""
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
-    # both made once per opened profile: half a dozen queries of one report read them
-    shown = data.shared_table("shown_phases", lambda: f"""SELECT row_number() OVER () AS rid, *
+    # made once per opened profile: the breakdown, the per-step split, the report's bands and
+    # half a dozen rules read it, and the nesting costs a sort of every phase (300k in a 10-minute run)
+    shown = data.shared_table("shown_phases_in", lambda: f"""SELECT row_number() OVER () AS rid, *
         FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
-    nested = data.shared_table("shown_phases_nested", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
+    nested = data.shared_table("shown_phases", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
                JOIN ({nesting_sql(shown, "rank, pid, tid")}) n USING (rid)""")
     return f"SELECT * FROM {nested}"
 

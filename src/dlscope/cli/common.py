@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 
 if TYPE_CHECKING:  # loaded by the command that runs, not by building the parser
     from ..analysis.context import ProfileData, Selection
@@ -39,6 +39,12 @@ def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileD
     p = Path(path)
     if is_unfinished(p):
         from ..capture.finalize import finalize_profile
+        from ..store.spool import live_recorders
+
+        live = live_recorders(p / "spool")
+        if live:
+            raise InputError(f"{p}: still being recorded (process {live[0]} is running); "
+                             "open it once the program has finished")
 
         finalize_profile(p)
         print(f"dlscope: finalized the recording left unfinished in {p}", file=sys.stderr)

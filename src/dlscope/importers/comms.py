@@ -34,7 +34,10 @@ def comms_sql(ev: str, launch: str, rank: int, world_size: int | None, host_pid:
                coalesce(e.coll_dtype, p.coll_dtype) AS c_dtype, coalesce(e.pg_name, p.pg_name) AS c_pg,
                coalesce(e.pg_ranks, p.pg_ranks) AS c_ranks
         FROM {ev} e LEFT JOIN params p ON p.external_id = e.external_id
-        WHERE e.ph = 'X' AND e.cat = 'kernel' AND regexp_matches(lower(e.name), '{COMMUNICATION_RE}'))
+        WHERE e.ph = 'X' AND e.cat = 'kernel' AND e.name IN (
+            -- the pattern is tried once per distinct kernel name, not once per kernel
+            SELECT name FROM (SELECT DISTINCT name FROM {ev} WHERE ph = 'X' AND cat = 'kernel')
+            WHERE regexp_matches(lower(name), '{COMMUNICATION_RE}')))
     SELECT {rank} AS rank, coalesce(l.pid, {pid}) AS pid, l.tid, coalesce(k.device_arg, k.pid_int) AS device,
            coalesce(k.stream_arg, k.tid_int) AS stream, k.start_ns, k.start_ns + k.dur_ns AS end_ns,
            coalesce({normalize_sql('k.c_name')}, {kernel_collective_sql('k.name')}, 'unknown') AS name,

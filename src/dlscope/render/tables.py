@@ -68,6 +68,11 @@ def rich_table(table: pa.Table, title: str | None = None, formats: dict[str, For
     return t
 
 
+# A terminal table stops here: a long run's per-step table has 100k rows, which no one reads on
+# a terminal and which took rich two minutes to lay out. csv and json print every row.
+TABLE_MAX_ROWS = 500
+
+
 def render(table: pa.Table, fmt: str, console: Console, title: str | None = None,
            formats: dict[str, Formatter] | None = None) -> None:
     if fmt == "csv":
@@ -75,4 +80,8 @@ def render(table: pa.Table, fmt: str, console: Console, title: str | None = None
     elif fmt == "json":
         console.file.write(to_json(table) + "\n")
     else:
-        console.print(rich_table(table, title, formats))
+        shown = table.slice(0, TABLE_MAX_ROWS)
+        console.print(rich_table(shown, title, formats))
+        if table.num_rows > TABLE_MAX_ROWS:
+            console.print(f"  ... {table.num_rows - TABLE_MAX_ROWS:,} more rows "
+                          "(--format csv or --format json prints them all)")

@@ -171,9 +171,10 @@ class ProfileBuilder:
         return counts
 
     def _intern_column(self, relation: str, column: str) -> str:
-        """A (value, id) table for the distinct values of one text column."""
+        """A (value, id) table for the distinct values of one text column (sorted: the same input
+        gets the same ids however DuckDB's threads divided the work)."""
         values = [r[0] for r in self.con.execute(
-            f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL').fetchall()]
+            f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
         name = f"strmap{next(_ids)}"
         self.interner.create(self.con, name, values)
         return name

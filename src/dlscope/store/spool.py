@@ -151,6 +151,43 @@ def spool_pids(spool_dir: Path) -> list[int]:
     return sorted(pids)
 
 
+def live_recorders(spool_dir: Path) -> list[int]:
+    """Pids of this spool's recording processes that are still running on this host (started,
+    not stopped, and alive). A profile with live recorders must not be finalized under them."""
+    import socket
+
+    host = socket.gethostname()
+    live = []
+    for pid in spool_pids(spool_dir):
+        if (spool_dir / f"{pid}.end.json").exists():
+            continue
+        try:
+            session = json.loads((spool_dir / f"{pid}.session.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(session, dict) or session.get("host") != host:
+            continue  # recorded elsewhere (a shared filesystem): its pid means nothing here
+        if _running(pid):
+            live.append(pid)
+    return live
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed process its parent has not reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, someone else's
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # "pid (comm) state ...": the name may hold spaces and parentheses, the state follows the last ')'
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): it exists
+
+
 def iter_files(spool_dir: Path, pid: int, suffix: str) -> Iterator[Path]:
     p = spool_dir / f"{pid}.{suffix}"
     if p.exists():

@@ -82,8 +82,43 @@ def mann_whitney(a: np.ndarray | list[float], b: np.ndarray | list[float]) -> tu
     return u1, min(1.0, math.erfc(z / math.sqrt(2.0))), "asymptotic"
 
 
+# Past this many steps the bootstrap draws each replicate's statistic directly instead of
+# resampling every step: resampling is n_boot x n draws (4000 x 100k steps of a 10-minute run
+# took a minute and a half), the direct draws are n_boot and follow the same distribution.
+RESAMPLE_MAX_N = 2000
+
+
+def _order_statistic_quantiles(xs: np.ndarray, q: float, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """Bootstrap replicates of ``np.quantile(resample, q)`` (linear interpolation) for the sorted
+    sample ``xs``, without resampling. A resample is ``xs[floor(n * U_i)]`` for n uniform U_i, so
+    its k-th smallest value is ``xs[floor(n * U_(k))]``; the k-th order statistic of n uniforms
+    is Beta(k, n + 1 - k), and the next one lies above it at ``(1 - U_(k)) * Beta(1, n - k)``
+    (the least of the n - k uniforms left). The quantile interpolates between the two."""
+    n = len(xs)
+    h = (n - 1) * q
+    k = int(math.floor(h))  # 0-based: the (k+1)-th smallest
+    frac = h - k
+    u = rng.beta(k + 1, n - k, size=n_boot)
+    lo = xs[np.minimum((u * n).astype(np.int64), n - 1)]
+    if frac == 0.0 or k + 1 >= n:
+        return lo
+    u_next = u + (1.0 - u) * rng.beta(1, n - k - 1, size=n_boot)
+    hi = xs[np.minimum((u_next * n).astype(np.int64), n - 1)]
+    return lo + frac * (hi - lo)
+
+
+def _resampled_means(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """Bootstrap replicates of the mean. For a long run: normal with the bootstrap's own variance
+    (population variance / n), the shape the mean of thousands of steps has."""
+    if len(x) > RESAMPLE_MAX_N:
+        return rng.normal(float(x.mean()), float(x.std()) / math.sqrt(len(x)), size=n_boot)
+    return x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+
+
 def _resampled_quantiles(x: np.ndarray, q: float, rng: np.random.Generator, n_boot: int) -> np.ndarray:
-    # chunks keep memory bounded for long runs (n_boot x n indices at once would be large)
+    if len(x) > RESAMPLE_MAX_N:
+        return _order_statistic_quantiles(np.sort(x), q, rng, n_boot)
+    # chunks keep memory bounded (n_boot x n indices at once would be large)
     out = np.empty(n_boot)
     chunk = max(1, 2_000_000 // max(len(x), 1))
     for s in range(0, n_boot, chunk):
@@ -157,9 +192,8 @@ def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], st
                      f"too few steps to test ({len(x)} and {len(y)}; at least {MIN_STEPS} each)")
     if stat == "mean":
         rng = np.random.default_rng(SEED)
-        ia = rng.integers(0, len(x), size=(N_BOOT, len(x)))
-        ib = rng.integers(0, len(y), size=(N_BOOT, len(y)))
-        d = y[ib].mean(axis=1) - x[ia].mean(axis=1)
+        ma = _resampled_means(x, rng, N_BOOT)
+        d = _resampled_means(y, rng, N_BOOT) - ma
         tail = (1.0 - CONFIDENCE) / 2.0
         lo, hi = (float(v) for v in np.quantile(d, [tail, 1.0 - tail]))
     else:
@@ -188,7 +222,7 @@ def compare_to_value(value: float, b: np.ndarray | list[float], stat: str) -> Sh
     if stat == "mean":
         vb = float(y.mean())
         rng = np.random.default_rng(SEED)
-        boots = y[rng.integers(0, len(y), size=(N_BOOT, len(y)))].mean(axis=1)
+        boots = _resampled_means(y, rng, N_BOOT)
         tail = (1.0 - CONFIDENCE) / 2.0
         lo, hi = (float(v) for v in np.quantile(boots, [tail, 1.0 - tail]))
     else:
