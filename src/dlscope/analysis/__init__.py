@@ -1,53 +1,69 @@
 """Analysis: pure functions from a profile to tables. REPORTS is the one registry of reports
-(`dlscope stats --report NAME`); a new report is a module with a REPORT plus one line here."""
+(`dlscope stats --report NAME`); a new report is a module with a REPORT plus one line here
+(in ``_reports``: the registry is built on first use)."""
 
 from __future__ import annotations
 
-from . import (
-    comm_sum,
-    cuda_api_sum,
-    cuda_gpu_kern_sum,
-    cuda_gpu_mem_size_sum,
-    cuda_gpu_mem_time_sum,
-    cuda_gpu_trace,
-    gpu_metrics,
-    gpu_time_breakdown,
-    idle_sum,
-    kernel_metrics,
-    launch_sum,
-    memcpy_sum,
-    nvtx_sum,
-    op_sum,
-    overlap,
-    phase_sum,
-    rank_balance,
-    step_sum,
-    straggler,
-    tensor_core,
-)
+from typing import Any
+
 from .report import Report
 
-REPORTS: dict[str, Report] = {r.name: r for r in (
-    step_sum.REPORT,
-    phase_sum.REPORT,
-    op_sum.REPORT,
-    tensor_core.REPORT,
-    kernel_metrics.REPORT,
-    gpu_time_breakdown.REPORT,
-    comm_sum.REPORT,
-    overlap.REPORT,
-    straggler.REPORT,
-    rank_balance.REPORT,
-    idle_sum.REPORT,
-    launch_sum.REPORT,
-    memcpy_sum.REPORT,
-    gpu_metrics.REPORT,
-    nvtx_sum.REPORT,
-    cuda_api_sum.REPORT,
-    cuda_gpu_kern_sum.REPORT,
-    cuda_gpu_mem_time_sum.REPORT,
-    cuda_gpu_mem_size_sum.REPORT,
-    cuda_gpu_trace.REPORT,
-)}
+
+def _reports() -> dict[str, Report]:
+    from . import (
+        comm_sum,
+        cuda_api_sum,
+        cuda_gpu_kern_sum,
+        cuda_gpu_mem_size_sum,
+        cuda_gpu_mem_time_sum,
+        cuda_gpu_trace,
+        gpu_metrics,
+        gpu_time_breakdown,
+        idle_sum,
+        kernel_metrics,
+        launch_sum,
+        memcpy_sum,
+        nvtx_sum,
+        op_sum,
+        overlap,
+        phase_sum,
+        rank_balance,
+        step_sum,
+        straggler,
+        tensor_core,
+    )
+
+    return {r.name: r for r in (
+        step_sum.REPORT,
+        phase_sum.REPORT,
+        op_sum.REPORT,
+        tensor_core.REPORT,
+        kernel_metrics.REPORT,
+        gpu_time_breakdown.REPORT,
+        comm_sum.REPORT,
+        overlap.REPORT,
+        straggler.REPORT,
+        rank_balance.REPORT,
+        idle_sum.REPORT,
+        launch_sum.REPORT,
+        memcpy_sum.REPORT,
+        gpu_metrics.REPORT,
+        nvtx_sum.REPORT,
+        cuda_api_sum.REPORT,
+        cuda_gpu_kern_sum.REPORT,
+        cuda_gpu_mem_time_sum.REPORT,
+        cuda_gpu_mem_size_sum.REPORT,
+        cuda_gpu_trace.REPORT,
+    )}
+
+
+def __getattr__(name: str) -> Any:
+    # the registry is built on first use: commands that run no report (export, import) start
+    # without loading every report module
+    if name == "REPORTS":
+        value = globals()["REPORTS"] = _reports()
+        return value
+    raise AttributeError(f"module 'dlscope.analysis' has no attribute {name!r}")
+
 
 __all__ = ["REPORTS", "Report"]

@@ -57,19 +57,24 @@ class ProfileData:
     """An opened profile ready for queries."""
 
     def __init__(self, stored: StoredProfile, selection: Selection | None = None,
-                 con: duckdb.DuckDBPyConnection | None = None) -> None:
+                 con: duckdb.DuckDBPyConnection | None = None, statistics: bool = True) -> None:
+        """``statistics`` False leaves out the views of the steps statistics use (``sel_steps``,
+        ``stat_steps``, ``detail_steps``), for work that shows every event (the timeline)."""
         self.stored = stored
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
         self.con = attach(stored, con)
         self._shared: dict[str, str] = {}
         self._counts: dict[str, int] = {}
-        self._load_in_memory()
+        self.traced_excluded: list[int] = []
+        if statistics:  # the analysis commands; an export reads every row once, streaming
+            self._load_in_memory()
         if self.selection.key_node:
             from .iterations import apply_key_node
 
             apply_key_node(self.con, self.selection.key_node)
-        self._select_steps()
+        if statistics:
+            self._select_steps()
 
     def _load_in_memory(self) -> None:
         """Read the tables into DuckDB's memory once, unless they hold more than
@@ -87,8 +92,8 @@ class ProfileData:
             self.con.execute(f"CREATE OR REPLACE VIEW raw_{t} AS SELECT * FROM mem_{t}")
 
     @classmethod
-    def open(cls, path: str | Path, selection: Selection | None = None) -> ProfileData:
-        return cls(open_profile(path), selection)
+    def open(cls, path: str | Path, selection: Selection | None = None, statistics: bool = True) -> ProfileData:
+        return cls(open_profile(path), selection, statistics=statistics)
 
     @property
     def path(self) -> Path:
@@ -102,7 +107,6 @@ class ProfileData:
         n_clean, n_traced = self.con.execute(
             "SELECT count(*) FILTER (WHERE NOT coalesce(traced, FALSE)), count(*) FILTER (WHERE traced) "
             "FROM sel_steps").fetchall()[0]
-        self.traced_excluded: list[int] = []
         if n_traced and n_clean >= MIN_UNTRACED_STEPS:
             self.traced_excluded = [r[0] for r in self.con.execute(
                 "SELECT DISTINCT step FROM sel_steps WHERE traced ORDER BY 1").fetchall()]

@@ -2,25 +2,47 @@
 
 COLLECTORS is the one registry: a new collector is a module with a Collector subclass plus one
 line here. The application layer is not a collector; it is the session itself.
+
+The registry is built on first use (``from dlscope.capture import COLLECTORS``), so that the
+command line's analysis commands, which import small parts of this package (``schedule``), start
+without loading every collector.
 """
 
 from __future__ import annotations
 
-from .base import Collector
-from .cupti import CuptiCollector
-from .jax_layer import JaxCollector
-from .nvml import NvmlCollector
-from .nvtx_emit import NvtxEmitter
-from .tf_layer import TensorflowCollector
-from .torch import TorchCollector
+from typing import TYPE_CHECKING, Any
 
-COLLECTORS: list[type[Collector]] = [
-    TorchCollector,
-    JaxCollector,  # JAX ops and kernels through jax.profiler
-    TensorflowCollector,  # TensorFlow ops and kernels through tf.profiler.experimental
-    NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
-    CuptiCollector,  # CUDA activity for programs not using PyTorch
-    NvtxEmitter,  # phases and steps as NVTX ranges, when asked
-]
+if TYPE_CHECKING:
+    from .base import Collector
+
+
+def _collectors() -> list[type[Collector]]:
+    from .cupti import CuptiCollector
+    from .jax_layer import JaxCollector
+    from .nvml import NvmlCollector
+    from .nvtx_emit import NvtxEmitter
+    from .tf_layer import TensorflowCollector
+    from .torch import TorchCollector
+
+    return [
+        TorchCollector,
+        JaxCollector,  # JAX ops and kernels through jax.profiler
+        TensorflowCollector,  # TensorFlow ops and kernels through tf.profiler.experimental
+        NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
+        CuptiCollector,  # CUDA activity for programs not using PyTorch
+        NvtxEmitter,  # phases and steps as NVTX ranges, when asked
+    ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "COLLECTORS":
+        value: Any = _collectors()
+    elif name == "Collector":
+        from .base import Collector as value
+    else:
+        raise AttributeError(f"module 'dlscope.capture' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = ["COLLECTORS", "Collector"]

@@ -31,8 +31,9 @@ def selection_from(args: argparse.Namespace) -> Selection:
     return Selection(start, stop, bool(getattr(args, "include_warmup", False)), getattr(args, "key_node", None))
 
 
-def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileData:
-    """Open a profile; a recording left unfinished by a killed program is finalized first."""
+def open_for_analysis(path: str, selection: Selection | None = None, statistics: bool = True) -> ProfileData:
+    """Open a profile; a recording left unfinished by a killed program is finalized first.
+    ``statistics``: see :class:`~dlscope.analysis.context.ProfileData`."""
     from ..analysis.context import ProfileData
     from ..store.reader import is_unfinished
 
@@ -48,7 +49,7 @@ def open_for_analysis(path: str, selection: Selection | None = None) -> ProfileD
 
         finalize_profile(p)
         print(f"dlscope: finalized the recording left unfinished in {p}", file=sys.stderr)
-    data = ProfileData.open(p, selection)
+    data = ProfileData.open(p, selection, statistics)
     if selection is not None and (selection.iter_start is not None or selection.iter_stop is not None):
         _check_range(data, selection)
     return data

@@ -64,7 +64,6 @@ class ExportCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..capture.schedule import parse_steps
         from ..render.progress import progress
-        from ..render.raw import export_tables
         from ..render.timeline import StepWindow, TimelineOptions, export_timeline, split_suffix
 
         window = StepWindow(*parse_steps(args.steps)) if args.steps else None
@@ -77,8 +76,11 @@ class ExportCommand(Command):
             raise UsageError(f"{out} exists (use -f to overwrite)")
         if args.type != "perfetto" and out.exists() and not out.is_dir():
             raise UsageError(f"{out} is a file; --type {args.type} writes a directory of tables")
-        data = open_for_analysis(args.profile)
+        # the timeline and the tables show every event: no step selection for statistics
+        data = open_for_analysis(args.profile, statistics=False)
         if args.type != "perfetto":
+            from ..render.raw import export_tables
+
             with progress(f"exporting {args.type} tables"):
                 files = export_tables(data, out, args.type, window)
             print(f"dlscope: wrote {len(files)} tables to {out}/ ({', '.join(f.name for f in files)})",

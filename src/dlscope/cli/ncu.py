@@ -100,6 +100,8 @@ def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -
     # On the H100 ncu 2025.3 spelled kernels its own way ('void vectorized_elementwise_kernel<4, FillFunctor<float>,
     # array<char *, 1>>(int, T2, T3)' for PyTorch's 'void at::native::vectorized_elementwise_kernel<4, ...'), so a
     # full-name filter can match nothing: the bare function name is the second try, without raw metrics the third.
+    from ..importers.ncu import parse_ncu_csv, read_ncu_file
+
     tries = [(False, True), (True, True), (True, False)]
     why = ""
     for by_function, metrics in tries:
@@ -110,8 +112,6 @@ def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -
                                   text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
             return None, f"timed out after {args.timeout:.0f} s"
-        from ..importers.ncu import parse_ncu_csv, read_ncu_file
-
         text = read_ncu_file(log) if log.exists() else ""
         try:
             return parse_ncu_csv(text, log), ""

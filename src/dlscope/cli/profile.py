@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..capture.schedule import parse_steps
 from ..errors import DlscopeError, UsageError
 from .base import Command
 
@@ -66,11 +67,8 @@ class ProfileCommand(Command):
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     def run(self, args: argparse.Namespace) -> int:
-        # capture is imported here, not at the top: every command's module is loaded to build
-        # the parser, and the analysis commands have no use for the collectors
         from ..capture.base import Settings
         from ..capture.launcher import exit_status, normalize_command, run_profiled
-        from ..capture.schedule import parse_steps
 
         cmd = list(args.command)
         if cmd and cmd[0] == "--":

@@ -15,20 +15,24 @@ Timestamps are microseconds with three decimals (exact nanoseconds) since
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 
 from ...analysis.context import ProfileData
 from ...errors import UsageError
 from ...store import db
 from ..progress import ProgressCallback
-from .events import StepWindow, build_events
-from .lines import build_lines
+from .events import StepWindow, define_macros, sources
+from .lines import count_sql, rows_sql
 from .parts import keep_first, part_starts
-from .tracks import assign_lanes, metadata_events, number_tracks
-from .writer import SEPARATOR, TAIL, header_bytes, write_file
+from .tracks import metadata_events, place, track_names
+from .writer import SEPARATOR, TAIL, TooLarge, header_bytes, write_file
 
 __all__ = ["StepWindow", "TimelineOptions", "TimelineResult", "export_timeline", "part_paths"]
 
@@ -85,11 +89,11 @@ def _check_window(data: ProfileData, window: StepWindow) -> None:
 def _base_ns(data: ProfileData) -> int:
     """The whole second at or before the first event: timestamps count from there."""
     t0 = data.scalar("""SELECT min(t) FROM (
-        SELECT min(start_ns) t FROM phases UNION ALL SELECT min(start_ns) FROM steps UNION ALL
-        SELECT min(start_ns) FROM ops UNION ALL SELECT min(start_ns) FROM api UNION ALL
-        SELECT min(start_ns) FROM sync UNION ALL SELECT min(start_ns) FROM kernels UNION ALL
-        SELECT min(start_ns) FROM memcpy UNION ALL SELECT min(start_ns) FROM memset UNION ALL
-        SELECT min(ts_ns) FROM counters)""")
+        SELECT min(start_ns) t FROM raw_phases UNION ALL SELECT min(start_ns) FROM raw_steps UNION ALL
+        SELECT min(start_ns) FROM raw_ops UNION ALL SELECT min(start_ns) FROM raw_api UNION ALL
+        SELECT min(start_ns) FROM raw_sync UNION ALL SELECT min(start_ns) FROM raw_kernels UNION ALL
+        SELECT min(start_ns) FROM raw_memcpy UNION ALL SELECT min(start_ns) FROM raw_memset UNION ALL
+        SELECT min(ts_ns) FROM raw_counters)""")
     return (int(t0) // 1_000_000_000) * 1_000_000_000 if t0 is not None else 0
 
 
@@ -116,26 +120,20 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     con = data.con
     progress("timeline: reading events", 0.0)
     base_ns = _base_ns(data)
-    build_events(con, base_ns, opt.window)
-    progress("timeline: placing tracks", 0.15)
-    moved = assign_lanes(con)
+    define_macros(con, base_ns)
+    # tables without rows are left out (smaller queries to plan), but for the steps: every query
+    # then has at least one kind of slice to read
+    counts = data.meta.table_rows
+    srcs = [s for s in sources(opt.window) if s.kind == "step" or (
+        counts[s.table] > 0 if s.table in counts else data.has(s.table))]
+    progress("timeline: placing tracks", 0.1)
+    moved = place(con, srcs)
     devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
                for d in data.meta.devices if isinstance(d.get("index"), int)}
-    meta_lines = metadata_events(*number_tracks(con, devices))
-    progress("timeline: making events", 0.3)
-    build_lines(con)
-    rows = db.query_arrow(con, "SELECT anchor_ns, nev, nbytes FROM tl_rows ORDER BY anchor_ns, ord")
-    anchors = rows.column("anchor_ns").to_numpy()
-    nev = rows.column("nev").to_numpy()
-    nbytes = rows.column("nbytes").to_numpy() + len(SEPARATOR)
-    flows = int((nev == 2).sum())
-    total_events = int(nev.sum())
-    cut_at_s = None
-    if opt.max_events is not None and opt.max_events < total_events:
-        keep = keep_first(anchors, nev, opt.max_events)
-        cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
-        anchors, nev, nbytes = anchors[:keep], nev[:keep], nbytes[:keep]
-        flows = int((nev == 2).sum())
+    meta_lines = metadata_events(*track_names(con, devices))
+    progress("timeline: making events", 0.2)
+    rows = rows_sql(con, srcs, moved > 0)
+    n_rows, total_events, flows = con.execute(count_sql(srcs)).fetchall()[0]
     # each part repeats the header and the metadata events: the limits hold them too
     header = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
               "traceName": str(data.path), "deviceProperties": _device_properties(data)}
@@ -145,31 +143,63 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     ev_cap, byte_cap = opt.part_events - len(meta_lines), opt.part_bytes - fixed_bytes
     if ev_cap <= 0 or byte_cap <= 0:
         raise UsageError("the part limits are smaller than the metadata of the timeline")
-    steps = np.sort(np.array([r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()], dtype=np.int64))
-    windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
-    paths = part_paths(out, len(windows))
-    total_bytes, done = max(int(nbytes.sum()), 1), 0
+    done = 0
 
-    def on_bytes(n: int) -> None:
+    def on_rows(n: int) -> None:
         nonlocal done
         done += n
-        progress(f"timeline: writing {len(paths)} file(s)", 0.4 + 0.6 * done / total_bytes)
+        progress("timeline: writing", 0.3 + 0.7 * min(done / max(n_rows, 1), 1.0))
 
-    written = 0
-    for k, (path, cond) in enumerate(zip(paths, windows)):
-        meta = {**header, "dlscope": {"profile": str(data.path), "part": k + 1, "parts": len(paths)}}
+    def meta_of(part: int, parts: int) -> dict[str, Any]:
+        return {**header, "dlscope": {"profile": str(data.path), "part": part, "parts": parts}}
+
+    def rows_of(cond: str) -> pa.RecordBatchReader:
         # rows begin with the separator: the metadata events (at least one per process) come first
-        rows_sql = f"SELECT chr(44) || chr(10) || line AS line FROM tl_rows WHERE {cond} ORDER BY anchor_ns, ord"
-        written += write_file(path, meta, meta_lines, db.arrow_batches(con, rows_sql), on_bytes)
+        return db.arrow_batches(con, f"SELECT line FROM ({rows}) WHERE {cond}")
+
+    res = TimelineResult([out], int(total_events), int(total_events), 0, int(flows), moved)
+    # one file, written as its rows are made, unless the events or (found on the way) the bytes
+    # are too many for one: then the rows are sized first and cut into parts
+    if (opt.max_events is None or opt.max_events >= total_events) and total_events <= ev_cap:
+        reader = rows_of("TRUE")
+        try:
+            res.bytes = write_file(out, meta_of(1, 1), meta_lines, reader, on_rows, byte_cap)
+        except TooLarge:
+            reader.close()  # the connection takes no other query while a result streams
+            done = 0
+            _write_parts(con, rows, out, opt, res, meta_lines, meta_of, rows_of, on_rows, ev_cap, byte_cap)
+    else:
+        _write_parts(con, rows, out, opt, res, meta_lines, meta_of, rows_of, on_rows, ev_cap, byte_cap)
     progress("timeline: done", 1.0)
-    notes = []
-    if cut_at_s is not None:
-        notes.append(f"kept the first {int(nev.sum()):,} of {total_events:,} events "
-                     f"(the first {cut_at_s:.3f} s); use --steps or a larger --max-events for more")
+    if res.cut_at_s is not None:
+        res.notes.append(f"kept the first {res.events:,} of {res.total_events:,} events "
+                         f"(the first {res.cut_at_s:.3f} s); use --steps or a larger --max-events for more")
     if moved:
-        notes.append(f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
-                     "started by programmatic dependent launch) are on 'overlap' tracks")
-    return TimelineResult(paths, int(nev.sum()), total_events, written, flows, moved, cut_at_s, notes)
+        res.notes.append(f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
+                         "started by programmatic dependent launch) are on 'overlap' tracks")
+    return res
+
+
+def _write_parts(con: duckdb.DuckDBPyConnection, rows: str, out: Path, opt: TimelineOptions, res: TimelineResult,
+                 meta_lines: list[str], meta_of: Callable[[int, int], dict[str, Any]],
+                 rows_of: Callable[[str], pa.RecordBatchReader], on_rows: Callable[[int], None],
+                 ev_cap: int, byte_cap: int) -> None:
+    """Size every row, keep the first ``opt.max_events`` events and write the rest in parts under
+    the limits, filling ``res``."""
+    sized = db.query_arrow(con, f"SELECT anchor_ns, nev, strlen(line) AS nbytes FROM ({rows}) ORDER BY anchor_ns")
+    anchors = sized.column("anchor_ns").to_numpy()
+    nev = sized.column("nev").to_numpy()
+    nbytes = sized.column("nbytes").to_numpy()
+    if opt.max_events is not None and opt.max_events < res.total_events:
+        keep = keep_first(anchors, nev, opt.max_events)
+        res.cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
+        anchors, nev, nbytes = anchors[:keep], nev[:keep], nbytes[:keep]
+    res.events, res.flows = int(nev.sum()), int((nev == 3).sum())
+    steps = np.sort(np.array([r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()], dtype=np.int64))
+    windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
+    res.files = part_paths(out, len(windows))
+    res.bytes = sum(write_file(path, meta_of(k + 1, len(windows)), meta_lines, rows_of(cond), on_rows)
+                    for k, (path, cond) in enumerate(zip(res.files, windows)))
 
 
 def _device_properties(data: ProfileData) -> list[dict[str, object]]:

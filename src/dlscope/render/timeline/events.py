@@ -1,10 +1,15 @@
-"""Every event of a profile as one row of a DuckDB table, with its JSON text made by SQL.
+"""What each table of a profile becomes on the timeline: SQL for its events' tracks and JSON text.
 
-Rows of ``tl_ev`` carry what the timeline needs to place an event (rank, device, layer, OS
-pid/tid or stream: the track it goes on) and its Chrome-trace JSON without pid/tid (those are
-numbered once tracks are known). Categories and argument names follow Kineto's dialect
-(``cpu_op``, ``cuda_runtime``, ``kernel`` with ``device``/``stream``/``correlation`` ...) so that
-``dlscope import`` reads an exported timeline back.
+Each :class:`Source` says, for one kind of event (steps, phases, marks, ops, API calls, syncs,
+kernels, copies, sets, counter samples), which track a row goes on (rank, device, layer, OS
+pid/tid or stream) and how its Chrome-trace JSON reads, without pid/tid (those are numbered once
+tracks are known, see tracks.py; lines.py puts the pieces together). Categories and argument
+names follow Kineto's dialect (``cpu_op``, ``cuda_runtime``, ``kernel`` with
+``device``/``stream``/``correlation`` ...) so that ``dlscope import`` reads an exported timeline
+back.
+
+Names are interned in ``strings``: their JSON text is made once per string (``tl_str``), not once
+per event, and the rows refer to it by id.
 """
 
 from __future__ import annotations
@@ -20,10 +25,14 @@ LAYER_STEPS, LAYER_PHASES, LAYER_DERIVED, LAYER_OPS, LAYER_API, LAYER_SYNC = 0, 
 LAYER_STREAM, LAYER_COUNTER = 10, 20
 LAYER_NAMES = {LAYER_STEPS: "steps", LAYER_PHASES: "phases", LAYER_DERIVED: "derived phases",
                LAYER_OPS: "ops", LAYER_API: "CUDA API", LAYER_SYNC: "CUDA sync", LAYER_STREAM: "stream"}
-GPU_KINDS = ("kernel", "memcpy", "memset")
+# the columns naming a track, before overlap lanes (see tracks.py)
+TRACK_KEYS = ("rank", "dev", "layer", "opid", "otid", "stream")
 
 _SYNC_NAMES = {"stream": "Stream Sync", "event": "Event Sync", "context": "Context Sync",
                "stream_wait_event": "Stream Wait Event"}
+# below this many ns from the base, a double holds ns / 1000 closely enough that its DECIMAL(18,3)
+# text is exact (checked up to 2**50 against integer arithmetic); 2**50 ns is 13 days
+_EXACT_DOUBLE_NS = 2**50
 
 
 @dataclass(frozen=True)
@@ -42,100 +51,138 @@ class StepWindow:
         return " AND ".join(cond)
 
 
-def _define_macros(con: duckdb.DuckDBPyConnection, base_ns: int) -> None:
-    # microseconds with exactly three decimals, from integer ns (no float rounding)
-    con.execute(f"""CREATE OR REPLACE TEMP MACRO tl_us(ns) AS
-        ((ns - {int(base_ns)}) // 1000)::VARCHAR || '.' || lpad(((ns - {int(base_ns)}) % 1000)::VARCHAR, 3, '0')""")
-    con.execute("""CREATE OR REPLACE TEMP MACRO tl_dur(ns) AS
-        (greatest(ns, 0) // 1000)::VARCHAR || '.' || lpad((greatest(ns, 0) % 1000)::VARCHAR, 3, '0')""")
+@dataclass(frozen=True)
+class Source:
+    """One kind of event: rows of ``table`` (aliased ``t``) that ``where`` keeps.
+
+    ``ph`` is the Chrome-trace phase (X slice, i instant, C counter); ``keys`` the SQL of the
+    TRACK_KEYS columns; ``cat``, ``name`` and ``args`` SQL giving JSON text (``args`` the
+    members of the args object, without braces); ``joins`` the ``tl_str`` joins they use;
+    ``corr`` the correlation id (API calls and GPU work: what flows connect)."""
+
+    kind: str
+    table: str
+    where: str
+    ph: str
+    keys: tuple[str, str, str, str, str, str]
+    cat: str
+    name: str
+    args: str
+    joins: str = ""
+    corr: str = "NULL::BIGINT"
+    end: str = "t.end_ns"
+    start: str = "t.start_ns"
+
+    @property
+    def gpu(self) -> bool:
+        return self.keys[2] == str(LAYER_STREAM)
+
+    def from_sql(self, names: bool = True) -> str:
+        """FROM and WHERE; without the joins of the names unless ``names``. The rows are read
+        as stored (``raw_<table>``: interned names as ids, decoded here once per string)."""
+        return f"FROM raw_{self.table} t {self.joins if names else ''} WHERE {self.where}"
+
+    def keys_sql(self) -> str:
+        return ", ".join(f"{k} AS {name}" for k, name in zip(self.keys, TRACK_KEYS))
+
+
+def define_macros(con: duckdb.DuckDBPyConnection, base_ns: int) -> None:
+    """Number formats (microseconds with three decimals, since ``base_ns``) and ``tl_str``, the
+    JSON text of every interned string: as a JSON string (``js``) and, for shapes and dtypes
+    (stored as JSON text by the importers), as the JSON value itself (``raw``, quoted when it is
+    not valid JSON)."""
+    b = int(base_ns)
+    exact = "(({x}) // 1000)::VARCHAR || '.' || lpad((({x}) % 1000)::VARCHAR, 3, '0')"
+    fast = "(({x}) / 1000)::DECIMAL(18,3)::VARCHAR"
+    for name, x in (("tl_us", f"ns - {b}"), ("tl_dur", "greatest(ns, 0)")):
+        con.execute(f"""CREATE OR REPLACE TEMP MACRO {name}(ns) AS CASE WHEN {x} < {_EXACT_DOUBLE_NS}
+            THEN {fast.format(x=x)} ELSE {exact.format(x=x)} END""")
     # one "key":value pair, or NULL (concat_ws skips NULLs) so absent values leave no key
-    con.execute("CREATE OR REPLACE TEMP MACRO tl_kv(k, v) AS CASE WHEN v IS NOT NULL THEN k || v::VARCHAR END")
-    con.execute("""CREATE OR REPLACE TEMP MACRO tl_js(s) AS CASE WHEN s IS NOT NULL THEN to_json(s)::VARCHAR END""")
-    # shapes/dtypes are stored as JSON text by the importers; anything else is quoted as a string
-    con.execute("""CREATE OR REPLACE TEMP MACRO tl_raw(s) AS
-        CASE WHEN s IS NULL THEN NULL WHEN json_valid(s) THEN json(s)::VARCHAR ELSE to_json(s)::VARCHAR END""")
+    con.execute("CREATE OR REPLACE TEMP MACRO tl_kv(k, v) AS k || v::VARCHAR")
+    con.execute("""CREATE OR REPLACE TEMP MACRO _tl_cap(s) AS
+        CASE WHEN s IS NULL OR s = '' THEN 'Unknown' ELSE upper(left(s, 1)) || substr(s, 2) END""")
+    con.execute("""CREATE OR REPLACE TEMP TABLE tl_str AS
+        SELECT id, to_json(value)::VARCHAR AS js,
+               CASE WHEN json_valid(value) THEN json(value)::VARCHAR ELSE to_json(value)::VARCHAR END AS raw
+        FROM strings WHERE value IS NOT NULL""")
 
 
 def _args(*pairs: str) -> str:
-    """SQL for a JSON object from ``tl_kv(...)`` pairs (each already 'key':value text or NULL)."""
-    return "'{' || concat_ws(',', " + ", ".join(pairs) + ") || '}'"
+    """SQL for the members of a JSON object from ``tl_kv(...)`` pairs (each 'key':value or NULL)."""
+    return "concat_ws(',', " + ", ".join(pairs) + ")"
 
 
-def _host(kind: str, cat: str, layer: str, name: str, args: str, table: str, where: str,
-          ph: str = "X", per_thread: bool = True, corr: str = "NULL::BIGINT") -> str:
-    thread = "coalesce(pid, -1) AS opid, coalesce(tid, -1) AS otid" if per_thread else "-1 AS opid, -1 AS otid"
-    return f"""SELECT '{kind}' AS kind, '{ph}' AS ph, {cat} AS cat, {name} AS name_json, rank,
-               -1 AS dev, {layer} AS layer, {thread}, -1 AS stream,
-               start_ns, end_ns, {corr} AS corr, {args} AS args
-        FROM {table} WHERE {where}"""
+def _str(alias: str, col: str) -> str:
+    return f"LEFT JOIN tl_str {alias} ON {alias}.id = t.{col}"
 
 
-def _gpu(kind: str, cat: str, name: str, extra_args: tuple[str, ...], table: str, where: str) -> str:
-    args = _args("tl_kv('\"device\":', device)", "tl_kv('\"stream\":', stream)",
-                 "tl_kv('\"correlation\":', correlation_id)", "tl_kv('\"External id\":', external_id)",
-                 *extra_args, "tl_kv('\"step\":', step)")
-    return f"""SELECT '{kind}' AS kind, 'X' AS ph, '{cat}' AS cat, {name} AS name_json, rank,
-               coalesce(device, -2) AS dev, {LAYER_STREAM} AS layer, -1 AS opid, -1 AS otid,
-               coalesce(stream, -1) AS stream, start_ns, end_ns, correlation_id AS corr, {args} AS args
-        FROM {table} WHERE {where}"""
+def _host(kind: str, table: str, where: str, layer: str, cat: str, name: str, args: str, joins: str = "",
+          ph: str = "X", per_thread: bool = True, corr: str = "NULL::BIGINT") -> Source:
+    thread = ("coalesce(t.pid, -1)", "coalesce(t.tid, -1)") if per_thread else ("-1", "-1")
+    return Source(kind, table, where, ph, ("t.rank", "-1", layer, *thread, "-1"), cat, name, args, joins, corr)
 
 
-def build_events(con: duckdb.DuckDBPyConnection, base_ns: int, window: StepWindow | None) -> None:
-    """Create the temp table ``tl_ev`` (one row per slice, instant and counter sample) in ``con``,
-    a connection with the profile's views."""
-    _define_macros(con, base_ns)
-    w = window.sql() if window else "TRUE"
-    sync_name = "CASE kind " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in _SYNC_NAMES.items()) + " ELSE 'Sync' END"
+def _gpu(kind: str, table: str, where: str, cat: str, name: str, extra_args: tuple[str, ...],
+         joins: str = "") -> Source:
+    args = _args("tl_kv('\"device\":', t.device)", "tl_kv('\"stream\":', t.stream)",
+                 "tl_kv('\"correlation\":', t.correlation_id)", "tl_kv('\"External id\":', t.external_id)",
+                 *extra_args, "tl_kv('\"step\":', t.step)")
+    keys = ("t.rank", "coalesce(t.device, -2)", str(LAYER_STREAM), "-1", "-1", "coalesce(t.stream, -1)")
+    return Source(kind, table, where, "X", keys, f"'\"{cat}\"'", name, args, joins, "t.correlation_id")
+
+
+def sources(window: StepWindow | None) -> list[Source]:
+    """Every kind of event of the timeline, restricted to ``window``'s steps."""
+    w = window.sql("t.step") if window else "TRUE"
+    sync_name = ("CASE t.kind " + " ".join(f"WHEN '{k}' THEN '\"{v}\"'" for k, v in _SYNC_NAMES.items())
+                 + " ELSE '\"Sync\"' END")
     units = " ".join(f"WHEN {_lit(m)} THEN {_lit(u)}" for m, (u, _) in METRICS.items())
-    parts = [
-        _host("step", "'user_annotation'", str(LAYER_STEPS), "to_json('ProfilerStep#' || step)::VARCHAR",
-              _args("tl_kv('\"step\":', step)", "tl_kv('\"warmup\":', warmup)",
-                    "tl_kv('\"source\":', tl_js(source))"), "steps", w, per_thread=False),
-        _host("phase", "CASE WHEN source = 'derived' THEN 'dlscope_derived' ELSE 'user_annotation' END",
-              f"CASE WHEN source = 'derived' THEN {LAYER_DERIVED} ELSE {LAYER_PHASES} END", "tl_js(name)",
-              _args("tl_kv('\"source\":', tl_js(source))", "tl_kv('\"domain\":', tl_js(domain))",
-                    "tl_kv('\"step\":', step)"), "phases", f"kind = 'range' AND {w}"),
-        _host("mark", "'user_annotation'",
-              f"CASE WHEN source = 'derived' THEN {LAYER_DERIVED} ELSE {LAYER_PHASES} END", "tl_js(name)",
-              _args("tl_kv('\"source\":', tl_js(source))", "tl_kv('\"domain\":', tl_js(domain))",
-                    "tl_kv('\"step\":', step)"), "phases", f"kind = 'mark' AND {w}", ph="i"),
-        _host("op", "coalesce(category, 'cpu_op')", str(LAYER_OPS), "tl_js(name)",
-              _args("tl_kv('\"External id\":', external_id)", "tl_kv('\"Sequence number\":', sequence_nr)",
-                    "tl_kv('\"Fwd thread id\":', fwd_tid)", "tl_kv('\"Input Dims\":', tl_raw(input_shapes))",
-                    "tl_kv('\"Input type\":', tl_raw(input_types))", "tl_kv('\"step\":', step)"), "ops", w),
-        _host("api", "CASE WHEN kind = 'driver' THEN 'cuda_driver' ELSE 'cuda_runtime' END", str(LAYER_API),
-              "tl_js(name)",
-              _args("tl_kv('\"cbid\":', cbid)", "tl_kv('\"correlation\":', correlation_id)",
-                    "tl_kv('\"External id\":', external_id)", "tl_kv('\"step\":', step)"), "api", w,
-              corr="correlation_id"),
-        _host("sync", "'cuda_sync'", str(LAYER_SYNC), f"to_json({sync_name})::VARCHAR",
-              _args("tl_kv('\"device\":', device)", "tl_kv('\"stream\":', stream)",
-                    "tl_kv('\"correlation\":', correlation_id)", f"tl_kv('\"cuda_sync_kind\":', tl_js({sync_name}))",
-                    "tl_kv('\"step\":', step)"), "sync", w),
-        _gpu("kernel", "kernel", "tl_js(name)",
-             ("CASE WHEN grid_x IS NOT NULL THEN '\"grid\":[' || grid_x || ',' || coalesce(grid_y, 1) || ',' "
-              "|| coalesce(grid_z, 1) || ']' END",
-              "CASE WHEN block_x IS NOT NULL THEN '\"block\":[' || block_x || ',' || coalesce(block_y, 1) || ',' "
-              "|| coalesce(block_z, 1) || ']' END",
-              "tl_kv('\"registers per thread\":', registers)", "tl_kv('\"shared memory\":', shared_bytes)"),
-             "kernels", w),
+    phase_layer = f"CASE WHEN t.source = 'derived' THEN {LAYER_DERIVED} ELSE {LAYER_PHASES} END"
+    phase_args = _args("tl_kv('\"source\":', to_json(t.source))", "tl_kv('\"domain\":', d.js)",
+                       "tl_kv('\"step\":', t.step)")
+    phase_joins = f"{_str('n', 'name_id')} {_str('d', 'domain_id')}"
+    return [
+        _host("step", "steps", w, str(LAYER_STEPS), "'\"user_annotation\"'", "to_json('ProfilerStep#' || t.step)",
+              _args("tl_kv('\"step\":', t.step)", "tl_kv('\"warmup\":', t.warmup)",
+                    "tl_kv('\"source\":', to_json(t.source))"), per_thread=False),
+        _host("phase", "phases", f"t.kind = 'range' AND {w}", phase_layer,
+              "CASE WHEN t.source = 'derived' THEN '\"dlscope_derived\"' ELSE '\"user_annotation\"' END",
+              "n.js", phase_args, phase_joins),
+        _host("mark", "phases", f"t.kind = 'mark' AND {w}", phase_layer, "'\"user_annotation\"'", "n.js",
+              phase_args, phase_joins, ph="i"),
+        _host("op", "ops", w, str(LAYER_OPS), "coalesce(to_json(t.category), '\"cpu_op\"')", "n.js",
+              _args("tl_kv('\"External id\":', t.external_id)", "tl_kv('\"Sequence number\":', t.sequence_nr)",
+                    "tl_kv('\"Fwd thread id\":', t.fwd_tid)", "tl_kv('\"Input Dims\":', s.raw)",
+                    "tl_kv('\"Input type\":', ty.raw)", "tl_kv('\"step\":', t.step)"),
+              f"{_str('n', 'name_id')} {_str('s', 'input_shapes_id')} {_str('ty', 'input_types_id')}"),
+        _host("api", "api", w, str(LAYER_API),
+              "CASE WHEN t.kind = 'driver' THEN '\"cuda_driver\"' ELSE '\"cuda_runtime\"' END", "n.js",
+              _args("tl_kv('\"cbid\":', t.cbid)", "tl_kv('\"correlation\":', t.correlation_id)",
+                    "tl_kv('\"External id\":', t.external_id)", "tl_kv('\"step\":', t.step)"),
+              _str("n", "name_id"), corr="t.correlation_id"),
+        _host("sync", "sync", w, str(LAYER_SYNC), "'\"cuda_sync\"'", sync_name,
+              _args("tl_kv('\"device\":', t.device)", "tl_kv('\"stream\":', t.stream)",
+                    "tl_kv('\"correlation\":', t.correlation_id)", f"tl_kv('\"cuda_sync_kind\":', {sync_name})",
+                    "tl_kv('\"step\":', t.step)")),
+        _gpu("kernel", "kernels", w, "kernel", "n.js",
+             ("CASE WHEN t.grid_x IS NOT NULL THEN '\"grid\":[' || t.grid_x || ',' || coalesce(t.grid_y, 1) || ',' "
+              "|| coalesce(t.grid_z, 1) || ']' END",
+              "CASE WHEN t.block_x IS NOT NULL THEN '\"block\":[' || t.block_x || ',' || coalesce(t.block_y, 1) "
+              "|| ',' || coalesce(t.block_z, 1) || ']' END",
+              "tl_kv('\"registers per thread\":', t.registers)", "tl_kv('\"shared memory\":', t.shared_bytes)"),
+             _str("n", "name_id")),
         # names as Kineto writes them, so that the importer recovers copy and memory kinds
-        _gpu("memcpy", "gpu_memcpy",
-             "to_json('Memcpy ' || copy_kind || ' (' || _tl_cap(src_kind) || ' -> ' || _tl_cap(dst_kind) || ')')::VARCHAR",
-             ("tl_kv('\"bytes\":', bytes)",), "memcpy", w),
-        _gpu("memset", "gpu_memset", "to_json('Memset (' || _tl_cap(mem_kind) || ')')::VARCHAR",
-             ("tl_kv('\"bytes\":', bytes)",), "memset", w),
-        f"""SELECT 'counter' AS kind, 'C' AS ph, NULL AS cat, tl_js(metric) AS name_json, rank,
-               CASE WHEN device IS NULL OR device < 0 THEN -1 ELSE device END AS dev, {LAYER_COUNTER} AS layer,
-               -1 AS opid, -1 AS otid, -1 AS stream, ts_ns AS start_ns, ts_ns AS end_ns, NULL::BIGINT AS corr,
-               '{{' || to_json(CASE metric {units} ELSE 'value' END)::VARCHAR || ':' || value::VARCHAR || '}}' AS args
-        FROM counters WHERE isfinite(value) AND {w}""",
+        _gpu("memcpy", "memcpy", w, "gpu_memcpy",
+             "to_json('Memcpy ' || t.copy_kind || ' (' || _tl_cap(t.src_kind) || ' -> ' || _tl_cap(t.dst_kind) || ')')",
+             ("tl_kv('\"bytes\":', t.bytes)",)),
+        _gpu("memset", "memset", w, "gpu_memset", "to_json('Memset (' || _tl_cap(t.mem_kind) || ')')",
+             ("tl_kv('\"bytes\":', t.bytes)",)),
+        Source("counter", "counters", f"isfinite(t.value) AND {w}", "C",
+               ("t.rank", "CASE WHEN t.device IS NULL OR t.device < 0 THEN -1 ELSE t.device END",
+                str(LAYER_COUNTER), "-1", "-1", "-1"),
+               "NULL", "to_json(m.value)", f"to_json(CASE m.value {units} ELSE 'value' END) || ':' || t.value::VARCHAR",
+               "LEFT JOIN strings m ON m.id = t.metric_id", start="t.ts_ns", end="t.ts_ns"),
     ]
-    con.execute("""CREATE OR REPLACE TEMP MACRO _tl_cap(s) AS
-        CASE WHEN s IS NULL OR s = '' THEN 'Unknown' ELSE upper(left(s, 1)) || substr(s, 2) END""")
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_ev AS
-        SELECT row_number() OVER (ORDER BY start_ns, layer) AS rid, 0 AS lane, *
-        FROM ({" UNION ALL ".join(parts)})""")
 
 
 def _lit(s: str) -> str:

@@ -1,11 +1,8 @@
-"""Placing events on tracks: processes (one per rank's host, one per rank's GPU), threads (one per
-layer and OS thread, one per CUDA stream), and overflow lanes for slices that do not nest.
+"""Placing events on tracks: processes (one per rank's host, one per rank's GPU) and threads (one
+per layer and OS thread, one per CUDA stream, plus the overflow lanes of lanes.py).
 
-The Chrome trace format requires the slices of one thread to nest; Perfetto drops a slice that
-overlaps its neighbour without nesting in it. Such overlaps are real: with programmatic dependent
-launch a kernel starts a fraction of a microsecond before the previous one on its stream ends.
-Rather than bend times, a slice that crosses its enclosing slice moves to an overflow lane (a
-sibling track named "... overlap 1"), and so do its children; this repeats until every lane nests.
+Tracks are few (tens), events many: tracks are found and numbered in small tables (``tl_keys``,
+``tl_tracks``) that the events join, never by ranking the events themselves.
 """
 
 from __future__ import annotations
@@ -16,33 +13,10 @@ from typing import Any
 
 import duckdb
 
-from ...store.build import nesting_sql
-from .events import LAYER_COUNTER, LAYER_NAMES, LAYER_STREAM
+from .events import LAYER_COUNTER, LAYER_NAMES, LAYER_STREAM, TRACK_KEYS, Source
+from .lanes import assign_lanes
 
-MAX_LANE_ROUNDS = 16
-
-
-def assign_lanes(con: duckdb.DuckDBPyConnection) -> int:
-    """Number the track of every row of ``tl_ev`` (``trk``) and move slices that break nesting to
-    overflow lanes. Returns the number of slices moved."""
-    con.execute("""CREATE OR REPLACE TEMP TABLE tl_ev AS
-        SELECT *, dense_rank() OVER (ORDER BY rank, dev, layer, opid, otid, stream) AS trk FROM tl_ev""")
-    moved = 0
-    only = "TRUE"
-    for _ in range(MAX_LANE_ROUNDS):
-        src = f"(SELECT rid, trk, lane, start_ns, end_ns FROM tl_ev WHERE ph = 'X' AND {only})"
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_cross AS
-            SELECT n.rid FROM ({nesting_sql(src, "trk, lane")}) n
-            JOIN tl_ev c ON c.rid = n.rid JOIN tl_ev p ON p.rid = n.parent_rid
-            WHERE c.end_ns > p.end_ns""")
-        n = con.execute("SELECT count(*) FROM tl_cross").fetchall()[0][0]
-        if not n:
-            break
-        moved += n
-        con.execute("UPDATE tl_ev SET lane = lane + 1 WHERE rid IN (SELECT rid FROM tl_cross)")
-        # only tracks that changed can break nesting in the next round
-        only = "trk IN (SELECT DISTINCT trk FROM tl_ev WHERE rid IN (SELECT rid FROM tl_cross))"
-    return moved
+_KEYS = ", ".join(TRACK_KEYS)
 
 
 @dataclass
@@ -60,18 +34,41 @@ class Process:
     sort: int
 
 
-def number_tracks(con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, int], str]
-                  ) -> tuple[list[Process], list[Track]]:
-    """Give every row of ``tl_ev`` its ``pid`` and ``tid`` and return the processes and threads to
-    name. Processes: per rank, the host first, then each GPU. Threads: by layer (application
-    first), then OS thread or stream, then lane."""
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_ev AS
-        SELECT e.*, dense_rank() OVER (ORDER BY rank, dev = -1 DESC, dev) AS pid,
-               CASE WHEN layer = {LAYER_COUNTER} THEN 0
-                    ELSE dense_rank() OVER (PARTITION BY rank, dev ORDER BY layer, opid, otid, stream, lane) END AS tid
-        FROM tl_ev e""")
+def slices_sql(sources: list[Source]) -> str:
+    """SQL of every slice (ph X) with its track before lanes: columns trk, start_ns, end_ns."""
+    parts = [f"SELECT {s.keys_sql()}, {s.start} AS start_ns, {s.end} AS end_ns {s.from_sql(names=False)}"
+             for s in sources if s.ph == "X"]
+    return f"""SELECT k.trk, e.start_ns, e.end_ns FROM ({" UNION ALL ".join(parts)}) e
+        JOIN tl_keys k USING ({_KEYS})"""
+
+
+def place(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> int:
+    """Create ``tl_keys`` (one row per track before lanes: TRACK_KEYS and ``trk``), ``tl_moved``
+    (slices moved to overflow lanes) and ``tl_tracks`` (every track with its ``pid`` and ``tid``),
+    both with ``pt``, the JSON text of pid and tid that the events of the track carry. Processes:
+    per rank, the host first, then each GPU. Threads: by layer (application first), then OS thread
+    or stream, then lane. Returns the number of slices moved."""
+    keys = " UNION ".join(f"SELECT DISTINCT {s.keys_sql()} {s.from_sql(names=False)}" for s in sources)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_keys AS
+        SELECT row_number() OVER (ORDER BY {_KEYS}) AS trk, * FROM ({keys})""")
+    moved = assign_lanes(con, slices_sql(sources))
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_tracks AS
+        SELECT *, ',"pid":' || pid || ',"tid":' || tid || ',"ts":' AS pt FROM (
+            SELECT k.*, l.lane, dense_rank() OVER (ORDER BY rank, dev = -1 DESC, dev) AS pid,
+                   CASE WHEN layer = {LAYER_COUNTER} THEN 0 ELSE dense_rank() OVER (
+                       PARTITION BY rank, dev ORDER BY layer, opid, otid, stream, lane) END AS tid
+            FROM tl_keys k JOIN (SELECT trk, 0 AS lane FROM tl_keys UNION SELECT DISTINCT trk, lane FROM tl_moved) l
+              USING (trk))""")
+    con.execute("""CREATE OR REPLACE TEMP TABLE tl_moved AS
+        SELECT m.trk, m.start_ns, m.end_ns, t.pt FROM tl_moved m JOIN tl_tracks t USING (trk, lane)""")
+    return moved
+
+
+def track_names(con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, int], str]
+                ) -> tuple[list[Process], list[Track]]:
+    """The processes and threads of ``tl_tracks``, named."""
     procs = []
-    for pid, rank, dev in con.execute("SELECT DISTINCT pid, rank, dev FROM tl_ev ORDER BY pid").fetchall():
+    for pid, rank, dev in con.execute("SELECT DISTINCT pid, rank, dev FROM tl_tracks ORDER BY pid").fetchall():
         if dev == -1:
             name = f"rank {rank} host"
         elif dev == -2:
@@ -81,10 +78,10 @@ def number_tracks(con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, 
             name = f"rank {rank} GPU {dev}" + (f" ({label})" if label else "")
         procs.append(Process(pid, name, pid))
     multi_pid = {r for (r,) in con.execute(
-        "SELECT rank FROM tl_ev WHERE opid <> -1 GROUP BY rank HAVING count(DISTINCT opid) > 1").fetchall()}
+        "SELECT rank FROM tl_tracks WHERE opid <> -1 GROUP BY rank HAVING count(DISTINCT opid) > 1").fetchall()}
     tracks = []
     for pid, tid, rank, layer, opid, otid, stream, lane in con.execute(f"""
-            SELECT DISTINCT pid, tid, rank, layer, opid, otid, stream, lane FROM tl_ev
+            SELECT pid, tid, rank, layer, opid, otid, stream, lane FROM tl_tracks
             WHERE layer <> {LAYER_COUNTER} ORDER BY pid, tid""").fetchall():
         if layer == LAYER_STREAM:
             name = f"stream {stream}" if stream != -1 else "stream (unknown)"
