@@ -21,7 +21,7 @@ from typing import Any
 
 from ..analysis.context import ProfileData
 from ..analysis.gpu_work import has_steps
-from ..analysis.math_kernels import precision_sql
+from ..analysis.kernel_names import kernel_names
 from ..analysis.step_idle import step_idle, windows_sql
 from .hardware import Device, device_of
 
@@ -90,7 +90,12 @@ class Context:
     def in_windows(self, alias: str) -> str:
         """SQL: JOIN keeping rows of ``alias`` (with rank and step) launched in a GPU window."""
         w = self.windows_table
-        return f"JOIN {w} ON {w}.rank = {alias}.rank AND ({w}.step IS NULL OR {w}.step = {alias}.step)"
+        # the windows are steps, or (without steps) one per rank with a NULL step: an equi-join
+        # either way (with "step IS NULL OR step = ..." DuckDB pairs every row with every
+        # window of its rank, then filters: a third of a second per rule on 34k kernels)
+        if has_steps(self.data):
+            return f"JOIN {w} ON {w}.rank = {alias}.rank AND {w}.step = {alias}.step"
+        return f"JOIN {w} ON {w}.rank = {alias}.rank"
 
     def per_window(self, total_ns: float | None) -> float:
         """ms per GPU window of a total over all windows."""
@@ -159,8 +164,8 @@ class Context:
     def facts(self) -> Facts:
         d = self.data
         names = [r[0] for r in d.con.execute(
-            "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%'"
-        ).fetchall()] if d.has("phases") else []
+            "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%' "
+            "ORDER BY name").fetchall()]  # in order: with several optimizers, the same one every run if d.has("phases") else []
         # PyTorch's signs: its ops, its own annotations (DataLoader, optimizer), ATen's kernels
         torch_ops = d.has("ops") and bool(d.scalar("SELECT count(*) FROM (SELECT 1 FROM ops WHERE name LIKE 'aten::%' LIMIT 1)"))
         aten = d.has("kernels") and bool(d.scalar(
@@ -180,7 +185,7 @@ class Context:
         graphs = d.has("api") and bool(d.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM api WHERE lower(name) LIKE '%graphlaunch%' LIMIT 1)"))
         low = d.has("kernels") and bool(d.scalar(
-            f"SELECT count(*) FROM (SELECT 1 FROM kernels WHERE {precision_sql('name')} = 'low' LIMIT 1)"))
+            f"SELECT count(*) FROM (SELECT 1 FROM {kernel_names(d)} WHERE precision = 'low' LIMIT 1)"))
         foreign = d.has("api") and not d.scalar(
             "SELECT count(*) FROM (SELECT 1 FROM api WHERE regexp_matches(lower(name), '^(cuda|cu|hip|hsa)') LIMIT 1)")
         return Facts(framework, loader, opt, compiled, graphs, low, device_of(d.meta.devices), bool(foreign))

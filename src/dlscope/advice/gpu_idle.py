@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.gpu_work import gpu_work_sql
-from ..analysis.intervals import union_sql
+from ..analysis.gpu_work import gpu_islands_sql, gpu_work_sql
 from ..analysis.phases import shown_phases_sql
 from .context import Context
 from .finding import Evidence, Finding
@@ -100,7 +99,7 @@ def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
     rows = d.rows(f"""
         WITH isl AS (SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS s, least(i.end_ns, {w}.end_ns) AS e,
                             {w}.start_ns AS ws, {w}.end_ns AS we
-                     FROM ({union_sql(f"SELECT rank, start_ns, end_ns FROM ({work})", "rank")}) i
+                     FROM ({gpu_islands_sql(d)}) i
                      JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns),
              gaps AS (
                 SELECT rank, step, coalesce(lag(e) OVER (PARTITION BY rank, step ORDER BY s), ws) AS start_ns,

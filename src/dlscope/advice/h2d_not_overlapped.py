@@ -14,7 +14,7 @@ the first change there, and the two savings are not additive.
 from __future__ import annotations
 
 from ..analysis.gpu_work import gpu_work_sql
-from ..analysis.intervals import covered_sql, union_sql
+from ..analysis.intervals import covered_sql
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -38,8 +38,9 @@ class H2dNotOverlapped(Rule):
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
         work = gpu_work_sql(d, selected=False)
-        compute = union_sql(f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
-                            "rank, device")
+        compute = "SELECT * FROM " + d.shared_islands(
+            "compute_islands", lambda: f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
+            ("rank", "device"))
         copies = f"""SELECT c.rank, coalesce(c.device, -1) AS device, c.stream, c.step, c.start_ns, c.end_ns, c.bytes,
                             coalesce(c.src_kind, 'unknown') AS src_kind, c.correlation_id
                      FROM memcpy c {ctx.in_windows('c')} WHERE c.copy_kind = 'HtoD'"""

@@ -142,7 +142,7 @@ def _per_name(ctx: Context) -> list[dict]:
         SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE / 1e6 / {n} AS ms_per_step,
                list(DISTINCT step ORDER BY step) AS step_list,
                sum(end_ns - start_ns)::DOUBLE AS total_ns
-        FROM i GROUP BY name ORDER BY ms_per_step DESC"""
+        FROM i GROUP BY name ORDER BY ms_per_step DESC, name"""
     rows = d.rows(sql.format(src=src, n=n))
     if not rows and b.has_steps and b.windows:
         # phases derived from the framework's trace exist only in the traced steps (sampled detail)

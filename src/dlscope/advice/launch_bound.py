@@ -86,7 +86,7 @@ def _top_ops(ctx: Context, short_ns: int) -> list[dict]:
         FROM k ASOF JOIN (SELECT rank, tid, start_ns, end_ns, name FROM ops WHERE coalesce(depth, 0) = 0) t
           ON t.rank = k.rank AND t.tid = k.tid AND k.t >= t.start_ns
         WHERE k.t < t.end_ns
-        GROUP BY t.name ORDER BY kernels_per_step DESC LIMIT {TOP_OPS}""")
+        GROUP BY t.name ORDER BY kernels_per_step DESC, gpu_ms_per_step DESC, op LIMIT {TOP_OPS}""")
     for r in rows:
         r["op"] = op_label(r["op"])
         r["steps"] = steps(r["steps"] or [])

@@ -10,6 +10,7 @@ waited for the GPU. With the model and its input in channels_last they are not n
 
 from __future__ import annotations
 
+from ..analysis.kernel_names import kernel_names, kernel_op_join
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -37,15 +38,13 @@ class LayoutTransposes(Rule):
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
-        op_join = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops WHERE external_id IS NOT NULL "
-                   "GROUP BY ALL) o ON o.rank = k.rank AND o.external_id = k.external_id" if d.has("ops")
-                   else "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::VARCHAR AS name) o ON FALSE")
         rows = d.rows(f"""
             SELECT o.name AS op, k.name AS kernel, count(*)::DOUBLE / {b.windows} AS calls_per_step,
                    sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {b.windows} AS ms_per_step,
                    list(DISTINCT k.step ORDER BY k.step) AS steps
-            FROM kernels k {ctx.in_windows('k')} {op_join}
-            WHERE regexp_matches(lower(k.name), '{LAYOUT_RE}')
+            FROM kernels k SEMI JOIN (SELECT name_id FROM {kernel_names(d)}
+                                      WHERE regexp_matches(lower(name), '{LAYOUT_RE}')) n ON n.name_id = k.name_id
+            {ctx.in_windows('k')} {kernel_op_join(d)}
             GROUP BY ALL ORDER BY ms_per_step DESC""")
         t = sum(r["ms_per_step"] for r in rows)
         judged = ctx.judge_gpu_cut(t, MIN_SAVING_PCT) if rows else None

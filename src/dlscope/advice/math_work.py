@@ -6,7 +6,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ..analysis.math_kernels import precision_sql
+from ..analysis.kernel_names import kernel_names, kernel_op_join
 from .context import Context
 from .rule import Rule
 from .text import kernel_label, merge_rows, ms, op_label, steps
@@ -49,15 +49,13 @@ def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, 
 def _math_rows(ctx: Context) -> list[dict[str, Any]]:
     d = ctx.data
     wanted = ", ".join(f"'{p}'" for p in MATH_PRECISIONS)
-    op_join = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops WHERE external_id IS NOT NULL "
-               "GROUP BY ALL) o ON o.rank = k.rank AND o.external_id = k.external_id" if d.has("ops")
-               else "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::VARCHAR AS name) o ON FALSE")
     rows = d.rows(f"""
         SELECT o.name AS op, k.name AS kernel, k.precision,
                count(*)::DOUBLE / {max(ctx.basis.windows, 1)} AS calls_per_step,
                sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {max(ctx.basis.windows, 1)} AS ms_per_step,
                list(DISTINCT k.step ORDER BY k.step) AS steps
-        FROM (SELECT k.*, {precision_sql('k.name')} AS precision FROM kernels k {ctx.in_windows('k')}) k {op_join}
+        FROM (SELECT k.*, n.precision FROM kernels k JOIN {kernel_names(d)} n ON n.name_id = k.name_id
+              {ctx.in_windows('k')}) k {kernel_op_join(d)}
         WHERE k.precision IN ({wanted})
         GROUP BY ALL ORDER BY ms_per_step DESC""")
     for r in rows:

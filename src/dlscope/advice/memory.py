@@ -46,7 +46,10 @@ def memory_peak(ctx: Context) -> MemoryPeak | str:
             samples = points_in_sql(samples, "SELECT * FROM sel_steps", "p.value, i.step")
         else:
             samples = f"SELECT value, NULL::INTEGER AS step FROM ({samples})"
-        r = d.rows(f"SELECT max(value) AS peak, arg_max(step, value) AS step FROM ({samples})")[0]
+        # the earliest step at the peak: samples often repeat the peak value in several steps
+        r = d.rows(f"""WITH x AS ({samples})
+                       SELECT max(value) AS peak, min(step) FILTER (WHERE value = (SELECT max(value) FROM x)) AS step
+                       FROM x""")[0]
         if r["peak"]:
             return MemoryPeak(metric, source, float(r["peak"]), float(dev.memory_bytes), r["step"])
     return "no memory counters were sampled (NVML mem_used, or a trace's memory events)"

@@ -39,7 +39,7 @@ class Rule:
         empty = [t for t in self.needs if not data.has(t)]
         if empty:
             return f"the profile has no {', '.join(empty)} data"
-        if self.needs_steps and not data.scalar("SELECT count(*) FROM steps"):
+        if self.needs_steps and not data.step_count():
             return "the profile has no steps (call prof.step() per iteration, or use --key-node)"
         ctx = ctx or Context(data)
         if self.needs_steps and not ctx.basis.stat_steps:

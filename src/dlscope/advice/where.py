@@ -11,6 +11,7 @@ n log n with the number of rows.
 from __future__ import annotations
 
 from ..analysis.context import ProfileData
+from ..analysis.kernel_names import kernel_op_join
 from ..analysis.phases import EXCLUDED_DOMAINS
 
 
@@ -21,9 +22,7 @@ def with_place_sql(data: ProfileData, rows: str) -> str:
         sql = f"""
         SELECT r.*, o.name AS op, CASE WHEN t.end_ns > r.start_ns THEN t.name END AS top_op
         FROM ({rows}) r
-        LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops
-                   WHERE external_id IS NOT NULL GROUP BY ALL) o
-          ON o.rank = r.rank AND o.external_id = r.external_id
+        {kernel_op_join(data, "r")}
         ASOF LEFT JOIN (SELECT rank, tid, start_ns, end_ns, name FROM ops WHERE coalesce(depth, 0) = 0) t
           ON t.rank = r.rank AND t.tid = r.tid AND r.start_ns >= t.start_ns"""
     if not data.has("phases"):

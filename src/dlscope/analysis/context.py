@@ -8,6 +8,7 @@ uses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pyarrow as pa
 from ..store import db
 from ..store.meta import Meta
 from ..store.reader import StoredProfile, attach, open_profile
+from ..store.schema import TABLES
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class Selection:
 
 
 MIN_UNTRACED_STEPS = 3
+# tables held in memory up to this many rows in all (see ProfileData._load_in_memory): about
+# 250 MB of DuckDB memory
+MEMORY_ROWS = 2_000_000
 # tables recorded only while detailed tracing runs; runtime calls are not among them because
 # stopping the tracer makes one (a device synchronize) in the step where it stops
 DETAIL_TABLES = ("ops", "kernels", "memcpy", "memset")
@@ -59,13 +64,32 @@ class ProfileData:
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
         self.con = attach(stored, con)
+        self._shared: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
+        if statistics:  # the analysis commands; an export reads every row once, streaming
+            self._load_in_memory()
         if self.selection.key_node:
             from .iterations import apply_key_node
 
             apply_key_node(self.con, self.selection.key_node)
         if statistics:
             self._select_steps()
+
+    def _load_in_memory(self) -> None:
+        """Read the tables into DuckDB's memory once, unless they hold more than
+        :data:`MEMORY_ROWS` rows together. Every query that names a view over Parquet files
+        binds it again (opens the files, reads their footers and schemas): tens of
+        milliseconds per query on a loaded machine, however small the query, and a report runs
+        about a hundred queries. Reading the tables takes about as long as three such binds on
+        the 504k-event profile. Beyond the limit the views stay on the files: there the
+        queries' own work outweighs binding, and memory matters more."""
+        tables = [s.name for s in TABLES if s.name != "strings" and self.stored.files.get(s.name)]
+        if sum(self.count(t) for t in tables) > MEMORY_ROWS:
+            return
+        for t in tables:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE mem_{t} AS SELECT * FROM raw_{t}")
+            self.con.execute(f"CREATE OR REPLACE VIEW raw_{t} AS SELECT * FROM mem_{t}")
 
     @classmethod
     def open(cls, path: str | Path, selection: Selection | None = None, statistics: bool = True) -> ProfileData:
@@ -118,6 +142,37 @@ class ProfileData:
     def table(self, sql: str, params: list[Any] | None = None) -> pa.Table:
         return db.query_arrow(self.con, sql, params)
 
+    def shared_table(self, name: str, make: Callable[[], str]) -> str:
+        """``name``, a temp table of the rows of the query ``make()``, made on first use: a
+        result several reports and rules read (the host's states, each kernel name's class)
+        is computed once per opened profile instead of once per query that needs it."""
+        if name not in self._shared:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {make()}")
+            self._shared[name] = name
+        return self._shared[name]
+
+    def shared_islands(self, name: str, source: Callable[[], str], keys: tuple[str, ...] = ("rank",)) -> str:
+        """``name``, a temp table (keys..., start_ns, end_ns) of the disjoint islands covering
+        the intervals of the query ``source()`` per key (as :func:`.intervals.union_sql` makes
+        them), made on first use. The union is computed in numpy (:func:`.interval_arrays.union`):
+        the same islands, a fraction of the time of SQL's window functions on 100k intervals.
+        Keys are integer columns (rank, device)."""
+        if name not in self._shared:
+            from .interval_arrays import union
+
+            cols = ", ".join((*keys, "start_ns", "end_ns"))
+            isl = union(self.con.execute(f"SELECT {cols} FROM ({source()})").fetchnumpy(), keys)
+            arrays = f"{name}_arrays"
+            self.con.register(arrays, pa.table({**{k: pa.array(isl[k], pa.int32()) for k in keys},
+                                                "start_ns": pa.array(isl["start_ns"], pa.int64()),
+                                                "end_ns": pa.array(isl["end_ns"], pa.int64())}))
+            try:
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {arrays}")
+            finally:
+                self.con.unregister(arrays)
+            self._shared[name] = name
+        return self._shared[name]
+
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         return self.table(sql, params).to_pylist()
 
@@ -126,7 +181,17 @@ class ProfileData:
         return rows[0][0] if rows else None
 
     def count(self, table: str) -> int:
-        return int(self.meta.table_rows.get(table, 0) or self.scalar(f"SELECT count(*) FROM raw_{table}"))
+        if table not in self._counts:  # asked by most reports and rules: counted once
+            self._counts[table] = int(self.meta.table_rows.get(table, 0)
+                                      or self.scalar(f"SELECT count(*) FROM raw_{table}"))
+        return self._counts[table]
+
+    def step_count(self) -> int:
+        """Rows of ``steps`` (as the selection defines them: key-node iterations replace the
+        recorded steps), counted once."""
+        if "steps view" not in self._counts:
+            self._counts["steps view"] = int(self.scalar("SELECT count(*) FROM steps") or 0)
+        return self._counts["steps view"]
 
     def has(self, table: str) -> bool:
         return self.count(table) > 0

@@ -36,7 +36,7 @@ def kernel_category_sql(name_col: str = "name") -> str:
 
 
 def has_steps(data: ProfileData) -> bool:
-    return bool(data.scalar("SELECT count(*) FROM steps"))
+    return data.step_count() > 0
 
 
 def selected_sql(data: ProfileData, table: str, launched: bool = False) -> str:
@@ -72,9 +72,13 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
 
     parts = []
     if data.has("kernels"):
-        parts.append(f"""SELECT rank, coalesce(device, -1) AS device, stream, start_ns, end_ns, name,
-                                'kernel' AS kind, {kernel_category_sql()} AS category,
-                                correlation_id, external_id, pid, step FROM ({src("kernels")}) t""")
+        from .kernel_names import kernel_names  # imports this module
+
+        # the category judged once per distinct name (see kernel_names)
+        parts.append(f"""SELECT t.rank, coalesce(t.device, -1) AS device, t.stream, t.start_ns, t.end_ns, t.name,
+                                'kernel' AS kind, n.category,
+                                t.correlation_id, t.external_id, t.pid, t.step
+                         FROM ({src("kernels")}) t JOIN {kernel_names(data)} n ON n.name_id = t.name_id""")
     if data.has("memcpy"):
         parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns,
                                'Memcpy ' || copy_kind, 'memcpy', 'memory', correlation_id, external_id, pid, step
@@ -85,3 +89,15 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
     if not parts:
         return None
     return " UNION ALL ".join(parts)
+
+
+def gpu_islands_sql(data: ProfileData) -> str:
+    """SQL: (rank, start_ns, end_ns), the disjoint islands of time in which any kernel, copy or set
+    of the rank ran (every step's, selected or not), as :func:`.intervals.union_sql` makes them.
+    The headline and the idle breakdown both start from them: made once per opened profile.
+    Needs GPU activity (:func:`gpu_work_sql` is not None)."""
+    def source() -> str:  # the rows of gpu_work_sql(selected=False), without what it adds to them
+        return " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}"
+                                  for t in ("kernels", "memcpy", "memset") if data.has(t))
+
+    return f"SELECT rank, start_ns, end_ns FROM {data.shared_islands('gpu_islands', source)}"

@@ -20,11 +20,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
+from . import interval_arrays as ia
 from .context import ProfileData
-from .gpu_work import gpu_step_count, has_steps, selected_sql
-from .host_state import EMPTY_INTERVALS, classes_union_sql, host_ctes
-from .intervals import total_covered_sql, union_sql
-from .tensor_cores import tensor_core_sql
+from .gpu_work import gpu_islands_sql, gpu_step_count, has_steps, selected_sql
+from .host_state import EMPTY_INTERVALS, host_ctes
+from .kernel_names import kernel_names
 
 GPU_TABLES = ("kernels", "memcpy", "memset")
 
@@ -59,35 +61,33 @@ def headline(data: ProfileData) -> Headline | None:
     if not present:
         return None
     kernels = "SELECT rank, start_ns, end_ns FROM kernels" if data.has("kernels") else EMPTY_INTERVALS
-    gpu = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in present)
+    ctes = host_ctes(data)
+
+    def fetch(sql: str) -> ia.Intervals:
+        return data.con.execute(f"WITH {ctes} SELECT rank, start_ns, end_ns FROM ({sql})").fetchnumpy()
+
     # cumulative unions by precedence (kernels, + copies and sets, + data loading, + other host
-    # work); each one's coverage of the windows minus the previous one's is that category's time
-    layers = {
-        "k": union_sql(kernels, "rank"),
-        "km": "SELECT * FROM km_isl",
-        "kmd": classes_union_sql(("input",), "SELECT rank, start_ns, end_ns FROM km_isl"),
-        "kmdb": classes_union_sql(("input", "busy"), "SELECT rank, start_ns, end_ns FROM km_isl"),
-    }
-    covered = ", ".join(
-        f"(SELECT sum(covered_ns)::BIGINT FROM ({total_covered_sql('SELECT * FROM win', isl, ('rank',))})) AS {name}"
-        for name, isl in layers.items())
-    row = data.rows(f"""
-        WITH {host_ctes(data)},
-             win AS MATERIALIZED ({union_sql(_windows_sql(data), "rank")}),
-             km_isl AS MATERIALIZED ({union_sql(gpu, "rank")})
-        SELECT (SELECT sum(end_ns - start_ns)::BIGINT FROM win) AS wall, {covered}""")[0]
-    wall = int(row["wall"] or 0)
-    k, km, kmd, kmdb = (int(row[n] or 0) for n in layers)
-    tc = data.rows(f"""SELECT coalesce(sum(end_ns - start_ns) FILTER (WHERE {tensor_core_sql()}), 0)::DOUBLE AS tc,
-                              sum(end_ns - start_ns)::DOUBLE AS total
-                       FROM ({selected_sql(data, 'kernels', launched=True)})""")[0] if data.has("kernels") else None
+    # work); each one's coverage of the windows minus the previous one's is that category's time.
+    # The unions and coverage in numpy (see interval_arrays), each layer from the previous one's islands
+    win = ia.union(fetch(_windows_sql(data)))
+    km = fetch(gpu_islands_sql(data))
+    kmd = ia.union(ia.concat(km, fetch("SELECT * FROM h_input")))
+    layers = {"k": ia.union(fetch(kernels)), "km": km, "kmd": kmd,
+              "kmdb": ia.union(ia.concat(kmd, fetch("SELECT * FROM h_busy")))}
+    wall = int(np.sum(win["end_ns"] - win["start_ns"]))
+    k, km_ns, kmd_ns, kmdb = (int(np.sum(ia.covered(win["rank"], win["start_ns"], win["end_ns"], isl)))
+                              for isl in layers.values())
+    tc = data.rows(f"""SELECT coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE n.tensor_core), 0)::DOUBLE AS tc,
+                              sum(k.end_ns - k.start_ns)::DOUBLE AS total
+                       FROM ({selected_sql(data, 'kernels', launched=True)}) k
+                       JOIN {kernel_names(data)} n ON n.name_id = k.name_id""")[0] if data.has("kernels") else None
 
     def pct(ns: int) -> float | None:
         return 100.0 * ns / wall if wall else None
 
     return Headline(
-        wall_ms=wall / 1e6, steps=gpu_step_count(data), gpu_util_pct=pct(km),
+        wall_ms=wall / 1e6, steps=gpu_step_count(data), gpu_util_pct=pct(km_ns),
         tensor_core_pct=100.0 * tc["tc"] / tc["total"] if tc and tc["total"] else None,
-        kernels_pct=pct(k), memory_pct=pct(km - k), data_loading_pct=pct(kmd - km),
-        cpu_only_pct=pct(kmdb - kmd), other_pct=pct(wall - kmdb),
+        kernels_pct=pct(k), memory_pct=pct(km_ns - k), data_loading_pct=pct(kmd_ns - km_ns),
+        cpu_only_pct=pct(kmdb - kmd_ns), other_pct=pct(wall - kmdb),
     )

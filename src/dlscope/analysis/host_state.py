@@ -44,7 +44,11 @@ HOST_CLASSES = ("input", "sync", "busy")
 
 def main_pid_sql(data: ProfileData) -> str:
     """SQL: (rank, pid) of each rank's main process: the one that launched most GPU work, else
-    the one that recorded most steps or ops."""
+    the one that recorded most steps or ops (computed once per opened profile)."""
+    return f"SELECT rank, pid FROM {data.shared_table('host_main_pid', lambda: _main_pid_query(data))}"
+
+
+def _main_pid_query(data: ProfileData) -> str:
     parts = [f"SELECT rank, pid, {w} AS w FROM {t} WHERE pid IS NOT NULL"
              for t, w in (("kernels", 3), ("memcpy", 3), ("steps", 2), ("ops", 1)) if data.has(t)]
     if not parts:
@@ -113,16 +117,21 @@ EMPTY_INTERVALS = "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS start_ns, NULL:
 
 
 def host_ctes(data: ProfileData) -> str:
-    """Common table expressions (to follow WITH) computed once per query: ``mp`` (each rank's
+    """Common table expressions (to follow WITH), over temp tables made once per opened profile: ``mp`` (each rank's
     main process) and ``h_input``, ``h_sync``, ``h_busy``: each class's disjoint islands
     (rank, start_ns, end_ns), empty when nothing of the class was recorded."""
-    makers = {"input": _input_sql, "sync": _sync_sql, "busy": _busy_sql}
-    ctes = [f"mp AS MATERIALIZED ({main_pid_sql(data)})"]
+    ctes = [f"mp AS ({main_pid_sql(data)})"]
     for c in HOST_CLASSES:
-        parts = makers[c](data)
-        src = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts) if parts else EMPTY_INTERVALS
-        ctes.append(f"h_{c} AS MATERIALIZED ({union_sql(src, 'rank')})")
+        ctes.append(f"h_{c} AS (SELECT * FROM {data.shared_islands(f'host_{c}', lambda c=c: _intervals_query(data, c))})")
     return ",\n".join(ctes)
+
+
+def _intervals_query(data: ProfileData, host_class: str) -> str:
+    """The intervals of one host class (their islands are made once per opened profile:
+    every caller of :func:`host_ctes` reads the same ones)."""
+    parts = {"input": _input_sql, "sync": _sync_sql, "busy": _busy_sql}[host_class](data)
+    src = " UNION ALL ".join(f"SELECT * FROM ({p})" for p in parts) if parts else EMPTY_INTERVALS
+    return f"WITH mp AS ({main_pid_sql(data)}) {src}"
 
 
 def classes_union_sql(classes: tuple[str, ...], extra: str | None = None) -> str:

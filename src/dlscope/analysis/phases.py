@@ -66,18 +66,14 @@ def shown_phases_sql(data: ProfileData) -> str:
     """SQL of the phase ranges that breakdowns show (EXCLUDED_DOMAINS left out), with ``depth``
     recomputed among them: a hidden torch annotation under a derived phase of the same span must
     not push it a level down. Used by the breakdown, the per-step phases and the report's shading."""
-    # made once per opened profile: the breakdown, the per-step split and the report's bands all
-    # read it, and the nesting costs a sort of every phase (300k in a 10-minute run)
-    if not getattr(data, "_shown_phases_made", False):
-        excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
-        data.con.execute(f"""CREATE OR REPLACE TEMP TABLE shown_phases_in AS SELECT row_number() OVER () AS rid, *
-            FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
-        data.con.execute(f"""CREATE OR REPLACE TEMP TABLE shown_phases AS
-            SELECT p.* REPLACE (n.depth AS depth) FROM shown_phases_in p
-            JOIN ({nesting_sql("shown_phases_in", "rank, pid, tid")}) n USING (rid)""")
-        data.con.execute("DROP TABLE shown_phases_in")
-        data._shown_phases_made = True  # type: ignore[attr-defined]
-    return "SELECT * FROM shown_phases"
+    excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
+    # made once per opened profile: the breakdown, the per-step split, the report's bands and
+    # half a dozen rules read it, and the nesting costs a sort of every phase (300k in a 10-minute run)
+    shown = data.shared_table("shown_phases_in", lambda: f"""SELECT row_number() OVER () AS rid, *
+        FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
+    nested = data.shared_table("shown_phases", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
+               JOIN ({nesting_sql(shown, "rank, pid, tid")}) n USING (rid)""")
+    return f"SELECT * FROM {nested}"
 
 
 def _per_step(data: ProfileData, base: str, steps: str, basis: str, skip: set[str]) -> list[tuple[float, PhaseRow]]:

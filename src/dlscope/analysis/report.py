@@ -48,7 +48,7 @@ class Report:
         empty = [t for t in self.needs if not data.has(t)]
         if empty:
             return f"the profile has no {', '.join(empty)} data"
-        if self.needs_steps and not data.scalar("SELECT count(*) FROM steps"):
+        if self.needs_steps and not data.step_count():
             return "the profile has no steps"
         if self.needs_ranks > 1 and (data.scalar("SELECT count(DISTINCT rank) FROM steps") or 0) < self.needs_ranks:
             return f"the profile holds one rank: comparing ranks needs {self.needs_ranks} or more"

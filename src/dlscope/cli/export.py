@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..capture.schedule import parse_steps
 from ..errors import UsageError
 from .base import Command
 from .common import open_for_analysis
@@ -63,6 +62,7 @@ class ExportCommand(Command):
                             help=f"timeline: most uncompressed megabytes per file (default {PART_BYTES // 1_000_000})")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..capture.schedule import parse_steps
         from ..render.progress import progress
         from ..render.timeline import StepWindow, TimelineOptions, export_timeline, split_suffix
 
