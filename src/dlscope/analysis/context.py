@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ..store import db
@@ -163,9 +164,10 @@ class ProfileData:
             cols = ", ".join((*keys, "start_ns", "end_ns"))
             isl = union(self.con.execute(f"SELECT {cols} FROM ({source()})").fetchnumpy(), keys)
             arrays = f"{name}_arrays"
-            self.con.register(arrays, pa.table({**{k: pa.array(isl[k], pa.int32()) for k in keys},
-                                                "start_ns": pa.array(isl["start_ns"], pa.int64()),
-                                                "end_ns": pa.array(isl["end_ns"], pa.int64())}))
+            # DuckDB scans numpy arrays in place (pa.array() would import pandas: 0.3 s)
+            self.con.register(arrays, {**{k: np.ascontiguousarray(isl[k], np.int32) for k in keys},
+                                       "start_ns": np.ascontiguousarray(isl["start_ns"], np.int64),
+                                       "end_ns": np.ascontiguousarray(isl["end_ns"], np.int64)})
             try:
                 self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {arrays}")
             finally:
