@@ -37,6 +37,20 @@ def test_analysis_commands_run_without_pandas(tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
+def test_the_summary_through_the_python_api_loads_no_pandas():
+    """A library user's summary (the import benchmark's job) hands DuckDB numpy arrays, not
+    pyarrow arrays built with pa.array(), which imports pandas (0.3 s) on its first call."""
+    profile = Path(__file__).parent / "data" / "advice_truth" / "gpt_baseline_full.dlscope"
+    probe = ("import sys; from dlscope.analysis import REPORTS; from dlscope.analysis.context import ProfileData; "
+             "from dlscope.analysis.summary import summarize; "
+             f"d = ProfileData.open({str(profile)!r}); s = summarize(d); "
+             "[REPORTS[n].compute(d) for n in ('gpu_time_breakdown', 'cuda_gpu_kern_sum')]; "
+             "print(s.steps.count > 0, 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[-2] == "True False"
+
+
 def _intervals(rng: random.Random, n: int, span: int) -> list[tuple[int, int, int]]:
     out = []
     for i in range(n):
