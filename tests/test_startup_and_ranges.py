@@ -14,12 +14,17 @@ import pytest
 from dlscope.analysis.intervals import overlaps_sql, points_in_sql
 
 
+def _last_line(probe: str) -> str:
+    """Run ``probe`` in a fresh interpreter (what it imports is the question); its last line."""
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
 def test_command_line_and_import_path_load_no_pyarrow_or_numpy():
     probe = ("import sys, dlscope.cli, dlscope.importers.run, dlscope.store.build; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'numpy', 'pandas', 'rich'}))")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    assert _last_line(probe) == "[]"
 
 
 def test_analysis_commands_run_without_pandas(tmp_path):
@@ -31,9 +36,7 @@ def test_analysis_commands_run_without_pandas(tmp_path):
              f"sys.argv = ['dlscope', 'report', {str(profile)!r}, '-o', {str(tmp_path / 'r.html')!r}]; "
              "rc = main(); print(rc, 'pandas' in sys.modules, 'pyarrow' in sys.modules, "
              "[c.name for c in COMMANDS if not c.without_pandas])")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[-2] == "0 False True ['profile', 'ncu']"
+    assert _last_line(probe) == "0 False True ['profile', 'ncu']"
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
@@ -46,9 +49,7 @@ def test_the_summary_through_the_python_api_loads_no_pandas():
              f"d = ProfileData.open({str(profile)!r}); s = summarize(d); "
              "[REPORTS[n].compute(d) for n in ('gpu_time_breakdown', 'cuda_gpu_kern_sum')]; "
              "print(s.steps.count > 0, 'pandas' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[-2] == "True False"
+    assert _last_line(probe) == "True False"
 
 
 def _intervals(rng: random.Random, n: int, span: int) -> list[tuple[int, int, int]]:
