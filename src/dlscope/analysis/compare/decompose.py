@@ -91,7 +91,8 @@ def _gpu_parts(data: ProfileData) -> tuple[list[Part], int, float]:
                  per AS (SELECT wid, kind, name, sum(ns) AS ns FROM clip GROUP BY ALL),
                  tot AS (SELECT wid, sum(ns) AS ns FROM per GROUP BY wid)
             SELECT per.kind, per.name, sum(per.ns * w.busy_ns / tot.ns)::DOUBLE AS ns
-            FROM per JOIN tot USING (wid) JOIN w USING (wid) WHERE tot.ns > 0 GROUP BY ALL""")
+            FROM per JOIN tot USING (wid) JOIN w USING (wid) WHERE tot.ns > 0 GROUP BY ALL
+            ORDER BY ns DESC, per.kind, per.name  -- the same order every run (threads group in any order)""")
     finally:
         data.con.unregister("dl_cmp_windows")
     parts = [Part(f"{r['kind']}:{r['name']}", r["kind"], r["name"], r["ns"] / 1e6 / n) for r in rows]
