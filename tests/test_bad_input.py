@@ -145,3 +145,24 @@ def test_a_profile_still_being_recorded_is_not_finalized_under_its_recorder(tmp_
     r = cli("summary", path)
     assert r.code == 0, r.err
     assert (path / "meta.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process start times come from /proc")
+def test_a_pid_reused_after_the_recording_began_is_not_its_recorder(tmp_path):
+    """A killed program's pid may later belong to another process: one that started after the
+    recording began is not its recorder, so the profile is finalized, not refused forever."""
+    import os
+    import socket
+
+    from dlscope.store.spool import live_recorders
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    me = os.getpid()  # alive, started a moment ago
+    info = spool / f"{me}.session.json"
+    info.write_text(json.dumps({"pid": me, "host": socket.gethostname(), "start_ns": time.time_ns()}))
+    assert live_recorders(spool) == [me]
+    info.write_text(json.dumps({"pid": me, "host": socket.gethostname(), "start_ns": 1_000_000_000}))  # 1970
+    assert live_recorders(spool) == []
+    info.write_text(json.dumps({"pid": me, "host": "another-host", "start_ns": time.time_ns()}))
+    assert live_recorders(spool) == []

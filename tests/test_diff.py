@@ -103,7 +103,9 @@ def test_all_traced_steps_are_decomposed_as_traced(gpt, side):
     idle = sum(p.ms for p in dec.parts if p.kind == "idle")
     assert idle == pytest.approx(_mean_step_ms(data.path) - _busy_ms_per_step(data.path), rel=1e-6)
     assert idle > 1.0
-    assert [(p.key, p.ms) for p in dec.parts] == [(p.key, p.ms) for p in _gpu_parts(data)[0]]
+    again = _gpu_parts(data)[0]  # a second computation: parallel float sums may differ in the last bit
+    assert [p.key for p in dec.parts] == [p.key for p in again]
+    assert [p.ms for p in dec.parts] == pytest.approx([p.ms for p in again], rel=1e-9, abs=1e-12)
     assert all(not p.key.startswith("other:not") for p in dec.parts)
 
 

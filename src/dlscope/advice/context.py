@@ -163,9 +163,10 @@ class Context:
     @cached_property
     def facts(self) -> Facts:
         d = self.data
+        # in order: with several optimizers, the same one is named every run
         names = [r[0] for r in d.con.execute(
             "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%' "
-            "ORDER BY name").fetchall()]  # in order: with several optimizers, the same one every run if d.has("phases") else []
+            "ORDER BY name").fetchall()] if d.has("phases") else []
         # PyTorch's signs: its ops, its own annotations (DataLoader, optimizer), ATen's kernels
         torch_ops = d.has("ops") and bool(d.scalar("SELECT count(*) FROM (SELECT 1 FROM ops WHERE name LIKE 'aten::%' LIMIT 1)"))
         aten = d.has("kernels") and bool(d.scalar(

@@ -26,7 +26,10 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
     # DuckDB runs an ASOF join whose probe side is small (under 64 rows by default) as a nested
     # loop over the whole build side: with one row per step against every kernel or host island
     # that is the slowest part of the idle breakdowns. The sort-based ASOF join gives the same rows.
-    con.execute("SET asof_loop_join_threshold = 0")
+    try:
+        con.execute("SET asof_loop_join_threshold = 0")
+    except duckdb.Error:  # a DuckDB release without the setting (it has no loop plan either)
+        pass
     if memory_limit:
         spill = Path(tempfile.gettempdir()) / f"dlscope-duckdb-{os.getpid()}"
         con.execute(f"SET temp_directory = {sql_str(str(spill))}")

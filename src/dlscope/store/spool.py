@@ -167,13 +167,16 @@ def live_recorders(spool_dir: Path) -> list[int]:
             continue
         if not isinstance(session, dict) or session.get("host") != host:
             continue  # recorded elsewhere (a shared filesystem): its pid means nothing here
-        if _running(pid):
+        started = session.get("start_ns")
+        if _running(pid, started if isinstance(started, int) else None):
             live.append(pid)
     return live
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie (a killed process its parent has not reaped)."""
+def _running(pid: int, recording_start_ns: int | None = None) -> bool:
+    """Whether ``pid`` exists, is not a zombie (a killed process its parent has not reaped) and,
+    where /proc tells, started before the recording did: a process that started later only
+    reuses the pid of a recorder long gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -183,9 +186,27 @@ def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             # "pid (comm) state ...": the name may hold spaces and parentheses, the state follows the last ')'
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+            fields = f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return True  # no /proc (macOS): it exists
+    if not fields or fields[0] == b"Z":
+        return False
+    if recording_start_ns is not None and len(fields) > 19:
+        born_ns = _boot_time_ns() + int(fields[19]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+        if born_ns > recording_start_ns + 2_000_000_000:  # 2 s: the tick and boot-time roundings
+            return False
+    return True
+
+
+def _boot_time_ns() -> int:
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime "):
+                    return int(line.split()[1]) * 1_000_000_000
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def iter_files(spool_dir: Path, pid: int, suffix: str) -> Iterator[Path]:

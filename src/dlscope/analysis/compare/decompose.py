@@ -90,9 +90,10 @@ def _gpu_parts(data: ProfileData) -> tuple[list[Part], int, float]:
                           WHERE k.start_ns < w.end_ns),
                  per AS (SELECT wid, kind, name, sum(ns) AS ns FROM clip GROUP BY ALL),
                  tot AS (SELECT wid, sum(ns) AS ns FROM per GROUP BY wid)
-            SELECT per.kind, per.name, sum(per.ns * w.busy_ns / tot.ns)::DOUBLE AS ns
-            FROM per JOIN tot USING (wid) JOIN w USING (wid) WHERE tot.ns > 0 GROUP BY ALL
-            ORDER BY ns DESC, per.kind, per.name  -- the same order every run (threads group in any order)""")
+            SELECT * FROM (
+                SELECT per.kind, per.name, sum(per.ns * w.busy_ns / tot.ns)::DOUBLE AS ns
+                FROM per JOIN tot USING (wid) JOIN w USING (wid) WHERE tot.ns > 0 GROUP BY ALL)
+            ORDER BY round(ns) DESC, kind, name  -- the same order every run (threads group and sum in any order)""")
     finally:
         data.con.unregister("dl_cmp_windows")
     parts = [Part(f"{r['kind']}:{r['name']}", r["kind"], r["name"], r["ns"] / 1e6 / n) for r in rows]
