@@ -29,6 +29,7 @@ from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
 from .comms import comms_sql
+from .parallel_parse import create_in_order
 from .torch_phases import TORCH_AUTO_DOMAIN, TORCH_AUTO_PATTERN, derive_torch_phases
 from .trace_json import CarvedTrace, carve
 
@@ -180,7 +181,7 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
     ev = f"{prefix}ev"
     try:
         t = clock()
-        carved = carve(path, work, progress=lambda f: say("reading", 0.4 * f))
+        carved = carve(path, work, progress=lambda f: say("reading", 0.4 * f), parts=db.threads(con))
         timed("carve", t)
         say("parsing", 0.4)
         t = clock()
@@ -188,7 +189,16 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         if rank is None:
             rank = _rank_of(path, md)
         try:
-            _read_events(con, ev, carved, md)
+            try:
+                parts = _read_events(con, ev, carved, md)
+            except duckdb.Error:
+                if len(carved.event_files) == 1:
+                    raise
+                # a cut between parts fell inside an event (a "}, {" in a name or a nested
+                # value), or the events are corrupt: read the array as one file to tell
+                shutil.rmtree(work, ignore_errors=True)
+                work.mkdir()
+                parts = _read_events(con, ev, carve(path, work), md)
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
@@ -213,7 +223,7 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
     counts = {name: sum(_count(con, r) for r in rs) for name, rs in tables.items()}
     timed("derive", t)
     # the views read {ev} and {prefix}launch: whoever consumes them drops these afterwards
-    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, f"{prefix}launch"])
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, *parts, f"{prefix}launch"])
 
 
 def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
@@ -243,27 +253,33 @@ def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta
     return op_base + tt.counts.get("ops", 0)
 
 
-def _is_legacy(events: Path) -> bool:
+def _is_legacy(events: list[Path]) -> bool:
     """Old Kineto wrote ``"external id"``; newer writes ``"External id"``."""
-    with open(events, "rb") as f:
+    with open(events[0], "rb") as f:
         head = f.read(1 << 20)
     return b'"external id"' in head and b'"External id"' not in head
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, md: dict[str, Any]) -> None:
+def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, md: dict[str, Any]) -> list[str]:
+    """Create the event table ``ev``; returns the tables behind it (see parallel_parse)."""
     base = md.get("baseTimeNanoseconds")
     try:
         base_ns = int(base) if base is not None else 0
     except (TypeError, ValueError):
         base_ns = 0
-    legacy = _is_legacy(carved.events_path)
-    try:
-        _create_ev(con, ev, carved.events_path, base_ns, legacy, typed=True)
-    except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
-        _create_ev(con, ev, carved.events_path, base_ns, legacy, typed=False)
+    legacy = _is_legacy(carved.event_files)
+    for typed in (True, False):
+        try:
+            return create_in_order(con, ev, carved.event_files,
+                                   lambda files: _events_select(files, base_ns, legacy, typed))  # noqa: B023
+        except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
+            if not typed:
+                raise
+    raise AssertionError("unreachable")
 
 
-def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: int, legacy: bool, typed: bool) -> None:
+def _events_select(events: list[Path], base_ns: int, legacy: bool, typed: bool) -> str:
+    """The query reading the event files into the normalized event columns."""
     fields = _ARGS_TYPED if typed else _ARGS_TEXT
     if legacy:
         fields = fields.replace('"External id"', '"external id"')
@@ -277,8 +293,7 @@ def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: i
     ext = '"external id"' if legacy else '"External id"'
     a = "args."
     tid_digits = "TRY_CAST(regexp_extract(tid, '(\\d+)\\s*$', 1) AS BIGINT)"  # 'stream 7' -> 7
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE {ev} AS
+    return f"""
         SELECT ph, lower(coalesce(cat, '')) AS cat, coalesce(name, '') AS name,
                TRY_CAST(pid AS BIGINT) AS pid_int,
                CASE WHEN TRY_CAST(tid AS BIGINT) IS NOT NULL THEN TRY_CAST(tid AS BIGINT) ELSE {tid_digits} END AS tid_int,
@@ -299,9 +314,9 @@ def _create_ev(con: duckdb.DuckDBPyConnection, ev: str, events: Path, base_ns: i
                {num(a + '"Out msg nelems"')} AS out_nelems, {num(a + '"Group size"')} AS group_size,
                args.dtype AS coll_dtype, args."Process Group Name" AS pg_name,
                args."Process Group Ranks" AS pg_ranks
-        FROM read_json({db.sql_str(str(events))}, columns={cols}, format='array')
+        FROM read_json([{', '.join(db.sql_str(str(e)) for e in events)}], columns={cols}, format='array')
         WHERE ph IN ('X', 'i', 'I')
-    """)
+    """
 
 
 def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,

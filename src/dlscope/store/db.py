@@ -37,6 +37,11 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
     return con
 
 
+def threads(con: duckdb.DuckDBPyConnection) -> int:
+    """How many threads the connection's queries use."""
+    return int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+
+
 def to_arrow(rel: Any) -> pa.Table:
     """Materialize a DuckDB relation as an Arrow table, whatever the DuckDB release calls it."""
     import pyarrow as pa
