@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..store.build import nesting_sql
+from ..store.nesting import create_nesting_table
 from .context import ProfileData
 from .phase_gpu import gpu_activity_sql
 
@@ -72,7 +72,7 @@ def shown_phases_sql(data: ProfileData) -> str:
     shown = data.shared_table("shown_phases_in", lambda: f"""SELECT row_number() OVER () AS rid, *
         FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
     nested = data.shared_table("shown_phases", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
-               JOIN ({nesting_sql(shown, "rank, pid, tid")}) n USING (rid)""")
+               JOIN {create_nesting_table(data.con, shown, ("rank", "pid", "tid"), shown + "_nesting")} n USING (rid)""")
     return f"SELECT * FROM {nested}"
 
 

@@ -8,8 +8,8 @@ parent of ranges, ops' self time, the step of every event) and writes the profil
 Everything happens in one DuckDB connection, :attr:`ProfileBuilder.con`: Arrow tables handed to
 :meth:`~ProfileBuilder.add` are scanned in place, and importers may build their tables directly
 in that connection (:meth:`~ProfileBuilder.add_relation`), so large imports never copy events
-into Python. Only distinct strings pass through Python, to be interned; pyarrow and numpy are
-loaded only for Arrow tables handed to :meth:`~ProfileBuilder.add` (an import needs neither).
+into Python. Only distinct strings pass through Python, to be interned, and the few columns the
+nesting of ranges needs (:mod:`.nesting`, in numpy).
 """
 
 from __future__ import annotations
@@ -213,32 +213,6 @@ class ProfileBuilder:
 
 # ---- linking: nesting, self time and steps, in SQL ---------------------------------------------
 
-def nesting_sql(source: str, group_cols: str) -> str:
-    """SQL giving (rid, depth, parent_rid) for the intervals of ``source`` (columns rid,
-    start_ns, end_ns and ``group_cols``).
-
-    Starts and ends become +1/-1 events; the running sum per group (thread) is the depth. At
-    equal times, ends of intervals that already ran close first, then starts open (longer
-    first, so an interval sharing its parent's start nests inside it), then zero-length
-    intervals close. The parent is the latest-opened interval one level up, found by event
-    sequence (never ambiguous, unlike start times)."""
-    same_group = " AND ".join(f"c.{g.strip()} = p.{g.strip()}" for g in group_cols.split(","))
-    return f"""
-    WITH ev AS (
-        SELECT rid, {group_cols}, start_ns AS t, 1 AS d, 1 AS cat, -end_ns AS tb FROM {source}
-        UNION ALL
-        SELECT rid, {group_cols}, end_ns AS t, -1 AS d,
-               CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END AS cat, -start_ns AS tb FROM {source}
-    ), lv AS (
-        SELECT rid, {group_cols}, d, sum(d) OVER w - 1 AS depth, row_number() OVER w AS seq
-        FROM ev
-        WINDOW w AS (PARTITION BY {group_cols} ORDER BY t, cat, tb, rid ROWS UNBOUNDED PRECEDING)
-    ), starts AS (SELECT rid, {group_cols}, depth, seq FROM lv WHERE d = 1)
-    SELECT c.rid, c.depth, p.rid AS parent_rid
-    FROM starts c ASOF LEFT JOIN starts p ON {same_group} AND c.depth - 1 = p.depth AND c.seq > p.seq
-    """
-
-
 def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in") -> str:
     """SQL giving (rid, step) for each row of ``source``: the step whose [start, end) holds the
     row's time, on the same rank."""
@@ -267,6 +241,8 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     the source did not give them); and ``step`` of every event. GPU activity takes the step of
     the API call that launched it (a kernel launched in step 3 belongs to step 3 even if it runs
     later). Returns table -> view name."""
+    from .nesting import create_nesting_table  # numpy: loaded when a profile is built
+
     views: dict[str, str] = {}
     has = {name: n > 0 for name, n in counts.items()}
     has_steps = has.get("steps", False)
@@ -286,19 +262,15 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     # ranges: they may overlap anything and end on another thread, so they have no depth)
     j, st = step_join("phases", "start_ns")
     nested = "(SELECT * FROM in_phases WHERE kind = 'range' AND coalesce(style, '') <> 'startend')"
+    create_nesting_table(con, nested, ("rank", "pid", "tid"), "phase_nesting")
     final("phases", f"""SELECT t.* REPLACE (n.depth AS depth, {st} AS step) FROM in_phases t
-        LEFT JOIN ({nesting_sql(nested, "rank, pid, tid")}) n ON n.rid = t.rid {j}""")
+        LEFT JOIN phase_nesting n ON n.rid = t.rid {j}""")
     # ops: depth, parent and self time unless the source gave them
     j, st = step_join("ops", "start_ns")
     if has.get("ops") and not con.execute("SELECT count(depth) FROM in_ops").fetchall()[0][0]:
-        final("ops", f"""
-            WITH n AS ({nesting_sql("in_ops", "rank, pid, tid")}),
-                 child AS (SELECT n.parent_rid AS rid, sum(o.end_ns - o.start_ns)::BIGINT AS child_ns
-                           FROM n JOIN in_ops o USING (rid) WHERE n.parent_rid IS NOT NULL GROUP BY 1)
-            SELECT t.* REPLACE (n.depth AS depth, p.op_id AS parent_id,
-                                (t.end_ns - t.start_ns) - coalesce(c.child_ns, 0) AS self_ns, {st} AS step)
-            FROM in_ops t JOIN n ON n.rid = t.rid LEFT JOIN in_ops p ON p.rid = n.parent_rid
-            LEFT JOIN child c ON c.rid = t.rid {j}""")
+        _create_op_links(con, "op_links")
+        final("ops", f"""SELECT t.* REPLACE (n.depth AS depth, n.parent_id AS parent_id, n.self_ns AS self_ns, {st} AS step)
+            FROM in_ops t JOIN op_links n ON n.rid = t.rid {j}""")
     else:
         final("ops", f"SELECT t.* REPLACE ({st} AS step) FROM in_ops t {j}")
     for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns")):
@@ -319,6 +291,25 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     final("steps", "SELECT * FROM in_steps")
     final("kernel_metrics", "SELECT * FROM in_kernel_metrics")
     return views
+
+
+def _create_op_links(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Create ``name`` (rid, depth, parent_id, self_ns) for ``in_ops``: self time is the op's
+    time less its children's."""
+    import numpy as np
+
+    from .nesting import nesting_arrays, register_table
+
+    d = nesting_arrays(con, "in_ops", ("rank", "pid", "tid"), extra=("op_id",))
+    parent = d["parent"]
+    has = parent >= 0
+    dur = np.asarray(d["end_ns"], np.int64) - np.asarray(d["start_ns"], np.int64)
+    # float sums are exact below 2**53 ns (104 days) per parent
+    child = np.bincount(parent[has], weights=dur[has], minlength=len(dur)).astype(np.int64)
+    op_id = np.asarray(np.ma.getdata(d["op_id"]), np.int64)
+    parent_id = np.ma.masked_array(op_id[np.maximum(parent, 0)], mask=~has)
+    register_table(con, name, {"rid": np.asarray(d["rid"], np.int64), "depth": d["depth"],
+                               "parent_id": parent_id, "self_ns": dur - child})
 
 
 def _duck_type(dtype: str) -> str:

@@ -71,7 +71,7 @@ def assign_lanes(con: duckdb.DuckDBPyConnection, slices_sql: str) -> int:
     con.execute("CREATE OR REPLACE TEMP TABLE tl_moved (trk BIGINT, start_ns BIGINT, end_ns BIGINT, lane INTEGER)")
     if not len(bad):
         return 0
-    from ...store.build import nesting_sql  # the store's builder, loaded only for tracks that need it
+    from ...store.nesting import create_nesting_table
 
     con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_lane AS
         SELECT row_number() OVER (ORDER BY trk, start_ns, end_ns) AS rid, 0 AS lane, trk, start_ns, end_ns
@@ -79,8 +79,9 @@ def assign_lanes(con: duckdb.DuckDBPyConnection, slices_sql: str) -> int:
     only = "TRUE"
     for _ in range(MAX_LANE_ROUNDS):
         src = f"(SELECT rid, trk, lane, start_ns, end_ns FROM tl_lane WHERE {only})"
+        nesting = create_nesting_table(con, src, ("trk", "lane"), "tl_nesting")
         con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_cross AS
-            SELECT n.rid FROM ({nesting_sql(src, "trk, lane")}) n
+            SELECT n.rid FROM {nesting} n
             JOIN tl_lane c ON c.rid = n.rid JOIN tl_lane p ON p.rid = n.parent_rid
             WHERE c.end_ns > p.end_ns""")
         n = con.execute("SELECT count(*) FROM tl_cross").fetchall()[0][0]
