@@ -73,7 +73,7 @@ def import_files(paths: list[str | Path], output: str | Path, options: ImportOpt
     if options.progress:
         options.progress("linking and writing the profile", 0.8)
     try:
-        builder.write(tmp, meta)
+        builder.write(tmp, meta, durable=False)  # the traces are still there to import again
     finally:
         builder.close()  # frees DuckDB's memory before whatever the caller does next
     if out.exists():

@@ -197,14 +197,15 @@ class ProfileBuilder:
         out["strings"] = self.interner.table()
         return out
 
-    def write(self, profile_dir: Path, meta: Meta) -> Path:
-        """Build and write the profile: each table goes from its SQL view straight to Parquet."""
+    def write(self, profile_dir: Path, meta: Meta, durable: bool = True) -> Path:
+        """Build and write the profile: each table goes from its SQL view straight to Parquet.
+        ``durable``: synced to disk (a recording is; an import can be made again)."""
         t0 = time.perf_counter()
         views = link(self.con, self._prepare())
         self.interner.create(self.con, "strings_in")
         views["strings"] = "strings_in"
         meta.timed("intern", time.perf_counter() - t0)
-        write_profile(profile_dir, self.con, views, meta)
+        write_profile(profile_dir, self.con, views, meta, durable)
         return profile_dir
 
     def close(self) -> None:

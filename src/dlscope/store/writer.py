@@ -37,8 +37,10 @@ def write_table(con: duckdb.DuckDBPyConnection, source: str, profile_dir: Path, 
     return int(written[0][0])
 
 
-def write_profile(profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: dict[str, str], meta: Meta) -> Path:
-    """Write every table (``sources``: table -> relation in ``con``), then meta.json."""
+def write_profile(profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: dict[str, str], meta: Meta,
+                  durable: bool = True) -> Path:
+    """Write every table (``sources``: table -> relation in ``con``), then meta.json (synced to
+    disk when ``durable``)."""
     t = time.perf_counter()
     profile_dir.mkdir(parents=True, exist_ok=True)
     for old in profile_dir.glob("*.parquet"):
@@ -47,7 +49,7 @@ def write_profile(profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: di
     meta.timed("link_write", time.perf_counter() - t)
     meta.table_rows = rows
     meta.dlscope_version = __version__
-    write_json_atomic(profile_dir / "meta.json", meta.to_dict())
+    write_json_atomic(profile_dir / "meta.json", meta.to_dict(), durable)
     return profile_dir
 
 
