@@ -86,3 +86,26 @@ def test_a_cut_inside_an_event_falls_back_to_the_whole_array(tmp_path, monkeypat
         [json.loads(f.read_bytes()) for f in carved.event_files]
     parted = _tables(import_files([src], tmp_path / "parts.dlscope"))
     assert parted == whole
+
+
+def test_parts_that_do_not_fit_in_memory_at_once_are_parsed_in_turn(tmp_path, monkeypatch):
+    """DuckDB out of memory with every part at once (8 threads under 200 MB did): the parts are
+    parsed one at a time, and the tables are those of a plain import."""
+    from dlscope.importers import parallel_parse
+
+    whole = _tables(import_files([TRACE], tmp_path / "whole.dlscope"))
+    monkeypatch.setattr(trace_json, "MIN_PART_BYTES", 64 << 10)
+    real = parallel_parse._parse_parts
+    calls = []
+
+    def parse_parts(con, parts, files, select, workers):
+        calls.append(workers)
+        if workers > 1:
+            raise parallel_parse.duckdb.OutOfMemoryException("failed to allocate")
+        return real(con, parts, files, select, workers)
+
+    monkeypatch.setattr(parallel_parse, "_parse_parts", parse_parts)
+    monkeypatch.setattr(parallel_parse.db, "default_threads", lambda: 2)  # on a 1-core machine too
+    parted = _tables(import_files([TRACE], tmp_path / "parts.dlscope"))
+    assert calls == [2, 1]
+    assert parted == whole

@@ -31,10 +31,23 @@ def create_in_order(con: duckdb.DuckDBPyConnection, name: str, files: list[Path]
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select(files)}")
         return []
     parts = [f"{name}_part{k}" for k in range(len(files))]
+    workers = db.threads(con)
+    try:
+        _parse_parts(con, parts, files, select, workers)
+    except duckdb.OutOfMemoryException:  # the parts at once do not fit the memory limit: in turn
+        _parse_parts(con, parts, files, select, 1)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS "
+                + " UNION ALL ".join(f"SELECT * FROM {part}" for part in parts))
+    return parts
+
+
+def _parse_parts(con: duckdb.DuckDBPyConnection, parts: list[str], files: list[Path],
+                 select: Callable[[list[Path]], str], workers: int) -> None:
+    """Create each table of ``parts`` from its file, ``workers`` at a time; on an error, none is
+    left and the first error is raised."""
     pending = list(zip(parts, files))
     lock = threading.Lock()
     errors: list[BaseException] = []
-    workers = db.threads(con)
 
     def work() -> None:
         cur = con.cursor()  # tables, not temporary ones, are seen by every cursor
@@ -51,19 +64,17 @@ def create_in_order(con: duckdb.DuckDBPyConnection, name: str, files: list[Path]
             cur.close()
 
     # each query runs on its own client thread: DuckDB's workers would only contend with them
+    threads = db.threads(con)
     con.execute("SET threads = 1")
     try:
-        threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(files)))]
-        for t in threads:
+        pool = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(files)))]
+        for t in pool:
             t.start()
-        for t in threads:
+        for t in pool:
             t.join()
     finally:
-        con.execute(f"SET threads = {workers}")
+        con.execute(f"SET threads = {threads}")
     if errors:
         for part in parts:
             con.execute(f"DROP TABLE IF EXISTS {part}")
         raise errors[0]
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS "
-                + " UNION ALL ".join(f"SELECT * FROM {part}" for part in parts))
-    return parts

@@ -34,10 +34,16 @@ if TYPE_CHECKING:
 
 _ids = itertools.count()
 
-# DuckDB's memory while building: beyond this it spills to disk. Measured on the 504k-event trace:
-# peak RSS 344 MB instead of 438 MB, 4% slower (bench/import_speed.py). Override with the
-# environment variable DLSCOPE_BUILD_MEMORY.
-BUILD_MEMORY_LIMIT = os.environ.get("DLSCOPE_BUILD_MEMORY", "200MB")
+# DuckDB's memory while building, per thread of the connection: beyond it, it spills to disk.
+# Measured on the 504k-event trace with 2 threads (200 MB): peak RSS 344 MB instead of 438 MB,
+# 4% slower (bench/import_speed.py). It grows with the threads because each thread parses its own
+# part of a trace at once (at 200 MB, 8 threads ran out of memory). Override with the environment
+# variable DLSCOPE_BUILD_MEMORY (for the whole connection).
+BUILD_MEMORY_PER_THREAD_MB = 100
+
+
+def build_memory_limit(threads: int) -> str:
+    return os.environ.get("DLSCOPE_BUILD_MEMORY") or f"{BUILD_MEMORY_PER_THREAD_MB * max(threads, 2)}MB"
 
 
 class Interner:
@@ -96,7 +102,8 @@ class ProfileBuilder:
     stored tables."""
 
     def __init__(self) -> None:
-        self.con = db.connect(memory_limit=BUILD_MEMORY_LIMIT)
+        threads = db.default_threads()
+        self.con = db.connect(threads, memory_limit=build_memory_limit(threads))
         self.parts: dict[str, list[str]] = defaultdict(list)
         self.interner = Interner()
         self._backing: list[str] = []

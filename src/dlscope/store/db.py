@@ -20,7 +20,7 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
     DuckDB spills what does not fit to a directory under the system's temporary directory
     (never the user's working directory, DuckDB's default)."""
     con = duckdb.connect(":memory:")
-    n = threads or min(os.cpu_count() or 1, 8)
+    n = threads or default_threads()
     con.execute(f"SET threads = {int(n)}")
     con.execute("SET preserve_insertion_order = true")
     # DuckDB runs an ASOF join whose probe side is small (under 64 rows by default) as a nested
@@ -35,6 +35,11 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
         con.execute(f"SET temp_directory = {sql_str(str(spill))}")
         con.execute(f"SET memory_limit = {sql_str(memory_limit)}")
     return con
+
+
+def default_threads() -> int:
+    """The machine's cores, at most 8."""
+    return min(os.cpu_count() or 1, 8)
 
 
 def threads(con: duckdb.DuckDBPyConnection) -> int:
