@@ -278,7 +278,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     if has.get("ops") and not con.execute("SELECT count(depth) FROM in_ops").fetchall()[0][0]:
         _create_op_links(con, "op_links")
         final("ops", f"""SELECT t.* REPLACE (n.depth AS depth, n.parent_id AS parent_id, n.self_ns AS self_ns, {st} AS step)
-            FROM in_ops t JOIN op_links n ON n.rid = t.rid {j}""")
+            FROM in_ops t LEFT JOIN op_links n ON n.rid = t.rid {j}""")
     else:
         final("ops", f"SELECT t.* REPLACE ({st} AS step) FROM in_ops t {j}")
     for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns")):

@@ -110,9 +110,10 @@ def _group_ids(groups: list[np.ndarray], n: int) -> np.ndarray:
 def nesting_arrays(con: duckdb.DuckDBPyConnection, source: str, group_cols: tuple[str, ...],
                    extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Fetch ``rid``, ``start_ns``, ``end_ns``, ``group_cols`` and ``extra`` from ``source`` and
-    add ``depth`` and ``parent`` (the parent's position in these arrays, -1 for none)."""
+    add ``depth`` and ``parent`` (the parent's position in these arrays, -1 for none). Rows
+    without both times are left out: they nest nowhere."""
     cols = ", ".join(f'"{c}"' for c in ("rid", "start_ns", "end_ns", *group_cols, *extra))
-    data = con.execute(f"SELECT {cols} FROM {source}").fetchnumpy()
+    data = con.execute(f"SELECT {cols} FROM {source} WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL").fetchnumpy()
     data["depth"], data["parent"] = nest([data[g] for g in group_cols], data["start_ns"], data["end_ns"], data["rid"])
     return data
 
