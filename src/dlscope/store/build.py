@@ -34,16 +34,19 @@ if TYPE_CHECKING:
 
 _ids = itertools.count()
 
-# DuckDB's memory while building, per thread of the connection: beyond it, it spills to disk.
-# Measured on the 504k-event trace with 2 threads (200 MB): peak RSS 344 MB instead of 438 MB,
-# 4% slower (bench/import_speed.py). It grows with the threads because each thread parses its own
-# part of a trace at once (at 200 MB, 8 threads ran out of memory). Override with the environment
-# variable DLSCOPE_BUILD_MEMORY (for the whole connection).
-BUILD_MEMORY_PER_THREAD_MB = 100
+# DuckDB's memory while building: beyond it, it spills to disk. Measured on the 504k-event trace
+# with 2 threads at 200 MB: peak RSS 344 MB instead of 438 MB, 4% slower (bench/import_speed.py).
+# It grows with the threads because each thread parses its own part of a trace at once: on the
+# 16-core H100 host (8 threads) 300 MB ran out of memory, 400 to 600 MB took the same time with a
+# peak of 380 to 396 MB, 800 MB 460 to 473 MB (bench/results/gpu_speed/stages_memory_h100.txt).
+# Override with the environment variable DLSCOPE_BUILD_MEMORY (for the whole connection).
+BUILD_MEMORY_BASE_MB = 120
+BUILD_MEMORY_PER_THREAD_MB = 40
 
 
 def build_memory_limit(threads: int) -> str:
-    return os.environ.get("DLSCOPE_BUILD_MEMORY") or f"{BUILD_MEMORY_PER_THREAD_MB * max(threads, 2)}MB"
+    """200 MB at 2 threads, 440 MB at 8."""
+    return os.environ.get("DLSCOPE_BUILD_MEMORY") or f"{BUILD_MEMORY_BASE_MB + BUILD_MEMORY_PER_THREAD_MB * max(threads, 2)}MB"
 
 
 class Interner:
