@@ -170,8 +170,11 @@ class ProfileBuilder:
             if not selects:
                 cols = ", ".join(f"CAST(NULL AS {_duck_type(c.dtype)}) AS \"{c.name}\"" for c in spec.columns)
                 selects = [f"SELECT {cols} WHERE FALSE"]
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_{spec.name} AS "
-                             f"SELECT row_number() OVER () AS rid, * FROM ({' UNION ALL '.join(selects)})")
+            # the row id is the table's rowid (its insertion order), read through a view:
+            # row_number() OVER () is a window on one thread (40 ms for 285k ops)
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_rows_{spec.name} AS {' UNION ALL '.join(selects)}")
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW in_{spec.name} AS "
+                             f"SELECT rowid + 1 AS rid, * FROM in_rows_{spec.name}")
             counts[spec.name] = self.con.execute(f"SELECT count(*) FROM in_{spec.name}").fetchall()[0][0]
             for rel in self.parts.pop(spec.name, []):  # the copy above replaces them: free them now
                 self._drop(rel)
