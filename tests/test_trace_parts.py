@@ -109,3 +109,30 @@ def test_parts_that_do_not_fit_in_memory_at_once_are_parsed_in_turn(tmp_path, mo
     parted = _tables(import_files([TRACE], tmp_path / "parts.dlscope"))
     assert calls == [2, 1]
     assert parted == whole
+
+
+def test_a_traced_window_read_in_parts_at_finalize(tmp_path, monkeypatch):
+    """The PyTorch layer's finalize reads each traced window with the importer's reader: with
+    the window's events in parts (its event table then a view), the same tables come out, and
+    the parts are dropped (dropping the view as a table failed)."""
+    from dlscope.capture.base import DecodeContext
+    from dlscope.capture.torch import TorchCollector
+    from dlscope.importers import kineto
+
+    (tmp_path / "7.torch.windows.json").write_text(json.dumps({"windows": [{"marker": None, "window": [0, 1, 1]}]}))
+    (tmp_path / "7.torch.1.json").write_bytes(gzip.decompress(TRACE.read_bytes()))
+
+    def decode() -> dict:
+        tables = TorchCollector.decode(tmp_path, 7, DecodeContext(pid=7, rank=0, offset_ns=0, session={}))
+        # rows in any order: the builder sorts every table when it writes the profile
+        return {name: sorted(map(repr, t.to_pylist())) for name, t in tables.items()}
+
+    whole = decode()
+    files = []
+    real = kineto.create_in_order
+    monkeypatch.setattr(kineto, "create_in_order", lambda con, name, fs, select: files.append(len(fs)) or real(con, name, fs, select))
+    monkeypatch.setattr(trace_json, "MIN_PART_BYTES", 64 << 10)
+    monkeypatch.setattr(kineto.db, "default_threads", lambda: 2)
+    parted = decode()
+    assert files == [2]
+    assert whole["ops"] and parted == whole

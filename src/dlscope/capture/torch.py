@@ -236,8 +236,8 @@ class TorchCollector(Collector):
             tables = {name: pa.concat_tables([db.query_arrow(con, f"SELECT * FROM {r}") for r in rels],
                                              promote_options="default")
                       for name, rels in tt.tables.items()}
-            for rel in tt.backing:
-                con.execute(f"DROP TABLE IF EXISTS {rel}")
+            for rel in tt.backing:  # the event table may be a view over parts
+                db.drop(con, rel)
             shift = _clock_shift(win.get("marker"), tables, context.offset_ns)
             if shift:
                 context.notes.append(f"process {pid}: PyTorch events shifted by {shift / 1e3:.1f} us to the session clock")

@@ -193,15 +193,7 @@ class ProfileBuilder:
         return name
 
     def _drop(self, relation: str) -> None:
-        for kind in ("VIEW", "TABLE"):
-            try:
-                self.con.execute(f"DROP {kind} IF EXISTS {relation}")
-            except duckdb.Error:
-                pass
-        try:
-            self.con.unregister(relation)
-        except (duckdb.Error, KeyError):
-            pass
+        db.drop(self.con, relation)
 
     def build(self) -> dict[str, pa.Table]:
         """The stored tables, in memory (strings included). For tests and small profiles."""

@@ -47,6 +47,19 @@ def threads(con: duckdb.DuckDBPyConnection) -> int:
     return int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
 
 
+def drop(con: duckdb.DuckDBPyConnection, relation: str) -> None:
+    """Drop a view, a table or a registered Python object of that name, whichever it is."""
+    for kind in ("VIEW", "TABLE"):
+        try:
+            con.execute(f"DROP {kind} IF EXISTS {relation}")
+        except duckdb.Error:  # an object of the other kind
+            pass
+    try:
+        con.unregister(relation)
+    except (duckdb.Error, KeyError):
+        pass
+
+
 def to_arrow(rel: Any) -> pa.Table:
     """Materialize a DuckDB relation as an Arrow table, whatever the DuckDB release calls it."""
     import pyarrow as pa
