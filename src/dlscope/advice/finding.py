@@ -33,6 +33,11 @@ def severity_for(saving_pct: float | None) -> str:
     return "low"
 
 
+def cap_severity(severity: str, cap: str) -> str:
+    """``severity``, lowered to ``cap`` when it is above it (a finding without a measured basis)."""
+    return severity if SEVERITIES.index(severity) >= SEVERITIES.index(cap) else cap
+
+
 @dataclass
 class Evidence:
     """The measurements behind a finding.

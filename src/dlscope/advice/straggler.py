@@ -1,22 +1,25 @@
 """straggler: one rank keeps the others waiting at every collective.
 
-From the straggler report (``analysis.straggler``): per compared step, the rank the others waited
-for and how long (``lag``), and the phase in which it lost that time. The rule fires when the
-same rank is the straggler in most compared steps (a consistent straggler, not noise that moves
-from rank to rank) and the others wait for it long enough to matter.
+Judged from the steps measured without the tracer (``analysis.rank_waits``): per step, how much
+longer the other ranks waited for the GPU on the host than this rank did; a straggler only when
+that lag is positive in significantly more steps than chance gives (sign test) and at least
+:data:`MIN_LAG_PCT` of the step. The saving is the mean lag: what the others really wait.
 
-Saving (upper bound): the mean lag per compared step: if the straggler were as fast as the
-others, they would stop waiting; no more than that can come back.
+Profiles without untraced waits (recorded before dlscope's hooks, imported traces, or every step
+traced) fall back to the traced steps' collective waits (``analysis.straggler``). The tracer's
+overhead differs per rank, so a traced-only finding says so and is at most LOW.
 """
 
 from __future__ import annotations
 
 import re
 
+from ..analysis.host_classes import HostClass
 from ..analysis.host_state import DATA_LOADING_RE
+from ..analysis.rank_waits import StragglerVerdict, untraced_straggler
 from ..analysis.straggler import OUTSIDE, phase_excess_sql, stragglers_sql
 from .context import Context
-from .finding import Evidence, Finding
+from .finding import Evidence, Finding, cap_severity
 from .rule import Rule
 from .text import ms, pct
 
@@ -28,6 +31,9 @@ MIN_LAG_PCT = 5.0
 MIN_STEPS = 3
 URL = "https://pytorch.org/docs/stable/notes/ddp.html"
 COMPUTE_RE = r"forward|backward|optimizer|model|train|compute|loss"
+# the phase named for a class in the advice
+CLASS_PHASE = {HostClass.INPUT: "dataloader", HostClass.MODEL: "forward/backward",
+               HostClass.OPTIMIZER: "optimizer", HostClass.OTHER: OUTSIDE}
 
 
 class Straggler(Rule):
@@ -41,6 +47,27 @@ class Straggler(Rule):
         return None if n >= 2 else "fewer than two ranks with steps"
 
     def check(self, ctx: Context) -> Finding | None:
+        verdict = untraced_straggler(ctx.data)
+        if verdict is not None:
+            return self._from_untraced(ctx, verdict)
+        return self._from_traced(ctx)
+
+    def _from_untraced(self, ctx: Context, v: StragglerVerdict) -> Finding | None:
+        if not v.significant or not v.step_ms or 100 * v.lag_ms / v.step_ms < MIN_LAG_PCT:
+            return None
+        culprit = v.culprit
+        phase = CLASS_PHASE.get(culprit) if culprit is not None else None
+        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} rank(s) waited "
+                f"{ms(v.lag_ms)} per step longer for the GPU than rank {v.rank} ({pct(100 * v.lag_ms / v.step_ms)} "
+                f"of the {ms(v.step_ms)} step; rank {v.rank} waited less in {v.lagging_steps} of {v.steps} steps, "
+                f"sign test p = {v.p_value:.2g})"
+                + (f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "
+                   f"{phase or culprit.label}" if culprit is not None else ""))
+        how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its mean lag per step"
+        rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
+        return self.finding(ctx, v.lag_ms, Evidence(text, how, rows), _advice(v.rank, phase), url=URL)
+
+    def _from_traced(self, ctx: Context) -> Finding | None:
         d = ctx.data
         s = stragglers_sql(d)
         rows = d.rows(f"""
@@ -68,13 +95,20 @@ class Straggler(Rule):
                 phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["phase_excess_ms"]
         phase = max(phases, key=phases.get) if phases else None
         basis = "waited for it at their collectives" if mine[0]["basis"] == "waits" else "ran shorter steps"
+        traced = bool(d.traced_excluded) or bool(d.scalar("SELECT count(*) FROM sel_steps WHERE traced"))
         text = (f"rank {rank} was the slowest rank in {n} of {len(rows)} compared steps; the other ranks {basis} "
                 f"{ms(lag)} per step on average ({pct(100 * lag / step_ms)} of the {ms(step_ms)} step)"
                 + (f"; it lost the time in '{phase}' ({ms(phases[phase] / len(mine))} more than the other ranks "
                    "per step)" if phase else ""))
         how = f"if rank {rank} kept pace, the others would stop waiting for it: at most its lag per step"
+        if traced:
+            how += (". Measured in traced steps only, whose tracer overhead differs per rank: not confirmed "
+                    "without tracing, so at most LOW")
         ev_rows = [{k: r[k] for k in ("step", "rank", "lag_ms", "phase", "phase_excess_ms")} for r in mine[:8]]
-        return self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
+        f = self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
+        if traced:
+            f.severity = cap_severity(f.severity, "low")
+        return f
 
 
 def _advice(rank: int, phase: str | None) -> str:

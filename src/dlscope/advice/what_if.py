@@ -21,7 +21,18 @@ saves under the floor both now and along the chain is kept, as information, afte
 
 from __future__ import annotations
 
-from ..analysis.replay import Calibration, Calls, Fix, calibrate, replay_calls, step_ms
+from ..analysis.host_classes import HostClass
+from ..analysis.phase_times import untraced_class_times
+from ..analysis.replay import (
+    Calibration,
+    Calls,
+    Fix,
+    calibrate,
+    calibrate_by_class,
+    replay_calls,
+    step_ms,
+    traced_work_ms,
+)
 from .context import Context
 from .finding import Finding, severity_for
 from .rule import MIN_SAVING_PCT, Rule
@@ -36,8 +47,7 @@ class Replayer:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.calls: Calls = replay_calls(ctx.data)
-        target = ctx.basis.mean_step_ms if (ctx.basis.has_steps and ctx.basis.traced_excluded) else None
-        self.calibration: Calibration = calibrate(self.calls, target)
+        self.calibration: Calibration = calibrated(self.calls, ctx)
         self.base_ms = self.step(self.calls)
 
     @property
@@ -46,7 +56,7 @@ class Replayer:
                 and self.base_ms > 0)
 
     def step(self, calls: Calls, batch: float = 1.0) -> float:
-        return step_ms(calls, self.calibration.host_factor, per_sample_of=batch)
+        return step_ms(calls, self.calibration.factors, per_sample_of=batch)
 
     def with_fixes(self, fixes: list[Fix]) -> float:
         calls, batch = self.calls, 1.0
@@ -54,6 +64,29 @@ class Replayer:
             calls = f.apply(calls)
             batch *= f.batch
         return self.step(calls, batch)
+
+
+# A class of host work whose traced time is under this share of the traced step need not have
+# been measured untraced for the per-class calibration (a few stray microseconds of 'input').
+MIN_CLASS_SHARE = 0.02
+
+
+def calibrated(calls: Calls, ctx: Context) -> Calibration:
+    """The replay's calibration to the untraced steps: per host class where the untraced steps'
+    phases measure every class the traced steps hold, else one factor on all host work (the
+    profile has untraced steps but not their phases: recorded before the hooks, or imported),
+    else none (every step traced)."""
+    basis = ctx.basis
+    if not (basis.has_steps and basis.traced_excluded and basis.mean_step_ms):
+        return calibrate(calls, None)
+    times = untraced_class_times(ctx.data)
+    if times is not None and not calls.empty:
+        work = traced_work_ms(calls)
+        total = float(work.sum()) or 1.0
+        needed = {c for c in HostClass if work[c] / total >= MIN_CLASS_SHARE}
+        if times.covers(needed):
+            return calibrate_by_class(calls, times.ms, basis.mean_step_ms)
+    return calibrate(calls, basis.mean_step_ms)
 
 
 def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list[Finding]:
@@ -84,7 +117,8 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
         fixed = r.with_fixes([fix])
         _set_saving(f, r.base_ms - fixed, unit)
         f.what_if = {"step_ms": r.base_ms, "fixed_step_ms": fixed, "per_sample": fix.batch != 1.0,
-                     "host_factor": r.calibration.host_factor}
+                     "host_factor": r.calibration.host_factor,
+                     "host_factors": r.calibration.by_class, "calibration": r.calibration.basis.name.lower()}
         f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
     ordered = sorted(findings, key=Finding.sort_key)
     # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit)

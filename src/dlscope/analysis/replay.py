@@ -26,21 +26,21 @@ blocking calls, one Python iteration per blocking call.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import interval_arrays as ia
 from .context import ProfileData
+from .host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
 from .host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
 from .intervals import union_sql
 from .kernel_names import kernel_names
 from .step_idle import windows_sql
 
-# host work classes: which phases the gap before a call falls in
-HOST_CLASSES = ("input", "optimizer", "model", "other")
-OPTIMIZER_RE = r"^optimizer$|^optimizer\.step#|^optimizer[_ .-]?step$"
-MODEL_RE = r"^(forward|backward)$|^autograd::engine::evaluate_function|^(fwd|bwd)$"
+# host work classes (in the order of HostClass's values): which phases the gap before a call falls in
+HOST_CLASSES = tuple(c.label for c in HostClass)
 LAYOUT_RE = r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nchw_to_nhwc|nhwc_to_nchw"
 # A blocking call's own cost once it no longer waits: a runtime call returns in microseconds.
 BLOCKING_CALL_OVERHEAD_NS = 5_000
@@ -52,10 +52,8 @@ ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_n
 @dataclass
 class Calls:
     """The replay's input, one entry per runtime call (plus one sentinel per window end), in
-    order; numpy arrays named as :data:`ARRAYS`. ``cls``: index in :data:`HOST_CLASSES` of
-    what the host was doing when it made the call; ``blocking``: 0 no, 1 synchronize, 2 copy from
-    pageable memory (host to device), 3 copy to pageable memory (device to host: ``.item()``,
-    ``.cpu()``)."""
+    order; numpy arrays named as :data:`ARRAYS`. ``cls``: the :class:`HostClass` value of
+    what the host was doing when it made the call; ``blocking``: its :class:`Blocking` value."""
 
     arrays: dict[str, np.ndarray]
     windows: int
@@ -136,10 +134,11 @@ def replay_calls(data: ProfileData) -> Calls:
         SELECT wid, rank, start_ns,
                greatest(start_ns - greatest(coalesce(prev_end, w_start), w_start), 0) AS gap_ns,
                least(start_ns, greatest(coalesce(prev_end, w_start), w_start)) AS gap_start,
-               CASE WHEN name IS NULL THEN 0
-                    WHEN regexp_matches(lower(name), '{SYNC_API_RE}') THEN 1
-                    WHEN coalesce(pageable, FALSE) THEN 2
-                    WHEN coalesce(pageable_d2h, FALSE) THEN 3 ELSE 0 END AS blocking,
+               CASE WHEN name IS NULL THEN {Blocking.NONE:d}
+                    WHEN regexp_matches(lower(name), '{SYNC_API_RE}') THEN {Blocking.SYNC:d}
+                    WHEN coalesce(pageable, FALSE) THEN {Blocking.PAGEABLE_H2D:d}
+                    WHEN coalesce(pageable_d2h, FALSE) THEN {Blocking.PAGEABLE_D2H:d}
+                    ELSE {Blocking.NONE:d} END AS blocking,
                greatest(end_ns - start_ns, 0) AS call_ns,
                coalesce(gpu_ns, 0) AS gpu_ns, coalesce(simt_ns, 0) AS simt_ns, coalesce(tf32_ns, 0) AS tf32_ns,
                coalesce(layout_ns, 0) AS layout_ns, coalesce(h2d_ns, 0) AS h2d_ns,
@@ -172,10 +171,13 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
         cov[name] = ia.covered(rank, gap_start, gap_end, isl)
         inside[name] = ia.covered(rank, at, at + 1, isl) > 0
     gap = np.asarray(cols["gap_ns"], dtype=np.int64)
+    # nested phases: the inner class wins (input, then model, then optimizer: Lightning runs
+    # forward and backward inside optimizer.step(closure), see host_classes)
     cols["gap_input"] = cov["input"]
-    cols["gap_optimizer"] = np.minimum(cov["optimizer"], gap - cov["input"])
-    cols["gap_model"] = np.maximum(np.minimum(cov["model"], gap - cov["input"] - cov["optimizer"]), 0)
-    cols["cls"] = np.select([inside["input"], inside["optimizer"], inside["model"]], [0, 1, 2], 3)
+    cols["gap_model"] = np.maximum(np.minimum(cov["model"], gap - cov["input"]), 0)
+    cols["gap_optimizer"] = np.maximum(np.minimum(cov["optimizer"], gap - cov["input"] - cols["gap_model"]), 0)
+    cols["cls"] = np.select([inside["input"], inside["model"], inside["optimizer"]],
+                            [HostClass.INPUT, HostClass.MODEL, HostClass.OPTIMIZER], HostClass.OTHER)
     cols["gap_other"] = np.maximum(gap - cols["gap_input"] - cols["gap_optimizer"] - cols["gap_model"], 0)
 
 
@@ -224,14 +226,40 @@ class Fix:
         return c
 
 
-def replay(calls: Calls, host_factor: float = 1.0) -> float:
-    """Replayed time of all windows one after another, in ns (0 when there is nothing to
-    replay). ``host_factor`` scales the host's own work (see :func:`calibrate`)."""
-    if calls.empty:
-        return 0.0
+HostScale = float | np.ndarray  # one factor on all host work, or one per HostClass (by value)
+
+
+def _class_factors(host_factor: HostScale) -> np.ndarray:
+    f = np.asarray(host_factor, dtype=np.float64)
+    return np.full(len(HostClass), float(f)) if f.ndim == 0 else f
+
+
+def host_work(calls: Calls, host_factor: HostScale = 1.0) -> np.ndarray:
+    """Each entry's own host work (the gap before the call and the call itself), in ns, with the
+    host's work of each class scaled by its factor."""
     a = calls.arrays
-    work = (a["gap_input"] + a["gap_optimizer"] + a["gap_model"] + a["gap_other"] + a["call_ns"]) * host_factor
-    gpu, blocking = a["gpu_ns"], a["blocking"]
+    f = _class_factors(host_factor)
+    gaps = sum(a[f"gap_{c.label}"] * f[c] for c in HostClass)
+    return gaps + a["call_ns"] * f[a["cls"].astype(np.int64)]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A replay's outcome: the time of all windows one after another, and how long the host
+    waited for the GPU at the blocking calls of each class (ns, over all windows)."""
+
+    total_ns: float
+    wait_ns: np.ndarray  # by HostClass value
+
+
+def replay_detail(calls: Calls, host_factor: HostScale = 1.0) -> Replayed:
+    """Replay the windows one after another (see the module's docstring)."""
+    waits = np.zeros(len(HostClass))
+    if calls.empty:
+        return Replayed(0.0, waits)
+    a = calls.arrays
+    work = host_work(calls, host_factor)
+    gpu, blocking, cls = a["gpu_ns"], a["blocking"], a["cls"].astype(np.int64)
     n = len(work)
     host_t, gpu_end = 0.0, 0.0
     cuts = np.flatnonzero(blocking > 0)
@@ -249,46 +277,117 @@ def replay(calls: Calls, host_factor: float = 1.0) -> float:
             ends = c + np.maximum(gpu_end, np.maximum.accumulate(r - prev))
             gpu_end = float(ends[-1])
         host_t = float(h[-1]) if len(h) else host_t
-        if stop < n:  # blocks until the GPU is done with everything launched so far (its own copy too)
-            host_t = max(host_t, gpu_end)
+        # a blocking call waits until the GPU is done with everything launched so far (its own copy too)
+        if stop < n and gpu_end > host_t:
+            waits[cls[stop]] += gpu_end - host_t
+            host_t = gpu_end
         start = seg_end
-    return max(host_t, gpu_end)
+    return Replayed(max(host_t, gpu_end), waits)
 
 
-def step_ms(calls: Calls, host_factor: float = 1.0, per_sample_of: float = 1.0) -> float:
+def replay(calls: Calls, host_factor: HostScale = 1.0) -> float:
+    """Replayed time of all windows one after another, in ns (0 when there is nothing to
+    replay). ``host_factor`` scales the host's own work (see :func:`calibrate`)."""
+    return replay_detail(calls, host_factor).total_ns
+
+
+def step_ms(calls: Calls, host_factor: HostScale = 1.0, per_sample_of: float = 1.0) -> float:
     """Mean replayed step in ms (per ``per_sample_of`` steps' worth of samples, for a larger batch)."""
     return replay(calls, host_factor) / 1e6 / max(calls.windows, 1) / per_sample_of
 
 
+class CalibrationBasis(enum.Enum):
+    """What the replay's host work was scaled to."""
+
+    PER_CLASS = "per class, from the phases of the steps measured without tracing"
+    STEP_TIME = "one factor, from the step time measured without tracing"
+    NONE = "not calibrated: every step was traced"
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """The factor on host work that makes the replay match the untraced steps."""
+    """The factors on host work that make the replay match the untraced steps."""
 
-    host_factor: float
-    traced_ms: float      # replayed step at factor 1 (the traced steps as recorded)
-    target_ms: float | None  # the untraced mean step, when there are untraced steps
+    factors: np.ndarray       # by HostClass value
+    traced_ms: float          # replayed step at factor 1 (the traced steps as recorded)
+    target_ms: float | None   # the untraced mean step, when there are untraced steps
+    basis: CalibrationBasis = CalibrationBasis.STEP_TIME
+    calibrated_ms: float | None = None  # replayed step with the factors
+
+    @property
+    def host_factor(self) -> float:
+        """One number for the factors (their mean weighted by the traced host work is not kept:
+        the smallest and largest are what a reader needs; this is the plain mean)."""
+        return float(np.mean(self.factors))
+
+    @property
+    def by_class(self) -> dict[str, float]:
+        return {c.label: float(self.factors[c]) for c in HostClass}
 
     @property
     def note(self) -> str:
-        if self.target_ms is None or abs(self.host_factor - 1.0) < 0.02:
+        if self.target_ms is None or np.all(np.abs(self.factors - 1.0) < 0.02):
             return ""
+        if self.basis is CalibrationBasis.PER_CLASS:
+            parts = ", ".join(f"{c.label} {self.factors[c]:.2f}" for c in HostClass if abs(self.factors[c] - 1) >= 0.02)
+            return (f"host work per class scaled to the steps measured without tracing ({parts}; replayed step "
+                    f"{self.traced_ms:.1f} ms traced, {self.calibrated_ms or 0:.1f} ms calibrated, "
+                    f"{self.target_ms:.1f} ms measured)")
         return (f"host work scaled by {self.host_factor:.2f} so the replayed step ({self.traced_ms:.1f} ms traced) "
                 f"matches the {self.target_ms:.1f} ms measured without tracing")
 
 
+# The tracer only slows the host: a factor is at most 1. A class whose untraced time is nearly all
+# waiting keeps at least this much of its traced work (the replay then waits for the rest).
+MIN_FACTOR = 0.05
+CALIBRATION_ROUNDS = 12
+
+
 def calibrate(calls: Calls, target_ms: float | None) -> Calibration:
-    """Bisect the host factor in [0.05, 1] (tracing only slows the host) so that the replayed
-    step equals ``target_ms``; 1 without a target or when the replay is already no longer."""
+    """One factor: bisect the host factor in [0.05, 1] (tracing only slows the host) so that the
+    replayed step equals ``target_ms``; 1 without a target or when the replay is already no longer."""
     traced = step_ms(calls)
+    ones = np.ones(len(HostClass))
     if not target_ms or calls.empty or traced <= target_ms:
-        return Calibration(1.0, traced, target_ms)
-    lo, hi = 0.05, 1.0
+        basis = CalibrationBasis.STEP_TIME if target_ms else CalibrationBasis.NONE
+        return Calibration(ones, traced, target_ms, basis, traced)
+    lo, hi = MIN_FACTOR, 1.0
     if step_ms(calls, lo) >= target_ms:
-        return Calibration(lo, traced, target_ms)
+        return Calibration(ones * lo, traced, target_ms, calibrated_ms=step_ms(calls, lo))
     for _ in range(30):
         mid = (lo + hi) / 2
         if step_ms(calls, mid) > target_ms:
             hi = mid
         else:
             lo = mid
-    return Calibration((lo + hi) / 2, traced, target_ms)
+    f = (lo + hi) / 2
+    return Calibration(ones * f, traced, target_ms, calibrated_ms=step_ms(calls, f))
+
+
+def traced_work_ms(calls: Calls) -> np.ndarray:
+    """The traced host work per window of each class, in ms (gaps and calls, unscaled)."""
+    a = calls.arrays
+    cls = a["cls"].astype(np.int64)
+    out = np.array([a[f"gap_{c.label}"].sum() + a["call_ns"][cls == c].sum() for c in HostClass])
+    return out / 1e6 / max(calls.windows, 1)
+
+
+def calibrate_by_class(calls: Calls, untraced_ms: dict[HostClass, float], target_ms: float) -> Calibration:
+    """Per-class factors so that each class's replayed host time (its own work plus the replay's
+    waits at its blocking calls) equals the untraced steps' time in that class.
+
+    A fixed point: the waits depend on the factors (less host work, more waiting), so the factors
+    are found again from the waits of the last round until they settle. The untraced time of a
+    class holds its waits too (a ``.item()`` in the loop waits for the GPU): only the rest is work."""
+    traced = step_ms(calls)
+    work = traced_work_ms(calls)
+    want = np.array([max(untraced_ms.get(c, 0.0), 0.0) for c in HostClass])
+    f = np.ones(len(HostClass))
+    for _ in range(CALIBRATION_ROUNDS):
+        waits = replay_detail(calls, f).wait_ns / 1e6 / max(calls.windows, 1)
+        new = np.where(work > 0, np.clip((want - waits) / np.where(work > 0, work, 1.0), MIN_FACTOR, 1.0), 1.0)
+        if np.allclose(new, f, atol=1e-3):
+            f = new
+            break
+        f = new
+    return Calibration(f, traced, target_ms, CalibrationBasis.PER_CLASS, step_ms(calls, f))

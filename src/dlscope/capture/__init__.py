@@ -23,8 +23,10 @@ def _collectors() -> list[type[Collector]]:
     from .nvtx_emit import NvtxEmitter
     from .tf_layer import TensorflowCollector
     from .torch import TorchCollector
+    from .torch_hooks import TorchPhaseHooks
 
     return [
+        TorchPhaseHooks,  # phases of every step (before TorchCollector: its optimizer hook ends the step)
         TorchCollector,
         JaxCollector,  # JAX ops and kernels through jax.profiler
         TensorflowCollector,  # TensorFlow ops and kernels through tf.profiler.experimental

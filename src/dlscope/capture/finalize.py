@@ -26,6 +26,7 @@ from ..store.writer import remove_spool
 from . import COLLECTORS
 from .base import DecodeContext
 from .schedule import Action, StepSchedule
+from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE
 
 PROCESS_DOMAIN = "process"  # domain of the phase covering a whole profiled command
 
@@ -114,11 +115,12 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
         if unclosed.any():
             ctx.notes.append(f"process {ctx.pid}: {int(unclosed.sum())} phase(s) were still open at the end")
         n = len(p_nid)
+        names, sources = hook_names_and_sources(names_of(p_nid).to_pylist())
         out["phases"] = pa.table({
             "rank": pa.array(np.full(n, ctx.rank, np.int32)), "pid": pa.array(np.full(n, ctx.pid, np.int64)),
             "tid": p_tid, "start_ns": p_start + off, "end_ns": np.maximum(p_end + off, p_start + off),
-            "name": names_of(p_nid), "kind": pa.array(["range"] * n),
-            "source": pa.array(["dlscope"] * n),
+            "name": pa.array(names, pa.string()), "kind": pa.array(["range"] * n),
+            "source": pa.array(sources, pa.string()),
             "domain": pa.array([PROCESS_DOMAIN if ctx.session.get("owner") == "cli-parent" else None] * n,
                                pa.string()),
         })
@@ -159,6 +161,30 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
 
 
 TRACE_DOMAIN = "trace"
+
+
+def hook_names_and_sources(names: list[str]) -> tuple[list[str], list[str]]:
+    """Phase names with :data:`~.torch_hooks.HOOK_PREFIX` stripped, and each row's source
+    ('hook' for those, 'dlscope' for the program's own phases)."""
+    k = len(HOOK_PREFIX)
+    return ([x[k:] if x.startswith(HOOK_PREFIX) else x for x in names],
+            [HOOK_SOURCE if x.startswith(HOOK_PREFIX) else "dlscope" for x in names])
+
+
+def drop_derived_where_hooked(phases: pa.Table | None) -> pa.Table | None:
+    """A process whose hooks recorded its phases in every step keeps those: the same phases
+    derived from its Kineto trace (traced steps only, other boundaries) are dropped, so traced
+    and untraced steps are split alike."""
+    if phases is None or not phases.num_rows or "source" not in phases.column_names:
+        return phases
+    import pyarrow.compute as pc
+
+    src = phases.column("source")
+    hooked = set(pc.unique(phases.filter(pc.equal(src, HOOK_SOURCE)).column("name")).to_pylist())
+    if not hooked:
+        return phases
+    derived = pc.and_(pc.equal(src, "derived"), pc.is_in(phases.column("name"), pa.array(sorted(hooked))))
+    return phases.filter(pc.invert(pc.fill_null(derived, False)))
 
 
 def flag_traced_steps(steps: pa.Table, phases: pa.Table | None) -> pa.Table:
@@ -277,6 +303,8 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             meta.timed(f"decode.{cls.name}", time.perf_counter() - t0)
         for stage, secs in ctx.timings.items():
             meta.timed(f"decode.{stage}", secs)
+        if "phases" in tables:
+            tables["phases"] = drop_derived_where_hooked(tables["phases"])
         if "steps" in tables:
             tables["steps"] = flag_traced_steps(tables["steps"], tables.get("phases"))
         if session.get("rank_source") in RANKED:

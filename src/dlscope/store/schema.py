@@ -113,7 +113,8 @@ PHASES = Table(
     (RANK, PID, TID, START, END, NAME,
      _c("depth", I16, "nesting depth on its thread, 0 = outermost"),
      _c("kind", STR, "'range' or 'mark' (a mark has end_ns = start_ns)", False),
-     _c("source", STR, "'dlscope', 'nvtx', 'record_function' or 'derived'", False),
+     _c("source", STR, "'dlscope', 'hook' (dataloader, forward, backward, optimizer and sync timed in every step by "
+                        "PyTorch hooks, see capture.torch_hooks), 'nvtx', 'record_function' or 'derived'", False),
      _c("domain_id", I32, "NVTX domain or annotation category, an id in strings"),
      STEP,
      _c("style", STR, "'pushpop' (nested on its thread) or 'startend' (may overlap others and end on "

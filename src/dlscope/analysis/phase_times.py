@@ -1,0 +1,102 @@
+"""Host time per class in each step, from the phases: what the steps measured without the
+tracer say about where the host's time went.
+
+The tracer slows the host unevenly (a per-parameter optimizer's thousands of tiny ops far more
+than a forward pass of large kernels), so durations that a judgement rests on come from the
+untraced steps. dlscope's hooks (``source = 'hook'``, :mod:`dlscope.capture.torch_hooks`) time
+DataLoader ``next()``, forward, backward, the optimizer step and the host's waits for the GPU in
+every step; a user's own phases count by their names (:mod:`.host_classes`).
+
+:func:`step_class_times` gives, per (rank, step) of a step set, the step's duration split into
+the classes (nested phases go to the inner class, see :data:`.host_classes.PRECEDENCE`; the rest
+is ``other``) and the time blocked in ``sync`` phases. :func:`untraced_class_times` averages them
+over the steps statistics use (the untraced ones), and says whether they can be trusted: a class
+is measured in the untraced steps only if its phases were recorded there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import interval_arrays as ia
+from .context import ProfileData
+from .host_classes import CLASS_RE, PRECEDENCE, SYNC_PHASE_RE, HostClass
+from .host_state import NOT_ACTIVITY_DOMAINS, main_pid_sql
+from .intervals import union_sql
+
+COLUMNS = ("rank", "step", "step_ns", *(f"{c.label}_ns" for c in HostClass), "sync_ns")
+
+
+def _islands(data: ProfileData, regex: str) -> dict[str, np.ndarray]:
+    domains = ", ".join(f"'{d}'" for d in NOT_ACTIVITY_DOMAINS)
+    src = f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
+              WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
+                AND coalesce(p.domain, '') NOT IN ({domains})
+                AND regexp_matches(lower(p.name), '{regex}')"""
+    return data.con.execute(f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
+                            f"FROM ({union_sql(src, 'rank')}) ORDER BY rank, start_ns").fetchnumpy()
+
+
+def step_class_times(data: ProfileData, steps: str = "stat_steps", waits_apart: bool = False) -> dict[str, np.ndarray]:
+    """Per (rank, step) of ``steps`` (a view or table with rank, step, start_ns, end_ns): the
+    columns of :data:`COLUMNS`, in ns, ordered by rank and step. A class's time includes the
+    host's waits inside it, unless ``waits_apart``: then the ``sync`` time is no class's, and
+    the classes hold the host's own work alone."""
+    got = data.con.execute(f"SELECT rank, step, start_ns, end_ns FROM {steps} "
+                           "WHERE end_ns > start_ns ORDER BY rank, step").fetchnumpy()
+    rank = np.asarray(got["rank"], np.int64)
+    start, end = np.asarray(got["start_ns"], np.int64), np.asarray(got["end_ns"], np.int64)
+    out: dict[str, np.ndarray] = {"rank": rank, "step": np.asarray(got["step"], np.int64), "step_ns": end - start}
+    zero = np.zeros(len(rank), np.int64)
+    if not len(rank) or not data.has("phases"):
+        for c in HostClass:
+            out[f"{c.label}_ns"] = out["step_ns"].copy() if c is HostClass.OTHER else zero.copy()
+        out["sync_ns"] = zero
+        return out
+    sync = ia.covered(rank, start, end, _islands(data, SYNC_PHASE_RE))
+    done = sync if waits_apart else zero
+    for i, cls in enumerate(PRECEDENCE):
+        regex = "|".join(f"({CLASS_RE[c]})" for c in PRECEDENCE[: i + 1])
+        if waits_apart:
+            regex = f"({SYNC_PHASE_RE})|{regex}"
+        cov = ia.covered(rank, start, end, _islands(data, regex))
+        out[f"{cls.label}_ns"] = np.maximum(cov - done, 0)
+        done = np.maximum(cov, done)
+    out["other_ns"] = np.maximum(out["step_ns"] - done, 0)
+    out["sync_ns"] = sync
+    return out
+
+
+@dataclass(frozen=True)
+class ClassTimes:
+    """Mean host time per step, per class, over ``steps`` untraced steps (all ranks)."""
+
+    steps: int
+    step_ms: float
+    ms: dict[HostClass, float]
+    sync_ms: float
+    measured: frozenset[HostClass]  # classes whose phases were recorded in these steps
+    hooked: bool                    # dlscope's hooks timed the framework's phases
+
+    def covers(self, classes: set[HostClass]) -> bool:
+        """Whether every class in ``classes`` (besides other, the rest) was measured."""
+        return all(c in self.measured for c in classes if c is not HostClass.OTHER)
+
+
+def untraced_class_times(data: ProfileData) -> ClassTimes | None:
+    """:class:`ClassTimes` over the steps measured without the tracer; None when there are none
+    (every step traced, or no steps)."""
+    if not data.has("steps") or not data.traced_excluded:
+        return None
+    t = step_class_times(data, "stat_steps")
+    n = len(t["step"])
+    if not n:
+        return None
+    hooked = data.has("phases") and bool(data.scalar(
+        "SELECT count(*) FROM (SELECT 1 FROM phases WHERE source = 'hook' LIMIT 1)"))
+    measured = frozenset(c for c in HostClass if c is HostClass.OTHER or t[f"{c.label}_ns"].any())
+    return ClassTimes(n, float(t["step_ns"].mean()) / 1e6,
+                      {c: float(t[f"{c.label}_ns"].mean()) / 1e6 for c in HostClass},
+                      float(t["sync_ns"].mean()) / 1e6, measured, hooked)

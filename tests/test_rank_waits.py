@@ -1,0 +1,76 @@
+"""The straggler judged from untraced steps: per-rank waits timed by the hooks, a sign test over
+steps, the saving what the others really wait. Traced steps (the tracer slows ranks unevenly)
+cannot make a balanced job look unbalanced."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlscope.advice import straggler
+from dlscope.advice.context import Context
+from dlscope.analysis.host_classes import HostClass
+from dlscope.analysis.rank_waits import sign_test_p, untraced_straggler
+
+from .advice_helpers import MS
+from .report_helpers import make_profile
+
+STEPS, TRACED, STEP_MS = 30, 6, 100.0
+
+
+def _job(tmp_path, extra_input_ms: dict[int, np.ndarray], traced_skew_ms: float = 0.0):
+    """Two ranks in lock step: each step, data loading (5 ms plus the rank's extra), forward,
+    backward, optimizer, then a sync in which the faster rank waits for the slower. The traced
+    steps carry an extra host cost on rank 0 only (the tracer's uneven overhead)."""
+    steps, phases = [], []
+    t = 0.0
+    for s in range(STEPS):
+        load = {r: 5.0 + float(extra_input_ms[r][s]) for r in (0, 1)}
+        skew = {0: traced_skew_ms if s < TRACED else 0.0, 1: 0.0}
+        work = {r: load[r] + 60.0 + skew[r] for r in (0, 1)}  # host work before the sync
+        end = t + max(work.values()) + 2.0 + 10.0  # the slowest arrives, 2 ms of wait, 10 ms after
+        for r in (0, 1):
+            steps.append(dict(rank=r, step=s, start_ns=int(t * MS), end_ns=int(end * MS), pid=10 + r, tid=1,
+                              traced=s < TRACED))
+            a = t + skew[r]
+            for name, dur in (("dataloader", load[r]), ("forward", 20.0), ("backward", 30.0), ("optimizer", 10.0)):
+                phases.append(dict(rank=r, pid=10 + r, tid=1, start_ns=int(a * MS), end_ns=int((a + dur) * MS),
+                                   name=name, source="hook"))
+                a += dur
+            sync_end = t + max(work.values()) + 2.0
+            phases.append(dict(rank=r, pid=10 + r, tid=1, start_ns=int(a * MS), end_ns=int(sync_end * MS),
+                               name="sync", source="hook"))
+        t = end
+    return make_profile(tmp_path, steps=steps, phases=phases)
+
+
+def test_sign_test_matches_the_binomial_tail():
+    assert sign_test_p(9, 10) == pytest.approx(11 / 1024)
+    assert sign_test_p(5, 10) == pytest.approx(sum(__import__("math").comb(10, k) for k in range(5, 11)) / 1024)
+    assert sign_test_p(0, 0) == 1.0
+
+
+def test_a_real_straggler_is_named_with_what_the_others_wait(tmp_path):
+    rng = np.random.default_rng(1)
+    extra = {0: rng.uniform(0, 1, STEPS), 1: 25.0 + rng.uniform(0, 1, STEPS)}
+    data = _job(tmp_path, extra)
+    v = untraced_straggler(data)
+    assert v is not None and v.rank == 1 and v.significant
+    # independently: rank 0's wait minus rank 1's, over the untraced steps
+    want = float(np.mean((extra[1] - extra[0])[TRACED:]))
+    assert v.lag_ms == pytest.approx(want, abs=0.01)
+    assert v.culprit is HostClass.INPUT
+    assert v.excess_ms[HostClass.INPUT] == pytest.approx(want, abs=0.01)
+    f = straggler.RULE.check(Context(data))
+    assert f is not None and f.saving_ms_per_step == pytest.approx(want, abs=0.01)
+    assert f.severity in ("high", "medium") and "dataloader" in f.evidence.text
+
+
+def test_a_balanced_job_has_no_straggler_even_with_uneven_tracing(tmp_path):
+    rng = np.random.default_rng(2)
+    extra = {0: rng.uniform(0, 3, STEPS), 1: rng.uniform(0, 3, STEPS)}
+    # the traced steps make rank 0 look 40 ms slower: what the traced analysis used to blame
+    data = _job(tmp_path, extra, traced_skew_ms=40.0)
+    v = untraced_straggler(data)
+    assert v is not None and not v.significant
+    assert straggler.RULE.check(Context(data)) is None
