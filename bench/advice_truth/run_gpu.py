@@ -12,7 +12,7 @@ failure is recorded and the rest goes on:
     python3 bench/advice_truth/run_gpu.py [--parts measure,profile] [--models mlp,gpt,cnn] [--budget 540]
 
 Writes under $OUT: ``measure_MODEL.json``, ``advise.json`` (every profile's findings), ``log.txt``
-and ``profiles.tar.gz`` (the profiles, to keep as test data).
+and ``profiles_N.tar.gz`` (the profiles, to keep as test data, in parts the device tool brings back).
 """
 
 from __future__ import annotations
@@ -76,28 +76,54 @@ def profile(model: str, variant: str, mode: str, steps: int, advise: dict, timeo
         (WORK / f"{path.name}.summary.json").write_text(s.stdout)
 
 
+TAR_LIMIT = 14e6  # the device tool brings back files of at most 16 MB
+
+
+def pack(paths: list[Path]) -> None:
+    """The profiles into profiles_N.tar.gz, each under :data:`TAR_LIMIT` (one part per file
+    brought back; a profile larger than the limit alone is left out and logged)."""
+    part, tar = 0, None
+    for p in paths:
+        if tar is None:
+            part += 1
+            name = OUT / f"profiles_{part}.tar.gz"
+            tar = tarfile.open(name, "w:gz")  # noqa: SIM115 - closed when full or at the end
+        tar.add(p, arcname=p.name)
+        if tar.fileobj is not None and tar.fileobj.tell() > TAR_LIMIT:
+            tar.close()
+            log(f"{name.name}: {name.stat().st_size / 1e6:.1f} MB")
+            tar = None
+    if tar is not None:
+        tar.close()
+        log(f"{name.name}: {name.stat().st_size / 1e6:.1f} MB")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parts", default="measure,profile,variants")
     ap.add_argument("--models", default="mlp,gpt,cnn")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds; parts stop starting new runs after it")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--measure-models", default="", help="models to measure (default: --models)")
+    ap.add_argument("--full", default="", help="models whose baseline is also profiled in full mode (default: all)")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     WORK.mkdir(parents=True, exist_ok=True)
     parts, models = a.parts.split(","), a.models.split(",")
-    advise: dict = {}
+    full = a.full.split(",") if a.full else models
+    advise: dict = json.loads((OUT / "advise.json").read_text()) if (OUT / "advise.json").exists() else {}
     if "measure" in parts:
-        for m in models:
+        for m in (a.measure_models.split(",") if a.measure_models else models):
             run([sys.executable, str(HERE / "measure.py"), "--model", m, "--rounds", str(a.rounds),
-                 "-o", str(OUT / f"measure_{m}.json")], 240)
+                 "-o", str(OUT / f"measure_{m}.json")], 300)
     if "profile" in parts:
         for m in models:
             if time.monotonic() - T0 > a.budget:
                 log(f"budget spent: no profile of {m}")
                 break
             profile(m, "baseline", "default", 30, advise, 150)
-            profile(m, "baseline", "full", 12, advise, 150)
+            if m in full:
+                profile(m, "baseline", "full", 12, advise, 150)
     if "variants" in parts:
         for m in models:
             for v in programs.MODEL_FIXES[m]:
@@ -106,10 +132,7 @@ def main() -> int:
                     break
                 profile(m, v, "default", 20, advise, 120)
     (OUT / "advise.json").write_text(json.dumps(advise, indent=1))
-    with tarfile.open(OUT / "profiles.tar.gz", "w:gz") as tar:
-        for p in sorted(WORK.iterdir()):
-            tar.add(p, arcname=p.name)
-    log(f"profiles.tar.gz: {(OUT / 'profiles.tar.gz').stat().st_size / 1e6:.1f} MB")
+    pack(sorted(WORK.iterdir(), key=lambda p: (p.suffix != ".json", p.name)))
     return 0
 
 

@@ -44,6 +44,15 @@ HOST_CLASSES = tuple(c.label for c in HostClass)
 LAYOUT_RE = r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nchw_to_nhwc|nhwc_to_nchw"
 # A blocking call's own cost once it no longer waits: a runtime call returns in microseconds.
 BLOCKING_CALL_OVERHEAD_NS = 5_000
+# How many launched GPU work items may be pending before a launch call waits for room: CUDA's
+# queue of pending launches per stream (see bench/RESULTS.md, "launch queue", for the measurement
+# on an H100 that this number stands for).
+LAUNCH_QUEUE_DEPTH = 1024
+# A launch call more than this many times the profile's median launch was held up (a full queue,
+# a lock) rather than slow: launch costs vary little (median 4.8 us, 90th percentile 7 us for
+# unblocked launches on the H100 GPT-2 profile, bench/RESULTS.md), so twice the median leaves
+# them their natural spread.
+LAUNCH_WAIT_FACTOR = 2.0
 GPU_TABLES = ("kernels", "memcpy", "memset")
 ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",
           "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes")
@@ -150,9 +159,22 @@ def replay_calls(data: ProfileData) -> Calls:
     arrays = {k: np.asarray(cols[k]).astype(np.float64) for k in ARRAYS}
     blocking = arrays["blocking"] > 0
     arrays["call_ns"] = np.where(blocking, np.minimum(arrays["call_ns"], BLOCKING_CALL_OVERHEAD_NS), arrays["call_ns"])
+    arrays["call_ns"] = _launch_costs(arrays["call_ns"], arrays["gpu_ns"] > 0, blocking)
     arrays["cls"] = arrays["cls"].astype(np.int64)
     arrays["blocking"] = arrays["blocking"].astype(np.int64)
     return Calls(arrays, int(len(np.unique(arrays["wid"]))))
+
+
+def _launch_costs(call_ns: np.ndarray, launches: np.ndarray, blocking: np.ndarray) -> np.ndarray:
+    """Launch calls' own host cost: a launch that took much longer than the profile's typical
+    launch (over :data:`LAUNCH_WAIT_FACTOR` times the median) was waiting for room in the GPU's
+    queue, not working: it keeps the typical cost, and the replay's queue model
+    (:data:`LAUNCH_QUEUE_DEPTH`) makes it wait again where the GPU is that far behind."""
+    mine = launches & ~blocking
+    if not mine.any():
+        return call_ns
+    cap = LAUNCH_WAIT_FACTOR * float(np.median(call_ns[mine]))
+    return np.where(mine, np.minimum(call_ns, cap), call_ns)
 
 
 def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
@@ -252,8 +274,14 @@ class Replayed:
     wait_ns: np.ndarray  # by HostClass value
 
 
-def replay_detail(calls: Calls, host_factor: HostScale = 1.0) -> Replayed:
-    """Replay the windows one after another (see the module's docstring)."""
+def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int | None = None) -> Replayed:
+    """Replay the windows one after another (see the module's docstring).
+
+    A launch returns only once the GPU has room in its queue of pending work: with more than
+    ``queue_depth`` items (default :data:`LAUNCH_QUEUE_DEPTH`) launched and not yet finished, the
+    launch call waits for the oldest to finish. A host that launches far ahead of a busy GPU (a
+    per-parameter optimizer behind a long backward pass) waits there, not in its own work."""
+    depth = LAUNCH_QUEUE_DEPTH if queue_depth is None else queue_depth
     waits = np.zeros(len(HostClass))
     if calls.empty:
         return Replayed(0.0, waits)
@@ -264,6 +292,7 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0) -> Replayed:
     host_t, gpu_end = 0.0, 0.0
     cuts = np.flatnonzero(blocking > 0)
     start = 0
+    launch_at, ends = [], []  # per launched item: when its call returned, when it finished
     for stop in [*cuts.tolist(), n]:
         # launches start..stop-1 do not block; call `stop` (if < n) blocks after its own work
         seg_end = stop + 1 if stop < n else n
@@ -274,15 +303,42 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0) -> Replayed:
             r, d = h[launched], g[launched]
             c = np.cumsum(d)
             prev = np.concatenate(([0.0], c[:-1]))
-            ends = c + np.maximum(gpu_end, np.maximum.accumulate(r - prev))
-            gpu_end = float(ends[-1])
+            e = c + np.maximum(gpu_end, np.maximum.accumulate(r - prev))
+            gpu_end = float(e[-1])
+            launch_at.append(r)
+            ends.append(e)
         host_t = float(h[-1]) if len(h) else host_t
         # a blocking call waits until the GPU is done with everything launched so far (its own copy too)
         if stop < n and gpu_end > host_t:
             waits[cls[stop]] += gpu_end - host_t
             host_t = gpu_end
         start = seg_end
+    if depth and ends:
+        r, e = np.concatenate(launch_at), np.concatenate(ends)
+        if len(r) > depth and bool((r[depth:] < e[:-depth]).any()):
+            return _replay_with_queue(work, gpu, blocking, cls, depth)
     return Replayed(max(host_t, gpu_end), waits)
+
+
+def _replay_with_queue(work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray,
+                       depth: int) -> Replayed:
+    """The replay, call by call, for windows whose launches outrun the GPU's queue (the
+    vectorized replay assumes an unbounded queue, and found that it overflowed)."""
+    waits = [0.0] * len(HostClass)
+    host_t = gpu_end = 0.0
+    ends: list[float] = []
+    for w, g, b, c in zip(work.tolist(), gpu.tolist(), blocking.tolist(), cls.tolist()):
+        host_t += w
+        if g > 0:
+            if len(ends) >= depth and ends[-depth] > host_t:  # no room: wait for the oldest pending
+                waits[c] += ends[-depth] - host_t
+                host_t = ends[-depth]
+            gpu_end = max(gpu_end, host_t) + g
+            ends.append(gpu_end)
+        if b and gpu_end > host_t:
+            waits[c] += gpu_end - host_t
+            host_t = gpu_end
+    return Replayed(max(host_t, gpu_end), np.asarray(waits))
 
 
 def replay(calls: Calls, host_factor: HostScale = 1.0) -> float:

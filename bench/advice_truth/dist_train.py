@@ -1,0 +1,98 @@
+"""The suite's distributed program: the GPT decoder of ``programs.py`` trained with DDP or FSDP2
+on every GPU of the host, for ``dlscope profile -- torchrun ...``.
+
+    torchrun --nproc-per-node 2 bench/advice_truth/dist_train.py [--fsdp] [--steps N]
+             [--slow-rank R --python-ms MS] [--times-out PATH]
+
+Each step takes a batch (random tokens made on the GPU: no input pipeline to confound), runs
+forward, backward and the optimizer, and logs the loss with ``.item()`` as most training loops
+do. ``--slow-rank`` makes a real straggler: that rank spends ``--python-ms`` of pure Python
+(a busy loop, not a sleep) on each batch before its forward, so the other ranks wait for it at
+the gradient all-reduce (DDP) or the all-gathers and reduce-scatters (FSDP2). ``--times-out``
+writes every step's wall time as rank 0 saw it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from programs import GPT  # noqa: E402
+
+
+def parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block) instead of DDP")
+    ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--python-ms", type=float, default=25.0)
+    ap.add_argument("--times-out", metavar="PATH")
+    return ap.parse_args()
+
+
+def busy_python(ms: float) -> int:
+    """Pure-Python work for ``ms`` milliseconds (what a slow collate or augmentation does)."""
+    end, n = time.perf_counter() + ms / 1e3, 0
+    while time.perf_counter() < end:
+        n += sum(i * i for i in range(200)) & 1
+    return n
+
+
+def main() -> None:
+    a = parse()
+    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("WORLD_SIZE", 1))
+    dist.init_process_group("nccl" if gpu else "gloo")
+    rank = dist.get_rank()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if gpu else "cpu")
+    if gpu:
+        torch.cuda.set_device(device)
+    torch.manual_seed(0)
+    vocab = 50304 if gpu else 1024
+    model = GPT(vocab=vocab, seq=a.seq, d=768 if gpu else 64, layers=a.layers, heads=12 if gpu else 4).to(device)
+    if a.fsdp:
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        train_model = model
+    else:
+        train_model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=gpu)
+    g = torch.Generator(device=device).manual_seed(rank)
+    times = []
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        idx = torch.randint(0, vocab, (a.batch, a.seq + 1), device=device, generator=g)
+        x, y = idx[:, :-1], idx[:, 1:]
+        if rank == a.slow_rank:
+            busy_python(a.python_ms)
+        out = train_model(x)
+        loss = nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()
+        times.append(time.perf_counter() - t0)
+    if a.times_out and rank == 0:
+        Path(a.times_out).write_text(json.dumps(times))
+    del train_model, model, opt
+    gc.collect()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
