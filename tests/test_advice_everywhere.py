@@ -116,7 +116,8 @@ def test_the_recorded_resnet_profile(recorded):
 def test_advise_command_text_json_and_verbose(cli, tmp_path_factory):
     path = imported(fixture_path("h100_resnet50_phases"), tmp_path_factory)
     r = cli("advise", path)
-    assert r.code == 0 and "CRITICAL The GPU waits for input data (input_bound)" in r.out
+    # an imported trace has every step traced: its host timing is unconfirmed, so at most MEDIUM
+    assert r.code == 0 and "MEDIUM The GPU waits for input data (input_bound)" in r.out and "at most MEDIUM" in r.out
     # the replay's prediction, and how it was made with the rule's own bound (83.89 ms: the GPU's idle
     # time inside 'preprocess')
     text = " ".join(r.out.split())  # rich wraps long lines

@@ -81,6 +81,8 @@ class Finding:
     symptom: bool = False
     alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
     negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
+    untraced: bool = False  # judged from steps measured without the tracer (step times, NVML, hook phases)
+    confirmed: bool = True  # False: judged from traced steps that the untraced ones do not confirm (at most LOW)
 
     def __post_init__(self) -> None:
         if self.bound_ms_per_step is None and self.bound_pct is None:

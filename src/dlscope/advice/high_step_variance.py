@@ -30,6 +30,7 @@ URL = "https://pytorch.org/docs/stable/notes/faq.html"
 
 class HighStepVariance(Rule):
     id = "high_step_variance"
+    judges_untraced = True  # step times / NVML samples of every step
     symptom = True  # an effect: its causes have rules of their own
     title = "Step times vary a lot"
     description = "unstable step times: which steps are slow and which phase grows in them"

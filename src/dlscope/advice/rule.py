@@ -33,6 +33,7 @@ class Rule:
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
     symptom: ClassVar[bool] = False    # an effect whose causes have rules of their own: ranks after them
     alternative_to: ClassVar[str] = ""  # a rule whose fix includes this one's: when both fire, this ranks after the causes
+    judges_untraced: ClassVar[bool] = False  # judges from untraced steps only (step times, NVML): keeps its severity
 
     def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:
         """Why this rule cannot run on ``data``, or None."""
@@ -74,7 +75,8 @@ class Rule:
         pct = ctx.pct(saving_ms)
         return Finding(id=self.id, title=title or self.title, severity=severity_for(pct), evidence=evidence,
                        saving_ms_per_step=saving_ms if ctx.basis.has_steps else None,
-                       saving_pct=pct, advice=advice, url=url or self.url, symptom=self.symptom)
+                       saving_pct=pct, advice=advice, url=url or self.url, symptom=self.symptom,
+                       untraced=self.judges_untraced)
 
     def per_step_phrase(self, ctx: Context) -> str:
         """'per step' or, without steps, 'over the profile'."""

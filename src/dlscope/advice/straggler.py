@@ -65,7 +65,9 @@ class Straggler(Rule):
                    f"{phase or culprit.label}" if culprit is not None else ""))
         how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its mean lag per step"
         rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
-        return self.finding(ctx, v.lag_ms, Evidence(text, how, rows), _advice(v.rank, phase), url=URL)
+        f = self.finding(ctx, v.lag_ms, Evidence(text, how, rows), _advice(v.rank, phase), url=URL)
+        f.untraced = True
+        return f
 
     def _from_traced(self, ctx: Context) -> Finding | None:
         d = ctx.data

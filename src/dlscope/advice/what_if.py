@@ -25,6 +25,7 @@ from ..analysis.host_classes import HostClass
 from ..analysis.phase_times import untraced_class_times
 from ..analysis.replay import (
     Calibration,
+    CalibrationBasis,
     Calls,
     Fix,
     calibrate,
@@ -34,11 +35,15 @@ from ..analysis.replay import (
     traced_work_ms,
 )
 from .context import Context
-from .finding import Finding, severity_for
+from .finding import Finding, cap_severity, severity_for
 from .rule import MIN_SAVING_PCT, Rule
 
 # Replay only profiles whose traced steps the model covers: enough calls to be a real program.
 MIN_CALLS = 10
+# Severity discipline (docs/DESIGN's measurement basis): a prediction from traced timing alone
+# (every step traced) is never CRITICAL or HIGH; one that no measurement confirms is at most LOW.
+TRACED_ONLY_CAP = "medium"
+UNCONFIRMED_CAP = "low"
 
 
 class Replayer:
@@ -109,17 +114,22 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
     r = Replayer(ctx)
     if not r.usable:
         return sorted(findings, key=Finding.sort_key)
+    if not r.calibration.matched:
+        return _unconfirmed(findings, fixes, r)
     unit = ctx.basis.unit_ms or r.base_ms
     for f in findings:
         fix = fixes.get(f.id)
         if fix is None:
             continue
         fixed = r.with_fixes([fix])
-        _set_saving(f, r.base_ms - fixed, unit)
+        _set_saving(f, r.base_ms - fixed, unit, r.calibration.basis)
         f.what_if = {"step_ms": r.base_ms, "fixed_step_ms": fixed, "per_sample": fix.batch != 1.0,
                      "host_factor": r.calibration.host_factor,
                      "host_factors": r.calibration.by_class, "calibration": r.calibration.basis.name.lower()}
         f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
+        if r.calibration.basis is CalibrationBasis.NONE:
+            f.evidence.saving += (" Every step was traced, so no step measured without the tracer confirms the "
+                                  f"host's timing: at most {TRACED_ONLY_CAP.upper()}.")
     ordered = sorted(findings, key=Finding.sort_key)
     # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit)
     applied: list[Fix] = []
@@ -151,14 +161,34 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
                                   f"{'is' if len(w['fixed_above']) == 1 else 'are'} fixed it saves "
                                   f"{w['saving_after_above_ms']:.2f} ms per step ({after_pct:.0f}% of today's step).")
             f.severity = severity_for(after_pct)
+            if r.calibration.basis is CalibrationBasis.NONE:
+                f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
     return sorted(ordered, key=Finding.sort_key)
 
 
-def _set_saving(f: Finding, saving_ms: float, unit_ms: float) -> None:
-    saving_ms = max(saving_ms, 0.0)
+def _set_saving(f: Finding, saving_ms: float, unit_ms: float, basis: CalibrationBasis) -> None:
+    saving_ms = min(max(saving_ms, 0.0), unit_ms or saving_ms)
     f.saving_ms_per_step = saving_ms
     f.saving_pct = 100 * saving_ms / unit_ms if unit_ms else None
     f.severity = severity_for(f.saving_pct)
+    if basis is CalibrationBasis.NONE:  # every step traced: traced timing alone is never CRITICAL or HIGH
+        f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
+
+
+def _unconfirmed(findings: list[Finding], fixes: dict[str, Fix], r: Replayer) -> list[Finding]:
+    """The replay could not be matched to the untraced steps, so the traced steps do not stand for
+    the others: every finding judged from them keeps its rule's own bound, says why, and is at
+    most LOW (no measured basis). Findings judged from untraced steps keep their severity."""
+    cal = r.calibration
+    for f in findings:
+        if f.untraced:
+            continue
+        f.severity = cap_severity(f.severity, UNCONFIRMED_CAP)
+        f.confirmed = False
+        f.evidence.saving += (f" Not confirmed: the traced steps replay to {cal.calibrated_ms or 0:.1f} ms, the steps "
+                              f"measured without tracing took {cal.target_ms or 0:.1f} ms (the traced steps did other "
+                              "work, e.g. compiling), so no prediction rests on them.")
+    return sorted(findings, key=Finding.sort_key)
 
 
 def _saving_text(r: Replayer, fixed: float, f: Finding, fix: Fix) -> str:
