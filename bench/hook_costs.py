@@ -3,9 +3,9 @@ two GPU facts the replay stands on (the launch queue's depth, an unblocked launc
 
 1. Hooks: one process trains a small model (a launch-bound MLP: the worst case, many module
    calls and optimizer ops per ms) in blocks of steps, alternating blocks with the hooks on
-   (a recording session holding only the hooks collector) and off; median step per block, the
-   difference of the medians is the hooks' cost per step. Same comparison with torch.profiler
-   on (CPU+CUDA activities, as dlscope's traced window) for scale.
+   (a recording session holding only the hooks collector) and off; the median of the paired
+   blocks' differences is the hooks' cost per step. torch.profiler (CPU+CUDA activities, as
+   dlscope's traced window) is timed after them, for scale.
 2. Launch queue (CUDA only): a long kernel (``torch.cuda._sleep``) is queued, then tiny kernels
    are launched one by one, each call timed; the first call that waits (over 20x the median)
    tells how many launches the queue held.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -65,32 +66,86 @@ def block(model, opt, loader, steps: int, device: str) -> float:
 
 
 def hooks_cost(device: str, blocks: int, steps: int) -> dict:
+    """Blocks alternate off/hooks in pairs (order flipped every pair); torch.profiler runs last,
+    since CUPTI slows launches for a while after it detaches. The cost is the median of the
+    pairs' differences, with a bootstrap 95% interval."""
     model, opt, loader = make(device)
     block(model, opt, loader, 20, device)  # warm up
     times: dict[str, list[float]] = {"off": [], "hooks": [], "torch.profiler": []}
     tmp = Path(tempfile.mkdtemp())
     for b in range(blocks):
-        for mode in (["off", "hooks", "torch.profiler"] if b % 2 == 0 else ["torch.profiler", "hooks", "off"]):
+        for mode in (("off", "hooks") if b % 2 == 0 else ("hooks", "off")):
             if mode == "hooks":
                 s = Session(tmp / f"h{b}.dlscope", Settings(), collectors=[TorchPhaseHooks]).start()
-                s.step()  # the first boundary narrows the forward hooks to the outermost modules
-                block(model, opt, loader, 5, device)
-                s.step()
+                block(model, opt, loader, 3, device)
+                s.step()  # the first boundary after a forward narrows the module hooks to the outermost modules
                 times[mode].append(block(model, opt, loader, steps, device))
                 s.stop()
-            elif mode == "torch.profiler":
-                acts = [torch.profiler.ProfilerActivity.CPU] + (
-                    [torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
-                with torch.profiler.profile(activities=acts):
-                    times[mode].append(block(model, opt, loader, steps, device))
             else:
                 times[mode].append(block(model, opt, loader, steps, device))
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    for _ in range(max(2, blocks // 4)):
+        with torch.profiler.profile(activities=acts):
+            times["torch.profiler"].append(block(model, opt, loader, steps, device))
+    diffs = [h - o for h, o in zip(times["hooks"], times["off"])]
+    rng = random.Random(0)
+    boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(2000))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"device": device, "steps_per_block": steps, "blocks": blocks, "us_per_step": times,
             "median_us_per_step": med,
-            "hooks_cost_us_per_step": med["hooks"] - med["off"],
-            "hooks_cost_pct": 100 * (med["hooks"] / med["off"] - 1),
+            "hooks_cost_us_per_step": statistics.median(diffs),
+            "hooks_cost_interval_us": [boot[50], boot[1949]],
+            "hooks_cost_pct": 100 * statistics.median(diffs) / med["off"],
             "torch_profiler_cost_pct": 100 * (med["torch.profiler"] / med["off"] - 1)}
+
+
+def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
+    """What each hook adds to one call of what it hooks, on tiny CPU work (so the hook's own
+    cost is not lost in the work's noise): best of ``reps`` runs of ``n`` calls, hooks on minus
+    off. The per-step cost of the hooks is about the sum (one call of each per step)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    data = torch.utils.data.TensorDataset(torch.randn(1 << 16, 8))
+    loss = model(x).sum()
+
+    def forward() -> None:
+        model(x)
+
+    def backward() -> None:
+        model(x).sum().backward()
+
+    def step() -> None:
+        opt.step()
+
+    it = iter(torch.utils.data.DataLoader(data, batch_size=None))
+
+    def fetch() -> None:
+        next(it)
+
+    def best(fn) -> float:
+        out = []
+        for _ in range(reps):
+            t = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter_ns() - t) / n)
+        return min(out)
+
+    del loss
+    tmp = Path(tempfile.mkdtemp())
+    res = {}
+    for name, fn in (("forward", forward), ("backward (forward included)", backward), ("optimizer", step),
+                     ("dataloader", fetch)):
+        off = best(fn)
+        s = Session(tmp / f"{name[:4]}.dlscope", Settings(), collectors=[TorchPhaseHooks]).start()
+        forward()
+        s.step()  # narrows the module hooks to the outermost module
+        on = best(fn)
+        s.stop()
+        res[name] = {"off_ns": off, "hooks_ns": on, "added_ns": on - off}
+    return res
 
 
 def launch_queue(n: int = 4096) -> dict:
@@ -121,7 +176,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("-o", "--output", default="")
     a = ap.parse_args()
-    res = {"torch": torch.__version__, "hooks": hooks_cost(a.device, a.blocks, a.steps)}
+    res = {"torch": torch.__version__, "per_call": per_call_costs(), "hooks": hooks_cost(a.device, a.blocks, a.steps)}
     if a.device == "cuda":
         res["gpu"] = torch.cuda.get_device_name(0)
         res["launch_queue"] = launch_queue()
@@ -129,8 +184,11 @@ def main() -> int:
     if a.output:
         Path(a.output).write_text(text)
     h = res["hooks"]
-    print(f"{a.device}: off {h['median_us_per_step']['off']:.1f} us/step, hooks +{h['hooks_cost_us_per_step']:.1f} us "
-          f"({h['hooks_cost_pct']:+.2f}%), torch.profiler {h['torch_profiler_cost_pct']:+.1f}%")
+    for name, r in res["per_call"].items():
+        print(f"  {name}: {r['off_ns'] / 1e3:.2f} us per call, hooks add {r['added_ns'] / 1e3:+.2f} us")
+    lo, hi = h["hooks_cost_interval_us"]
+    print(f"{a.device}: off {h['median_us_per_step']['off']:.1f} us/step, hooks {h['hooks_cost_us_per_step']:+.1f} us "
+          f"(95% interval {lo:+.1f}..{hi:+.1f}; {h['hooks_cost_pct']:+.2f}%), torch.profiler {h['torch_profiler_cost_pct']:+.1f}%")
     if "launch_queue" in res:
         print(json.dumps(res["launch_queue"]))
     return 0

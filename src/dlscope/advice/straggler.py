@@ -58,12 +58,12 @@ class Straggler(Rule):
         culprit = v.culprit
         phase = CLASS_PHASE.get(culprit) if culprit is not None else None
         text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} rank(s) waited "
-                f"{ms(v.lag_ms)} per step longer for the GPU than rank {v.rank} ({pct(100 * v.lag_ms / v.step_ms)} "
+                f"{ms(v.lag_ms)} longer for the GPU than rank {v.rank} in the median step ({pct(100 * v.lag_ms / v.step_ms)} "
                 f"of the {ms(v.step_ms)} step; rank {v.rank} waited less in {v.lagging_steps} of {v.steps} steps, "
-                f"sign test p = {v.p_value:.2g})"
+                f"sign test p = {v.p_value:.2g}; the waits' own jitter is {ms(v.jitter_ms)})"
                 + (f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "
                    f"{phase or culprit.label}" if culprit is not None else ""))
-        how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its mean lag per step"
+        how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its median lag per step"
         rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
         f = self.finding(ctx, v.lag_ms, Evidence(text, how, rows), _advice(v.rank, phase), url=URL)
         f.untraced = True
