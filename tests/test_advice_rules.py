@@ -313,3 +313,32 @@ def test_launch_bound_in_a_cuda_program_gets_cuda_wording(tmp_path):
     f = findings(lp.open(tmp_path, frameworks={}))["launch_bound"]
     assert "cudaGraphLaunch" in f.advice and "torch" not in f.advice
     assert f.bound_pct == pytest.approx(100 * 200 * 0.015 / 5, rel=0.01)
+
+
+def test_unfused_optimizer_leaves_out_forward_and_backward_run_inside_the_step(tmp_path):
+    """PyTorch Lightning runs the training step's forward and backward inside optimizer.step(closure):
+    their kernels and ops lie inside the optimizer's annotation but are the model's. The same 60
+    per-parameter kernels as the plain loop, with a forward and a backward of 40 launches each
+    nested in the step: the optimizer's kernels and its bound are the plain loop's."""
+    lp = Loop()
+    op_id = 0
+    for i in range(6):
+        t = 100 * i
+        lp.step(i, t, t + 100)
+        lp.phase("Optimizer.step#Adam.step", t + 5, t + 95, domain="torch", source="record_function")
+        for name, start in (("forward", t + 6), ("backward", t + 20)):
+            lp.phase(name, start, start + 12, source="hook")
+            for j in range(40):
+                a = start + j * 0.25
+                op_id += 1
+                lp.op("aten::mm", a, a + 0.2, op_id, external_id=op_id)
+                lp.kernel(SGEMM, a + 0.05, a + 0.1, a + 0.3, external_id=op_id)
+        for j in range(60):
+            a = t + 35 + j * 0.6
+            op_id += 1
+            lp.op("aten::add_", a, a + 0.5, op_id, external_id=op_id)
+            lp.kernel(ADD, a + 0.1, a + 0.15, a + 0.16, external_id=op_id)
+    f = findings(lp.open(tmp_path))["unfused_optimizer"]
+    row = f.evidence.rows[0]
+    assert row["kernels_per_step"] == 60 and row["distinct_kernels"] == 1
+    assert f.bound_ms_per_step == pytest.approx(30 * (1 - 1 / 60), rel=1e-6)

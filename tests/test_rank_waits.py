@@ -4,15 +4,20 @@ cannot make a balanced job look unbalanced."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from dlscope.advice import straggler
 from dlscope.advice.context import Context
+from dlscope.analysis.context import ProfileData
 from dlscope.analysis.host_classes import HostClass
 from dlscope.analysis.rank_waits import sign_test_p, untraced_straggler
 
 from .advice_helpers import MS
+from .conftest import q
 from .report_helpers import make_profile
 
 STEPS, TRACED, STEP_MS = 30, 6, 100.0
@@ -87,3 +92,38 @@ def test_a_balanced_job_has_no_straggler_even_with_uneven_tracing(tmp_path):
     v = untraced_straggler(data)
     assert v is not None and not v.significant
     assert straggler.RULE.check(Context(data)) is None
+
+
+# ---- real jobs on H100s (bench/advice_truth/run_dist.py): DDP on 2 GPUs, FSDP2 on 4 -------------
+REAL = Path(__file__).parent / "data" / "advice_truth_dist"
+TRUTH = Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / "dist"
+
+
+def _waits_by_hand(data) -> dict[int, dict[int, float]]:
+    """rank -> step -> ms in 'sync' phases inside the untraced step, summed in plain Python."""
+    steps = q(data.con, "SELECT rank, step, start_ns, end_ns FROM stat_steps")
+    syncs = q(data.con, "SELECT rank, start_ns, end_ns FROM phases WHERE name = 'sync' AND source = 'hook'")
+    out: dict[int, dict[int, float]] = {}
+    for rank, step, s, e in steps:
+        out.setdefault(rank, {})[step] = sum(min(b, e) - max(a, s) for r, a, b in syncs
+                                             if r == rank and a < e and b > s) / 1e6
+    return out
+
+
+@pytest.mark.parametrize("job,ranks", [("ddp2", 2), ("fsdp4", 4)])
+def test_real_jobs_balanced_silent_straggler_named_with_its_measured_cost(job, ranks):
+    truth = json.loads((TRUTH / f"dist_{job}.json").read_text())
+    balanced = ProfileData.open(REAL / f"{job}_balanced_a.dlscope")
+    assert straggler.RULE.check(Context(balanced)) is None
+    slow = ProfileData.open(REAL / f"{job}_straggler.dlscope")
+    v = untraced_straggler(slow)
+    assert v is not None and v.ranks == ranks and v.rank == 1 and v.significant
+    # the lag against the waits summed by hand: the others' median wait minus rank 1's, median step
+    w = _waits_by_hand(slow)
+    common = sorted(set.intersection(*(set(x) for x in w.values())))
+    lags = [float(np.median([w[r][s] for r in w if r != 1])) - w[1][s] for s in common]
+    assert v.lag_ms == pytest.approx(float(np.median(lags)), abs=0.05)
+    f = straggler.RULE.check(Context(slow))
+    real = truth["straggler_real_cost_ms"]  # measured without any profiler: straggler job - balanced job
+    assert f is not None and 0.5 * real <= f.saving_ms_per_step <= 2 * real
+    assert "(outside phases)" in f.evidence.text  # rank 1's Python ran in the loop, outside every phase

@@ -22,6 +22,7 @@ Saving (upper bound), the sum of two parts:
 
 from __future__ import annotations
 
+from ..analysis.intervals import points_in_sql
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -57,9 +58,11 @@ class UnfusedOptimizer(Rule):
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
         w = ctx.windows_table
-        ops_ms = "0::DOUBLE" if not d.has("ops") else """
+        model = _model_sql()
+        ops_ms = "0::DOUBLE" if not d.has("ops") else f"""
             SELECT coalesce(sum(o.end_ns - o.start_ns), 0)::DOUBLE FROM ops o ASOF JOIN phw p
               ON p.rank = o.rank AND o.start_ns >= p.start_ns
+            ANTI JOIN ({_nested_sql('ops', 'op_id', model)}) n ON n.rank = o.rank AND n.id = o.op_id
             WHERE coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
         r = d.rows(f"""
             WITH ph AS ({_phases_sql(ctx)}),
@@ -72,6 +75,8 @@ class UnfusedOptimizer(Rule):
                        FROM kernels k {ctx.in_windows('k')}
                        JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
                        ASOF JOIN phw p ON p.rank = a.rank AND a.start_ns >= p.start_ns
+                       ANTI JOIN ({_nested_sql('api', 'correlation_id', model)}) n
+                         ON n.rank = a.rank AND n.id = a.correlation_id
                        WHERE a.start_ns < p.end_ns)
             SELECT (SELECT sum(end_ns - start_ns)::DOUBLE FROM phw) / 1e6 / {b.windows} AS phase_ms,
                    ({ops_ms}) / 1e6 / {b.windows} AS ops_ms,
@@ -122,6 +127,20 @@ class UnfusedOptimizer(Rule):
         return Fix(self.id, f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
                    host={"optimizer": host}, gpu_in={"optimizer": 1 / passes})
 
+
+
+def _model_sql() -> str:
+    """The forward and backward passes (dlscope's hooks, or derived from the trace)."""
+    return "SELECT rank, start_ns, end_ns FROM phases WHERE kind = 'range' AND name IN ('forward', 'backward')"
+
+
+def _nested_sql(table: str, key: str, model: str) -> str:
+    """SQL: ``rank, id`` (``id`` the ``key``) of each row of ``table`` that starts inside a forward or
+    backward pass. PyTorch Lightning runs them inside ``optimizer.step(closure)``: their work is the
+    model's, not the optimizer's."""
+    inner = points_in_sql(f"SELECT rank, {key} AS id, start_ns AS ts_ns FROM {table} WHERE {key} IS NOT NULL",
+                          model, "p.rank AS prank, i.rank AS irank, p.id")
+    return f"SELECT DISTINCT prank AS rank, id FROM ({inner}) WHERE prank = irank"
 
 
 def _phases_sql(ctx: Context) -> str:

@@ -44,14 +44,15 @@ HOST_CLASSES = tuple(c.label for c in HostClass)
 LAYOUT_RE = r"nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nchw_to_nhwc|nhwc_to_nchw"
 # A blocking call's own cost once it no longer waits: a runtime call returns in microseconds.
 BLOCKING_CALL_OVERHEAD_NS = 5_000
-# How many launched GPU work items may be pending before a launch call waits for room: CUDA's
-# queue of pending launches per stream (see bench/RESULTS.md, "launch queue", for the measurement
-# on an H100 that this number stands for).
-LAUNCH_QUEUE_DEPTH = 1024
+# How many launched GPU work items may be pending before a launch call waits for room. Measured
+# on an H100 (driver 580, CUDA 13; bench/hook_costs.py, bench/results/hook_costs_h100.json): behind
+# one sleeping kernel, 1,021 tiny launches returned at once and the 1,022nd waited, in each of 3
+# trials on 2 leases.
+LAUNCH_QUEUE_DEPTH = 1022
 # A launch call more than this many times the profile's median launch was held up (a full queue,
-# a lock) rather than slow: launch costs vary little (median 4.8 us, 90th percentile 7 us for
-# unblocked launches on the H100 GPT-2 profile, bench/RESULTS.md), so twice the median leaves
-# them their natural spread.
+# a lock) rather than slow: unblocked launches vary little (on an H100, bench/hook_costs.py: 90th
+# percentile 1.10-1.16x the median over 256 launches, 6 trials), so twice the median leaves them
+# their natural spread.
 LAUNCH_WAIT_FACTOR = 2.0
 GPU_TABLES = ("kernels", "memcpy", "memset")
 ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",

@@ -161,6 +161,14 @@ def render_what_if(findings: Sequence[Any], out: Console) -> None:
                   f"{w.get('saving_after_above_ms', 0.0):,.2f}")
     out.print(t)
     f0 = rows[0].what_if
-    if abs(f0.get("host_factor", 1.0) - 1.0) > 0.02:
+    factors = f0.get("host_factors") or {}
+    if f0.get("calibration") == "per_class" and any(abs(v - 1.0) > 0.02 for v in factors.values()):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in factors.items())
+        out.print(f"Host work per class scaled to the phases of the steps measured without tracing ({parts}): the "
+                  "tracer slows the host unevenly, and the GPU not at all.")
+    elif f0.get("calibration") == "none":
+        out.print("Every step was traced: no step measured without the tracer calibrates the host's work, so these "
+                  "predictions carry the tracer's overhead (at most MEDIUM).")
+    elif abs(f0.get("host_factor", 1.0) - 1.0) > 0.02:
         out.print(f"Host work scaled by {f0['host_factor']:.2f} so the replay matches the steps measured without "
                   "tracing (the tracer slows the host, not the GPU).")
