@@ -72,6 +72,8 @@ def test_class_times_split_each_untraced_step(tmp_path):
         for col, names in (("input_ns", ("dataloader",)), ("model_ns", ("forward", "backward")),
                            ("optimizer_ns", ("optimizer",))):
             want = sum(h[n][1] - h[n][0] for n in names)
-            assert abs(int(t[col][i]) - want) <= max(0.1 * want, 100_000), (step, col, int(t[col][i]), want)
+            # what runs around the hooks stays outside them (Optimizer.step's wrapper, the step
+            # boundary: ~50 us here, more on a loaded machine)
+            assert abs(int(t[col][i]) - want) <= max(0.15 * want, 250_000), (step, col, int(t[col][i]), want)
     ct = untraced_class_times(data)
     assert ct is not None and ct.hooked and ct.steps == len(t["step"])

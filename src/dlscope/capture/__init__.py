@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 def _collectors() -> list[type[Collector]]:
     from .cupti import CuptiCollector
+    from .fix_injector import FixInjector
     from .jax_layer import JaxCollector
     from .nvml import NvmlCollector
     from .nvtx_emit import NvtxEmitter
@@ -28,6 +29,7 @@ def _collectors() -> list[type[Collector]]:
     return [
         TorchPhaseHooks,  # phases of every step (before TorchCollector: its optimizer hook ends the step)
         TorchCollector,
+        FixInjector,  # dlscope try: the fixes it applies, the run's end, the losses
         JaxCollector,  # JAX ops and kernels through jax.profiler
         TensorflowCollector,  # TensorFlow ops and kernels through tf.profiler.experimental
         NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)

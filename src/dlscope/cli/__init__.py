@@ -20,9 +20,11 @@ from .report import ReportCommand
 from .sql import SqlCommand
 from .stats import StatsCommand
 from .summary import SummaryCommand
+from .try_cmd import TryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
-                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand]
+                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand,
+                                 TryCommand]
 
 
 def build_parser(only: str | None = None) -> Parser:

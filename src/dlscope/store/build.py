@@ -296,6 +296,7 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
         final(name, f"SELECT t.* REPLACE ({step} AS step) FROM in_{name} t {launch} {j}")
     final("steps", "SELECT * FROM in_steps")
     final("kernel_metrics", "SELECT * FROM in_kernel_metrics")
+    final("tries", "SELECT * FROM in_tries")
     return views
 
 

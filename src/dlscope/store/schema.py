@@ -264,8 +264,33 @@ KERNEL_METRICS = Table(
     sort_by=("rank", "launch", "metric_id"),
 )
 
+TRIES = Table(
+    "tries", "advice",
+    "dlscope try: one row per fix tried on the program, with the saving measured by running it with the fix "
+    "applied (alternated with unchanged runs) and the saving the advice predicted for it, so that a query over "
+    "many tries gives the estimates' errors. Written into the baseline run's profile; absent elsewhere.",
+    (_c("fix", STR, "the fix (dlscope try --fixes names)", False),
+     _c("rules", STR, "the advice rules whose change it is, comma-separated"),
+     _c("applied", BOOL, "the fix applied in every run with it", False),
+     _c("reason", STR, "why it did not apply, or why its run failed"),
+     _c("changes_precision", BOOL, "the fix changes numerics (autocast, TF32)"),
+     _c("predicted_saving_pct", F64, "the advice's predicted saving on the baseline, % of its step (NULL: no finding)"),
+     _c("measured_saving_pct", F64, "measured saving of the median step, % of the baseline's median step"),
+     _c("measured_low_pct", F64, "95% bootstrap interval of the measured saving, low end"),
+     _c("measured_high_pct", F64, "95% bootstrap interval of the measured saving, high end"),
+     _c("p_value", F64, "Mann-Whitney U test of the fixed runs' steps against the baseline runs'"),
+     _c("significant", BOOL, "the saving is significant and every alternation agrees on its sign"),
+     _c("agrees", BOOL, "the prediction is within 0.5x..2x of the measured saving (or both under 2%)"),
+     _c("loss_diverged", BOOL, "the fixed runs' loss became NaN/inf or left the stated tolerance"),
+     _c("baseline_ms", F64, "median step of the baseline runs, ms"),
+     _c("fixed_ms", F64, "median step of the fixed runs, ms"),
+     _c("runs", I32, "runs with the fix"),
+     _c("steps", I32, "measured steps with the fix, over all its runs")),
+    sort_by=("fix",),
+)
+
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
-OPTIONAL_TABLES = ("comms", "kernel_metrics")
+OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries")
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
@@ -281,7 +306,7 @@ NAME_COLUMNS: dict[str, dict[str, str]] = {
 }
 
 TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
-                             KERNEL_METRICS)
+                             KERNEL_METRICS, TRIES)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).

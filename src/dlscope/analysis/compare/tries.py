@@ -1,0 +1,153 @@
+"""What a fix really saves: the runs of ``dlscope try`` (the program unchanged, and with each fix
+applied, alternated) turned into one measured saving per fix, with its interval and test, set
+against the saving the advice predicted.
+
+The measured saving is that of the median step, over every measured step of every run of each
+side (the untraced steps after the warm-up; ``dlscope diff``'s statistics: the Mann-Whitney U test
+and a bootstrap interval). Alternations guard against drift: a saving is *significant* only when
+the test says so and every round's fixed run is on the same side of that round's baseline run as
+the pooled medians are. A prediction *agrees* with the measurement when it is within 0.5x..2x of it,
+or neither the prediction nor the (significant) measured saving reaches 2% of the step.
+
+Numerics: the loss of each measured step (the scalar ``backward`` started from) of the fixed runs
+against the baseline runs': a NaN or infinite loss, or a mean loss more than :data:`LOSS_TOLERANCE`
+away from the baseline's, flags the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .significance import compare_samples
+
+# A fix's mean loss over the measured steps may differ from the baseline's by this share of it
+# (plus LOSS_FLOOR): bf16 autocast and TF32 train to the fp32 loss within a few per cent
+# (Micikevicius et al., "Mixed Precision Training", ICLR 2018; Kalamkar et al., "A Study of BFLOAT16
+# for Deep Learning Training", 2019); further than that, the fix changed what is computed.
+LOSS_TOLERANCE = 0.05
+LOSS_FLOOR = 1e-3
+# Under this share of the step a saving cannot be told from step-to-step variation (advice's floor).
+SMALL_PCT = 2.0
+
+
+@dataclass
+class Run:
+    """One run of the program: which fix (``baseline``, a fix's name, or ``combined``), in which
+    round, its measured step times (ms) and losses, and what its fixes did."""
+
+    label: str
+    round: int
+    exit_code: int
+    steps_ms: list[float]
+    losses: list[float] = field(default_factory=list)
+    fixes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> applied, reason, ...
+    profile: str = ""
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.steps_ms) if self.steps_ms else None
+
+
+@dataclass
+class FixOutcome:
+    """One fix, measured. Savings are % of the baseline's median step (positive: faster)."""
+
+    name: str
+    rules: list[str]
+    applied: bool
+    reason: str
+    changes_precision: bool
+    predicted_saving_pct: float | None
+    measured_saving_pct: float | None = None
+    measured_interval_pct: tuple[float, float] | None = None
+    p_value: float | None = None
+    significant: bool = False
+    agrees: bool | None = None
+    loss_diverged: bool = False
+    loss_note: str = ""
+    baseline_ms: float | None = None
+    fixed_ms: float | None = None
+    runs: int = 0
+    steps: int = 0
+    why: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["measured_interval_pct"] = list(self.measured_interval_pct) if self.measured_interval_pct else None
+        return d
+
+
+def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], predicted_pct: float | None,
+            changes_precision: bool = False) -> FixOutcome:
+    """The outcome of fix ``name`` from its runs and the baseline runs."""
+    out = FixOutcome(name, rules, applied=True, reason="", changes_precision=changes_precision,
+                     predicted_saving_pct=predicted_pct, runs=len(fixed))
+    failed = [r for r in fixed if r.exit_code != 0]
+    not_applied = [r.fixes.get(name, {}).get("reason") or "not recorded" for r in fixed
+                   if name in r.fixes and not r.fixes[name].get("applied")]
+    if failed:  # the exit code says more than what the fix saw of a run that broke off
+        out.applied, out.reason = False, f"a run with it exited with {failed[0].exit_code}"
+        return out
+    if not_applied:
+        out.applied, out.reason = False, not_applied[0]
+        return out
+    a = [s for r in base for s in r.steps_ms]
+    b = [s for r in fixed for s in r.steps_ms]
+    out.steps = len(b)
+    shift = compare_samples(a, b, "p50")
+    if shift.a is None or shift.b is None or not shift.a:
+        out.why = shift.why
+        return out
+    out.baseline_ms, out.fixed_ms = shift.a, shift.b
+    out.measured_saving_pct = -100.0 * (shift.b - shift.a) / shift.a
+    if shift.ci_low is not None and shift.ci_high is not None:
+        out.measured_interval_pct = (-100.0 * shift.ci_high / shift.a, -100.0 * shift.ci_low / shift.a)
+    out.p_value = shift.p_value
+    out.significant = shift.significant and _rounds_agree(base, fixed, shift.b - shift.a)
+    out.why = shift.why + ("" if out.significant or not shift.significant else
+                           "; but the alternations disagree on its sign: not significant")
+    out.agrees = agrees(predicted_pct, out.measured_saving_pct, out.significant)
+    out.loss_diverged, out.loss_note = loss_check(base, fixed)
+    return out
+
+
+def _rounds_agree(base: list[Run], fixed: list[Run], delta: float) -> bool:
+    """Every round that has both a baseline and a fixed run moved the median the same way."""
+    by_round = {r.round: r.median_ms for r in base if r.median_ms is not None}
+    signs = [math.copysign(1, f.median_ms - by_round[f.round]) for f in fixed
+             if f.median_ms is not None and f.round in by_round]
+    return all(s == math.copysign(1, delta) for s in signs)
+
+
+def agrees(predicted_pct: float | None, measured_pct: float | None, significant: bool) -> bool | None:
+    """Whether the prediction holds: within 0.5x..2x of the measurement, both under
+    :data:`SMALL_PCT`, or no prediction for a fix that saves nothing significant."""
+    if measured_pct is None:
+        return None
+    real = measured_pct if significant else 0.0
+    pred = predicted_pct or 0.0
+    if real < SMALL_PCT and pred < SMALL_PCT:  # nothing to gain, nothing advised (a slowdown included)
+        return True
+    if real <= 0 or pred <= 0:
+        return False
+    return 0.5 <= pred / real <= 2.0
+
+
+def loss_check(base: list[Run], fixed: list[Run]) -> tuple[bool, str]:
+    """(diverged, note): the fixed runs' losses against the baseline's."""
+    lb = [v for r in base for v in r.losses]
+    lf = [v for r in fixed for v in r.losses]
+    if not lf:
+        return False, "no loss recorded (no scalar reached backward)"
+    if any(not math.isfinite(v) for v in lf):
+        return True, "the loss became NaN or infinite"
+    if not lb:
+        return False, "no baseline loss to compare"
+    mb, mf = statistics.fmean(lb), statistics.fmean(lf)
+    tol = LOSS_TOLERANCE * abs(mb) + LOSS_FLOOR
+    if abs(mf - mb) > tol:
+        return True, f"mean loss {mf:.4g} against the baseline's {mb:.4g} (more than {LOSS_TOLERANCE:.0%} apart)"
+    return False, f"mean loss {mf:.4g} against the baseline's {mb:.4g}"

@@ -1,0 +1,45 @@
+"""What a fix that ``dlscope try`` injects is: a name, the advice rules it answers, what it changes,
+and ``install(torch, ctx)``, which changes the running program without touching its source.
+
+Fixes are installed in the profiled process when it imports torch (through dlscope's bootstrap,
+as the recording itself). A fix that cannot apply raises :class:`NotApplicable` with the reason;
+one that applies but finds nothing to change (no DataLoader without workers was ever made) says so
+through :meth:`InjectedFix.outcome` at the end of the run.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, ClassVar
+
+
+class NotApplicable(Exception):
+    """The fix cannot apply to this program; the message says why."""
+
+
+class FixContext:
+    """What fixes share in one process: the hooks that mark where autocast regions open and close,
+    and the step boundaries. Filled by :class:`~dlscope.capture.fix_injector.FixInjector`."""
+
+    def __init__(self) -> None:
+        self.on_step_start: list[Any] = []     # callables run at each step boundary (a new step begins)
+        self.before_backward: list[Any] = []   # callables run right before torch.autograd.backward
+        self.first_forward: list[Any] = []     # callables (module, args) -> args | None, at the outermost forward
+
+
+class InjectedFix:
+    name: ClassVar[str] = ""
+    rules: ClassVar[tuple[str, ...]] = ()   # the advice rules whose change this is
+    describe: ClassVar[str] = ""
+    changes_precision: ClassVar[bool] = False
+    on_request_only: ClassVar[bool] = False  # slow to start (torch.compile): only when named
+
+    def __init__(self) -> None:
+        self.changed = 0  # how many objects (loaders, optimizers, modules) it changed
+
+    def install(self, torch: ModuleType, ctx: FixContext) -> None:
+        raise NotImplementedError
+
+    def outcome(self) -> tuple[bool, str]:
+        """(applied, reason when not): called at the end of the run."""
+        return True, ""

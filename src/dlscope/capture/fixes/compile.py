@@ -1,0 +1,32 @@
+"""``torch.compile`` of each outermost module (only when named: compiling takes a while, which the
+warm-up steps must cover)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from .base import FixContext, InjectedFix
+
+
+class Compile(InjectedFix):
+    name = "compile"
+    rules = ("launch_bound", "fusion_candidates")
+    describe = "torch.compile of the outermost module's forward"
+    on_request_only = True
+
+    def install(self, torch: ModuleType, ctx: FixContext) -> None:
+        self._torch = torch
+        self._done: set[int] = set()
+        ctx.first_forward.append(self.compile)
+
+    def compile(self, module: Any, args: tuple[Any, ...]) -> None:
+        if id(module) in self._done:
+            return None
+        self._done.add(id(module))
+        module.forward = self._torch.compile(module.forward)
+        self.changed += 1
+        return None
+
+    def outcome(self) -> tuple[bool, str]:
+        return (True, "") if self.changed else (False, "no module's forward ran")

@@ -1,0 +1,45 @@
+"""The terminal table of ``dlscope try``: per fix, the measured saving next to the predicted one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..analysis.compare.tries import FixOutcome
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def _verdict(o: FixOutcome) -> str:
+    if not o.applied:
+        return f"not applied: {o.reason}"
+    if o.measured_saving_pct is None:
+        return o.why or "not measured"
+    parts = ["significant" if o.significant else "not significant"]
+    if o.agrees is not None:
+        parts.append("prediction holds" if o.agrees else "prediction off")
+    if o.changes_precision:
+        parts.append("changes precision")
+    if o.loss_diverged:
+        parts.append(f"LOSS DIVERGED: {o.loss_note}")
+    return "; ".join(parts)
+
+
+def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: Any, interrupted: bool = False) -> None:
+    """Print the table (``out``: a rich Console)."""
+    t = Table(title="Measured with each fix applied (median step, untraced, runs alternated)", title_justify="left")
+    for c in ("fix", "baseline ms", "fixed ms", "measured saving", "95% interval", "p", "predicted", "verdict"):
+        t.add_column(c, justify="left" if c in ("fix", "verdict") else "right")
+    for o in [*outcomes, *([together] if together else [])]:
+        name = o.name if o.name != "combined" else f"together ({o.reason})"
+        lo_hi = f"{o.measured_interval_pct[0]:+.1f}..{o.measured_interval_pct[1]:+.1f}%" if o.measured_interval_pct else "-"
+        t.add_row(escape(name), "-" if o.baseline_ms is None else f"{o.baseline_ms:,.2f}",
+                  "-" if o.fixed_ms is None else f"{o.fixed_ms:,.2f}", _pct(o.measured_saving_pct), lo_hi,
+                  "-" if o.p_value is None else f"{o.p_value:.2g}", _pct(o.predicted_saving_pct), escape(_verdict(o)))
+    out.print(t)
+    if interrupted:
+        out.print("Interrupted: the runs so far are measured above; the rest did not run.")

@@ -1,0 +1,69 @@
+"""A CPU training loop that records, every step, what dlscope try's fixes change (argv: JSON-lines
+file). Environment: PROBE_STEPS (steps to run, default 40), PROBE_FAIL_UNDER_AUTOCAST=1 (raise
+when a forward runs under autocast: a fix that breaks the program)."""
+import json
+import os
+import sys
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+out_path = sys.argv[1]
+run = json.loads(os.environ.get("DLSCOPE_SESSION", "{}")).get("profile_dir", "")
+run = os.path.basename(run)
+steps = int(os.environ.get("PROBE_STEPS", "40"))
+seen: dict = {}
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 4)
+
+    def forward(self, x):
+        seen["autocast"] = torch.is_autocast_enabled("cpu")
+        seen["input_channels_last"] = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+        if seen["autocast"] and os.environ.get("PROBE_FAIL_UNDER_AUTOCAST"):
+            raise RuntimeError("this program cannot run under autocast")
+        h = torch.relu(self.conv(x)).flatten(1)
+        seen["fc_in"] = h.detach()
+        return self.fc(h)
+
+
+data = TensorDataset(torch.randn(16 * 64, 3, 8, 8), torch.randint(0, 4, (16 * 64,)))
+loader = DataLoader(data, batch_size=16)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.5)
+records = []
+step = 0
+while step < steps:
+    for x, y in loader:
+        out = model(x)
+        # the output against the current weights, cast to bf16 outside any autocast: a weight-cast
+        # cache kept from an earlier step would serve old weights and differ
+        w, b = model.fc.weight.detach(), model.fc.bias.detach()
+        if out.dtype == torch.bfloat16:
+            ref = nn.functional.linear(seen["fc_in"].bfloat16(), w.bfloat16(), b.bfloat16())
+        else:
+            ref = nn.functional.linear(seen["fc_in"], w, b)
+        stale = float((out.detach().float() - ref.float()).abs().max())
+        loss = nn.functional.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        records.append({"run": run, "step": step, "workers": loader.num_workers,
+                        "persistent": loader.persistent_workers, "autocast": seen["autocast"],
+                        "out_dtype": str(out.dtype), "stale": stale,
+                        "matmul_precision": torch.get_float32_matmul_precision(),
+                        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                        "weight_channels_last": model.conv.weight.is_contiguous(memory_format=torch.channels_last),
+                        "input_channels_last": seen["input_channels_last"],
+                        "fused": opt.defaults.get("fused")})
+        with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records
+            f.write(json.dumps(records[-1]) + "\n")
+        step += 1
+        if step >= steps:
+            break

@@ -1,0 +1,149 @@
+"""dlscope try on the CPU: each fix really applies inside the unchanged program (and only in its own
+runs), a fix that breaks the program or cannot apply is reported while the others go on, a
+program that ends early is handled, Ctrl-C stops every run; the measured savings and the numerics
+check against independent computations."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlscope.analysis.compare.tries import Run, agrees, loss_check, measure
+
+from .conftest import run_dlscope
+
+PROBE = Path(__file__).parent / "programs" / "fix_probe.py"
+ALL = "bf16,tf32,workers,channels_last,cudnn_benchmark,fused_opt"
+
+
+def _try(tmp_path: Path, fixes: str, env: dict[str, str] | None = None, steps: int = 4, repeat: int = 1):
+    records = tmp_path / "probe.jsonl"
+    old = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        r = run_dlscope("try", "--fixes", fixes, "--steps", str(steps), "--repeat", str(repeat), "-o",
+                        tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    by_run: dict[str, list[dict]] = defaultdict(list)
+    if records.exists():
+        for line in records.read_text().splitlines():
+            rec = json.loads(line)
+            by_run[rec["run"].split(".")[0]].append(rec)
+    return r, by_run
+
+
+def test_each_fix_applies_in_its_own_runs_only(tmp_path):
+    r, runs = _try(tmp_path, ALL)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    fixes = {f["name"]: f for f in out["fixes"]}
+    base = runs["baseline"]
+    assert base and all(x["workers"] == 0 and not x["autocast"] and x["matmul_precision"] == "highest"
+                        and not x["cudnn_benchmark"] and not x["weight_channels_last"] for x in base)
+    assert all(x["workers"] >= 1 and x["persistent"] for x in runs["workers"])
+    assert all(x["autocast"] and x["out_dtype"] == "torch.bfloat16" for x in runs["bf16"])
+    # the autocast cache is left at each step's end: outputs match the weights the optimizer just updated
+    assert max(x["stale"] for x in runs["bf16"]) == 0.0 and len(runs["bf16"]) > 3
+    assert all(x["matmul_precision"] == "high" for x in runs["tf32"])
+    assert all(x["weight_channels_last"] and x["input_channels_last"] for x in runs["channels_last"])
+    assert all(x["cudnn_benchmark"] for x in runs["cudnn_benchmark"])
+    # each fix's runs change only that fix's thing
+    assert all(not x["autocast"] for k, v in runs.items() if k != "bf16" for x in v)
+    assert all(x["workers"] == 0 for k, v in runs.items() if k != "workers" for x in v)
+    # every run stopped after the warm-up and the measured steps (6 + 4), not after the program's 40:
+    # the 10th optimizer step ends the run before the program records it
+    assert {len(v) for v in runs.values()} == {9}
+    assert not fixes["fused_opt"]["applied"] and "CUDA" in fixes["fused_opt"]["reason"]
+    for name in ("bf16", "tf32", "workers", "channels_last", "cudnn_benchmark"):
+        f = fixes[name]
+        assert f["applied"] and f["steps"] >= 3 and f["measured_saving_pct"] is not None, name
+        assert not f["loss_diverged"], (name, f["loss_note"])
+    assert fixes["bf16"]["changes_precision"] and fixes["tf32"]["changes_precision"]
+    # the tries table of the first run's profile, read back with SQL over the try folder
+    q = run_dlscope("sql", tmp_path / "t.try" / "baseline.0.dlscope",
+                    "select fix, applied from tries order by fix", "--format", "json")
+    assert {row["fix"]: row["applied"] for row in json.loads(q.stdout)} == {n: fixes[n]["applied"] for n in fixes}
+
+
+def test_a_fix_that_breaks_the_program_is_reported_and_the_others_go_on(tmp_path):
+    r, runs = _try(tmp_path, "bf16,tf32", env={"PROBE_FAIL_UNDER_AUTOCAST": "1"})
+    assert r.returncode == 0, r.stderr
+    fixes = {f["name"]: f for f in json.loads(r.stdout)["fixes"]}
+    assert not fixes["bf16"]["applied"] and "exited with 1" in fixes["bf16"]["reason"]
+    assert fixes["tf32"]["applied"] and fixes["tf32"]["steps"] >= 3
+
+
+def test_a_program_that_ends_before_the_measured_steps(tmp_path):
+    r, runs = _try(tmp_path, "tf32", env={"PROBE_STEPS": "5"})
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)["fixes"][0]
+    assert f["applied"] and f["measured_saving_pct"] is None and "no steps" in f["why"]
+
+
+def test_ctrl_c_stops_every_run(tmp_path):
+    env = dict(os.environ, PROBE_STEPS="100000")
+    p = subprocess.Popen([sys.executable, "-m", "dlscope", "try", "--fixes", "tf32", "--steps", "100000", "-o",
+                          str(tmp_path / "t.try"), "--", sys.executable, str(PROBE), str(tmp_path / "p.jsonl")],
+                         cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (tmp_path / "p.jsonl").exists():
+        time.sleep(0.2)
+    assert (tmp_path / "p.jsonl").exists()
+    os.killpg(p.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground group
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
+    assert p.returncode == 130, err
+    assert "Interrupted" in err or "interrupted" in err
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "p.jsonl")], capture_output=True, text=True)
+    assert left.stdout.strip() == ""  # no run of the program is left behind
+
+
+# ---- the statistics, against independent computations -------------------------------------------
+def _runs(label: str, medians: list[float], n: int = 15, spread: float = 0.5, seed: int = 0) -> list[Run]:
+    rng = np.random.default_rng(seed)
+    return [Run(label, i, 0, list(m + rng.uniform(-spread, spread, n)), losses=[1.0, 1.01])
+            for i, m in enumerate(medians)]
+
+
+def test_measured_saving_is_the_pooled_median_change():
+    base, fixed = _runs("baseline", [100, 101, 99]), _runs("x", [80, 81, 79], seed=1)
+    o = measure("x", ["rule"], base, fixed, predicted_pct=25.0)
+    a = statistics.median([s for r in base for s in r.steps_ms])
+    b = statistics.median([s for r in fixed for s in r.steps_ms])
+    assert o.measured_saving_pct == pytest.approx(100 * (a - b) / a)
+    lo, hi = o.measured_interval_pct
+    assert lo <= o.measured_saving_pct <= hi and o.significant and o.agrees  # 25% predicted, ~20% measured
+
+
+def test_alternations_that_disagree_are_not_significant():
+    # pooled, the fix looks 5% faster, but in round 2 its run was slower than that round's baseline
+    base, fixed = _runs("baseline", [100, 90, 100]), _runs("x", [92, 95, 92], seed=1)
+    o = measure("x", [], base, fixed, predicted_pct=None)
+    assert o.measured_saving_pct > 0 and not o.significant
+
+
+def test_agreement_and_numerics():
+    assert agrees(30.0, 20.0, True) and not agrees(50.0, 20.0, True) and agrees(None, -5.0, True)
+    assert agrees(1.0, 10.0, False)  # not significant: nothing to find, nothing advised
+    ok = [Run("baseline", 0, 0, [1.0], losses=[2.0, 2.1])]
+    assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.02, 2.08])]) == (False, "mean loss 2.05 against the baseline's 2.05")
+    assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.6, 2.7])])[0]
+    assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[float("nan")])])[0]
