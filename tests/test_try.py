@@ -88,6 +88,16 @@ def test_a_fix_that_breaks_the_program_is_reported_and_the_others_go_on(tmp_path
     assert fixes["tf32"]["applied"] and fixes["tf32"]["steps"] >= 3
 
 
+def test_bf16_turns_on_the_programs_own_amp_switch(tmp_path):
+    """A program whose step runs inside torch.autocast(enabled=False) (an AMP switch left off)
+    would turn the fix's autocast off: the switch is turned on instead."""
+    r, runs = _try(tmp_path, "bf16", env={"PROBE_AMP_SWITCH": "1"})
+    assert r.returncode == 0, r.stderr
+    assert all(x["autocast"] and x["out_dtype"] == "torch.bfloat16" for x in runs["bf16"])
+    assert not any(x["autocast"] for x in runs["baseline"])
+    assert max(x["stale"] for x in runs["bf16"]) == 0.0
+
+
 def test_a_program_that_ends_before_the_measured_steps(tmp_path):
     r, runs = _try(tmp_path, "tf32", env={"PROBE_STEPS": "5"})
     assert r.returncode == 0, r.stderr

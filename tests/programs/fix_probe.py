@@ -1,6 +1,8 @@
 """A CPU training loop that records, every step, what dlscope try's fixes change (argv: JSON-lines
 file). Environment: PROBE_STEPS (steps to run, default 40), PROBE_FAIL_UNDER_AUTOCAST=1 (raise
-when a forward runs under autocast: a fix that breaks the program)."""
+when a forward runs under autocast: a fix that breaks the program), PROBE_AMP_SWITCH=1 (forward
+and loss inside the program's own ``torch.autocast(enabled=False)``: an AMP switch left off)."""
+import contextlib
 import json
 import os
 import sys
@@ -41,7 +43,9 @@ records = []
 step = 0
 while step < steps:
     for x, y in loader:
-        out = model(x)
+        switch = torch.autocast("cpu", enabled=False) if os.environ.get("PROBE_AMP_SWITCH") else contextlib.nullcontext()
+        with switch:
+            out = model(x)
         # the output against the current weights, cast to bf16 outside any autocast: a weight-cast
         # cache kept from an earlier step would serve old weights and differ
         w, b = model.fc.weight.detach(), model.fc.bias.detach()

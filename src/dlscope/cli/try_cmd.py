@@ -134,6 +134,7 @@ class Trial:
             together = measure("combined", [], base, [r for r in self.runs if r.label == "combined"],
                                None, any(BY_NAME[n].changes_precision for n in helped))
             together.reason = "+".join(helped)
+            together.agrees = None  # no prediction for the fixes together
         if self.interrupted:
             self.say("interrupted: the runs so far are measured; the rest did not run")
         self._store(first, outcomes)
