@@ -157,3 +157,28 @@ def test_agreement_and_numerics():
     assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.02, 2.08])]) == (False, "mean loss 2.05 against the baseline's 2.05")
     assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.6, 2.7])])[0]
     assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[float("nan")])])[0]
+
+
+def test_fixes_that_act_at_the_outermost_forward_leave_the_submodules_on_the_fast_path(tmp_path):
+    """channels_last and compile act at the outermost module call: after the first step the global
+    module hooks that found it give way to hooks on it alone, or every submodule call of the fixed
+    runs would take Module._call_impl's slow path and the measurement would carry that cost."""
+    import torch
+    from torch import nn
+    from torch.nn.modules import module as nn_module
+
+    from dlscope.capture.base import Settings
+    from dlscope.capture.fix_injector import FixInjector
+    from dlscope.capture.session import Session
+
+    s = Session(tmp_path / "x.dlscope", Settings(extra={"fixes": ["channels_last"]}), collectors=[FixInjector]).start()
+    try:
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+        model(torch.randn(1, 3, 8, 8))
+        assert len(nn_module._global_forward_pre_hooks) == 1
+        s.step()
+        assert len(nn_module._global_forward_pre_hooks) == 0 and len(model._forward_pre_hooks) == 1
+        assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
+    finally:
+        s.stop()
+    assert len(model._forward_pre_hooks) == 0
