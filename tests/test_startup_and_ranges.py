@@ -36,7 +36,7 @@ def test_analysis_commands_run_without_pandas(tmp_path):
              f"sys.argv = ['dlscope', 'report', {str(profile)!r}, '-o', {str(tmp_path / 'r.html')!r}]; "
              "rc = main(); print(rc, 'pandas' in sys.modules, 'pyarrow' in sys.modules, "
              "[c.name for c in COMMANDS if not c.without_pandas])")
-    assert _last_line(probe) == "0 False True ['profile', 'ncu']"
+    assert _last_line(probe) == "0 False True ['profile', 'ncu', 'try']"
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
 
