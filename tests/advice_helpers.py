@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dlscope import advice
+from dlscope.analysis import replay as R
 from dlscope.analysis.context import ProfileData
 from dlscope.store.meta import Meta
 
@@ -78,3 +81,14 @@ def outcome(data: ProfileData, rule_id: str) -> str:
     if rule_id in r.clean:
         return "clean"
     return "skipped: " + r.skipped[rule_id]
+
+
+def replay_input(**cols: Any) -> R.Calls:
+    """The replay's input by hand: one entry per call, the columns of :data:`replay.ARRAYS` given
+    (the rest zero)."""
+    n = len(cols["gpu_ns"])
+    base = {k: np.zeros(n) for k in R.ARRAYS}
+    base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
+    base["cls"] = base["cls"].astype(np.int64)
+    base["blocking"] = base["blocking"].astype(np.int64)
+    return R.Calls(base, int(len(np.unique(base["wid"]))))

@@ -8,12 +8,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dlscope import advice
 from dlscope.analysis import replay as R
 from dlscope.analysis.context import ProfileData
+
+from .advice_helpers import replay_input
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data" / "advice_truth"
@@ -53,20 +54,11 @@ def test_calibration_matches_the_untraced_steps(model):
         assert cal.host_factor == 1.0
 
 
-def _calls(**cols) -> R.Calls:
-    n = len(cols["gpu_ns"])
-    base = {k: np.zeros(n) for k in R.ARRAYS}
-    base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
-    base["cls"] = base["cls"].astype(np.int64)
-    base["blocking"] = base["blocking"].astype(np.int64)
-    return R.Calls(base, int(len(np.unique(base["wid"]))))
-
-
 def test_replay_by_hand():
     """One step: 10 ms of input, three launches 1 ms apart (host work 1 ms each) of 5 ms kernels,
     then a synchronize. GPU: 11-16, 16-21, 21-26; the host waits until 26. Without the sync the step
     ends when the GPU does (26); without the input the GPU starts at 1: 1-6, 6-11, 11-16."""
-    c = _calls(wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0],
+    c = replay_input(wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0],
                cls=[0, 2, 2, 2], blocking=[0, 0, 0, 1], gpu_ns=[5e6, 5e6, 5e6, 0])
     assert R.replay(c) == pytest.approx(26e6)
     assert R.replay(R.Fix("x", unblock=(1,)).apply(c)) == pytest.approx(26e6)
@@ -75,7 +67,7 @@ def test_replay_by_hand():
     # kernel on, so only the first launch's half millisecond shows: 25.5
     assert R.replay(R.Fix("x", host={"model": 0.5}).apply(c)) == pytest.approx(25.5e6)
     # kernels 10x faster: the host sets the pace: last launch at 13, its kernel ends 13.5
-    assert R.replay(R.Fix("x", gpu={"simt_ns": 0.1}).apply(_calls(
+    assert R.replay(R.Fix("x", gpu={"simt_ns": 0.1}).apply(replay_input(
         wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0], cls=[0, 2, 2, 2],
         blocking=[0, 0, 0, 1], gpu_ns=[5e6, 5e6, 5e6, 0], simt_ns=[5e6, 5e6, 5e6, 0]))) == pytest.approx(13.5e6)
     # a larger batch: GPU work and input double, per sample the step is 46/2 = 23 ms

@@ -17,25 +17,18 @@ from dlscope.analysis import replay as R
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.host_classes import HostClass
 
+from .advice_helpers import replay_input
+
 REPO = Path(__file__).resolve().parents[1]
 HOOKS = REPO / "tests" / "data" / "advice_truth_hooks"
 RESULTS = REPO / "bench" / "advice_truth" / "results"
-
-
-def _calls(**cols) -> R.Calls:
-    n = len(cols["gpu_ns"])
-    base = {k: np.zeros(n) for k in R.ARRAYS}
-    base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
-    base["cls"] = base["cls"].astype(np.int64)
-    base["blocking"] = base["blocking"].astype(np.int64)
-    return R.Calls(base, int(len(np.unique(base["wid"]))))
 
 
 def test_the_launch_queue_by_hand():
     """Four 10 ms kernels launched 1 ms apart (1 ms of host work each) into a queue of 2: the third
     launch waits until the first kernel ends (1 + 10 = 11), the fourth until the second ends (21).
     GPU: 1-11, 11-21, 21-31, 31-41; the host is done at 21."""
-    c = _calls(wid=[1, 1, 1, 1], gap_model=[1e6] * 4, cls=[2] * 4, gpu_ns=[10e6] * 4)
+    c = replay_input(wid=[1, 1, 1, 1], gap_model=[1e6] * 4, cls=[2] * 4, gpu_ns=[10e6] * 4)
     assert R.replay_detail(c, queue_depth=0).total_ns == pytest.approx(41e6)  # unbounded: the host is free at 4
     r = R.replay_detail(c, queue_depth=2)
     assert r.total_ns == pytest.approx(41e6)
@@ -59,7 +52,7 @@ def test_per_class_factors_are_recovered_from_untraced_class_times():
     cls = [0] + [2] * n_model + [1] * n_opt + [3]
     gpu = [0] + [0.5e6] * n_model + [0.005e6] * n_opt + [0]
     blocking = [0] * (1 + n_model + n_opt) + [1]                  # a .item() at the end
-    traced = _calls(wid=wid, gap_input=gap_input, gap_model=gap_model, gap_optimizer=gap_opt, cls=cls,
+    traced = replay_input(wid=wid, gap_input=gap_input, gap_model=gap_model, gap_optimizer=gap_opt, cls=cls,
                     gpu_ns=gpu, blocking=blocking)
     true = np.array([1.0, 0.2, 0.8, 1.0])  # by HostClass value: input, optimizer, model, other
     r = R.replay_detail(traced, true)

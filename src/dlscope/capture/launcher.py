@@ -23,6 +23,12 @@ from .session import Session
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
 
 
+def command_after_dashes(words: list[str]) -> list[str]:
+    """The command of ``dlscope profile|try [options] -- CMD ...`` (argparse keeps the ``--``),
+    normalized (:func:`normalize_command`)."""
+    return normalize_command(words[1:] if words and words[0] == "--" else list(words))
+
+
 def normalize_command(cmd: list[str]) -> list[str]:
     """`dlscope profile -- train.py` runs the script with this interpreter."""
     if not cmd:

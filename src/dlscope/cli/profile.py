@@ -68,12 +68,9 @@ class ProfileCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..capture.base import Settings
-        from ..capture.launcher import exit_status, normalize_command, run_profiled
+        from ..capture.launcher import command_after_dashes, exit_status, run_profiled
 
-        cmd = list(args.command)
-        if cmd and cmd[0] == "--":
-            cmd = cmd[1:]
-        cmd = normalize_command(cmd)
+        cmd = command_after_dashes(list(args.command))
         if args.batch_size is not None and args.batch_size <= 0:
             raise UsageError("--batch-size must be positive")
         if args.detail_steps is not None and args.detail_steps < 0:

@@ -51,12 +51,9 @@ class TryCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..capture.fixes import BY_NAME
-        from ..capture.launcher import normalize_command
+        from ..capture.launcher import command_after_dashes
 
-        cmd = list(args.command)
-        if cmd and cmd[0] == "--":
-            cmd = cmd[1:]
-        cmd = normalize_command(cmd)
+        cmd = command_after_dashes(list(args.command))
         if args.steps < 3:
             raise UsageError("--steps must be at least 3 (a median of fewer steps says little)")
         if args.repeat < 1:
