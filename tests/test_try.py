@@ -182,3 +182,32 @@ def test_fixes_that_act_at_the_outermost_forward_leave_the_submodules_on_the_fas
     finally:
         s.stop()
     assert len(model._forward_pre_hooks) == 0
+
+
+def test_fused_optimizer_injection_sets_fused_and_the_step_runs(monkeypatch):
+    """The fused fix is for CUDA parameters; here the CUDA check is bypassed so that the injection
+    itself is exercised on the CPU (torch's fused Adam/AdamW/SGD have CPU kernels): fused=True is
+    set, an explicit foreach is dropped, and the step updates the parameters."""
+    import torch
+
+    from dlscope.capture.fixes import fused_optimizer
+    from dlscope.capture.fixes.base import FixContext
+
+    originals = {n: getattr(torch.optim, n).__init__ for n in fused_optimizer.FUSED}
+    monkeypatch.setattr(fused_optimizer, "_all_cuda", lambda torch, params: True)
+    fix = fused_optimizer.FusedOptimizer()
+    try:
+        fix.install(torch, FixContext())
+        w = torch.nn.Parameter(torch.ones(4))
+        opt = torch.optim.AdamW([w], lr=0.1, foreach=False)
+        assert opt.defaults["fused"] is True and opt.defaults.get("foreach") is None
+        w.grad = torch.ones(4)
+        opt.step()
+        assert torch.all(w < 1)
+        sgd = torch.optim.SGD([torch.nn.Parameter(torch.ones(2))], lr=0.1, fused=True)  # already fused: left alone
+        assert sgd.defaults["fused"] is True and fix.changed == 1 and fix.outcome() == (True, "")
+    finally:
+        for n, init in originals.items():
+            getattr(torch.optim, n).__init__ = init
+    assert "fused" not in torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults or \
+        not torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults["fused"]
