@@ -44,7 +44,8 @@ def main() -> int:
             log.flush()
             t = time.monotonic()
             p = subprocess.run(cmd, capture_output=True, text=True)
-            (OUT / f"try_{model}_{variant}{'_' + fixes.replace(',', '+') if fixes != 'auto' else ''}.json").write_text(p.stdout)
+            # '-' between fix names: the device tool brings back only names of letters, digits, '.', '_' and '-'
+            (OUT / f"try_{model}_{variant}{'_' + fixes.replace(',', '-') if fixes != 'auto' else ''}.json").write_text(p.stdout)
             log.write(p.stderr[-3000:] + f"\nrc={p.returncode} in {time.monotonic() - t:.0f} s\n")
             log.flush()
             print(f"{job}: rc={p.returncode} in {time.monotonic() - t:.0f} s", flush=True)
