@@ -16,7 +16,7 @@ from dlscope.advice import straggler as straggler_rule
 from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
 from dlscope.analysis.context import ProfileData, Selection
 
-from .conftest import CORPUS, DATA
+from .conftest import CORPUS, DATA, run_dlscope
 from .report_helpers import US, hta_selection, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "comm_comp_overlap.json").read_text())
@@ -205,3 +205,26 @@ def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
             assert r["exposed_transfer_ms"] == pytest.approx(
                 max(r["comm_ms"] * (1 - r["overlap_pct"] / 100) - r["wait_ms"], 0.0), rel=1e-6, abs=1e-9)
         assert f.bound_ms_per_step == pytest.approx(min(r["exposed_transfer_ms"] for r in f.evidence.rows), rel=1e-6)
+
+
+def test_summary_of_a_real_4_gpu_job_counts_gpus_and_steps_once(monkeypatch):
+    """FSDP2 on 4 H100s (one profile, 4 ranks): every rank and the NVML sampler recorded the host's
+    GPUs (16 records); the summary lists 4, and says 33 steps on each of 4 ranks, not '132 steps'."""
+    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.summary import summarize
+    from dlscope.render.terminal import _device_lines
+
+    path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
+    meta = json.loads((path / "meta.json").read_text())
+    assert len(meta["devices"]) == 16
+    s = summarize(ProfileData.open(path))
+    assert len(s.devices) == 4 and len({d["uuid"] for d in s.devices}) == 4
+    per_rank = {r: n for r, n in ProfileData.open(path).con.execute(
+        "SELECT rank, count(*) FROM stat_steps GROUP BY rank").fetchall()}
+    assert s.steps.ranks == 4 and s.steps.steps_per_rank == 33 and set(per_rank.values()) == {33}
+    assert s.steps.count == sum(per_rank.values()) == 132
+    assert _device_lines(s.devices) == ["  devices 0-3: 4 x NVIDIA H100 80GB HBM3 (132 SMs)"]
+    monkeypatch.setenv("COLUMNS", "200")
+    r = run_dlscope("summary", path)
+    assert "33 measured on each of 4 ranks" in r.stdout and "devices 0-3: 4 x NVIDIA H100" in r.stdout
+    assert "device 0:" not in r.stdout

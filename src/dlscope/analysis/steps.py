@@ -31,6 +31,7 @@ class StepStats:
     first_step: int | None
     last_step: int | None
     ranks: int
+    steps_per_rank: int = 0  # distinct step numbers measured (count = this x ranks in lock step)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,7 +42,7 @@ def step_stats(data: ProfileData) -> StepStats:
         SELECT count(*) AS n, avg(d) AS mean, quantile_cont(d, 0.5) AS p50, quantile_cont(d, 0.95) AS p95,
                quantile_cont(d, 0.99) AS p99, stddev_samp(d) AS std, min(d) AS mn, max(d) AS mx,
                coalesce(sum(d), 0) AS total, min(step) AS first, max(step) AS last,
-               count(DISTINCT rank) AS ranks
+               count(DISTINCT rank) AS ranks, count(DISTINCT step) AS distinct_steps
         FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM stat_steps)""")[0]
     total_steps = int(data.scalar("SELECT count(*) FROM steps") or 0)
     warm = [r["step"] for r in data.rows("SELECT DISTINCT step FROM steps WHERE warmup ORDER BY step")]
@@ -61,5 +62,5 @@ def step_stats(data: ProfileData) -> StepStats:
         steps_per_s=steps_per_s, samples_per_s=steps_per_s * bs if (steps_per_s and bs) else None,
         total_steps=total_steps, warmup_excluded=excluded, traced_excluded=list(data.traced_excluded),
         first_step=row["first"], last_step=row["last"],
-        ranks=int(row["ranks"] or 0),
+        ranks=int(row["ranks"] or 0), steps_per_rank=int(row["distinct_steps"] or 0),
     )

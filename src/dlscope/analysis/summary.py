@@ -45,11 +45,29 @@ class Summary:
         }
 
 
+def distinct_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each GPU once: every rank of a job records the GPUs it sees and the NVML sampler records the
+    host's, so a 4-rank job on 4 GPUs lists each of them 4 times. Where NVML named GPUs by UUID,
+    those records are the host's GPUs (a rank's own record may number its GPU after
+    CUDA_VISIBLE_DEVICES); else one per (host, index, name). The first record of each is kept,
+    with the ranks that recorded it."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if any(d.get("uuid") for d in devices):
+        devices = [d for d in devices if d.get("uuid")]
+    for d in devices:
+        key = (d.get("uuid"),) if d.get("uuid") else (d.get("host"), d.get("index"), d.get("name"))
+        if key not in out:
+            out[key] = {k: v for k, v in d.items() if k != "rank"} | {"ranks": []}
+        if d.get("rank") is not None and d["rank"] not in out[key]["ranks"]:
+            out[key]["ranks"].append(d["rank"])
+    return list(out.values())
+
+
 def summarize(data: ProfileData) -> Summary:
     m = data.meta
     return Summary(
         profile=str(data.path), source=m.source, command=m.command, wall_ms=wall_ns(data) / 1e6,
         exit_code=m.exit_code, steps=step_stats(data), phases=phase_breakdown(data),
-        layers=layer_status(data), devices=m.devices, selection=data.selection.describe(),
+        layers=layer_status(data), devices=distinct_devices(m.devices), selection=data.selection.describe(),
         notes=list(m.notes), gpu=gpu_headline(data), unavailable=unavailable_lines(m), headline=headline(data),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -34,6 +35,23 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
+def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
+    """One line per kind of GPU: 'devices 0-3: 4 x NAME (132 SMs)', or 'device 0: NAME'."""
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for d in devices:
+        groups.setdefault((d.get("name", "?"), d.get("sms")), []).append(d.get("index", "?"))
+    lines = []
+    for (name, sms), idx in groups.items():
+        extra = f" ({sms} SMs)" if sms else ""
+        if len(idx) == 1:
+            lines.append(f"  device {idx[0]}: {name}{extra}")
+        else:
+            nums = sorted(i for i in idx if isinstance(i, int))
+            span = _ranges(nums) if len(nums) == len(idx) else ", ".join(map(str, idx))
+            lines.append(f"  devices {span}: {len(idx)} x {name}{extra}")
+    return lines
+
+
 def render_summary(s: Summary, out: Console) -> None:
     out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
     if s.command:
@@ -42,13 +60,16 @@ def render_summary(s: Summary, out: Console) -> None:
     if s.exit_code is not None:
         line += f"   exit code: {s.exit_code}"
     out.print(line)
-    for d in s.devices:
-        out.print(f"  device {d.get('index', '?')}: {d.get('name', '?')}"
-                  + (f" ({d['sms']} SMs)" if d.get("sms") else ""))
+    for line in _device_lines(s.devices):
+        out.print(line)
     st = s.steps
     out.print()
     if st.count:
         head = f"[bold]Steps[/bold]  {st.count} measured"
+        if st.ranks > 1:  # one job step is a step of every rank: say both
+            head = (f"[bold]Steps[/bold]  {st.steps_per_rank} measured on each of {st.ranks} ranks "
+                    f"({st.count} rank-steps; statistics over all of them)" if st.count == st.steps_per_rank * st.ranks
+                    else f"[bold]Steps[/bold]  {st.steps_per_rank} measured, {st.count} rank-steps on {st.ranks} ranks")
         if st.first_step is not None:
             head += f" (steps {st.first_step}-{st.last_step})"
         if st.warmup_excluded:
