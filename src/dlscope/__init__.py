@@ -10,15 +10,24 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from .analysis_api import Analysis, open  # noqa: A004 - dlscope.open, the analysis API
     from .api import Profile, begin, current, end, mark, phase, profile, step
 
-__all__ = ["Profile", "__version__", "begin", "current", "end", "mark", "phase", "profile", "step"]
-_API = frozenset(__all__) - {"__version__"}
+__all__ = ["Analysis", "Profile", "__version__", "begin", "current", "end", "mark", "open", "phase", "profile",
+           "step"]
+_API = frozenset(__all__) - {"__version__", "open", "Analysis"}
 
 
 def __getattr__(name: str) -> Any:
     """The recording API, loaded on first use: the command line and the importers never need it
-    (it brings in every collector: 0.1 s of each command's start-up)."""
+    (it brings in every collector: 0.1 s of each command's start-up); ``open`` and ``Analysis``,
+    the analysis API (:mod:`dlscope.analysis_api`), likewise."""
+    if name in ("open", "Analysis"):
+        from . import analysis_api
+
+        value = getattr(analysis_api, name)
+        globals()[name] = value
+        return value
     if name in _API:
         from . import api
 

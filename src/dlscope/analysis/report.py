@@ -29,6 +29,20 @@ class ReportResult:
     formats: dict[str, Formatter] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as ``dlscope stats --format json`` prints them (values JSON cannot hold as text)."""
+        import json
+
+        return json.loads(json.dumps(self.table.to_pylist(), default=str))
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import report_html
+
+        return report_html(self)
+
 
 @dataclass(frozen=True)
 class Report:

@@ -86,6 +86,9 @@ def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection |
         cols = ", ".join(f'r."{c}"' for c in spec.column_names())
         src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true) r "
                "JOIN fleet_files f ON f.file = r.filename")
+        if not paths:  # a table no profile has (written before it existed, e.g. tries): empty
+            typed = ", ".join(f'NULL::{c.duck} AS "{c.name}"' for c in spec.columns)
+            src = f"SELECT NULL::VARCHAR AS profile, {typed} WHERE FALSE"
         if spec.name == "strings":
             con.execute(f"CREATE OR REPLACE TEMP TABLE strings AS {src}")
             continue

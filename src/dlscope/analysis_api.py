@@ -1,0 +1,187 @@
+"""The analysis API, for notebooks and scripts: ``dlscope.open(path)``.
+
+    import dlscope
+    p = dlscope.open("train.dlscope")              # a profile, a trace (imported on the fly),
+                                                   # or a folder / glob of profiles
+    p.summary().steps.p50_ms                       # the numbers `dlscope summary` prints
+    p.report("cuda_gpu_kern_sum").to_pandas()      # any `dlscope stats` report
+    [f.id for f in p.advise()]                     # the findings of `dlscope advise`
+    p.sql("select name, count(*) from kernels group by 1").to_pandas()
+    p.table("kernels", "polars")                   # any table, names decoded
+    p.diff(dlscope.open("fixed.dlscope")).step_time
+
+Every method runs the code the command line runs (the same report functions, rules and
+comparison); only the output differs: Arrow tables (``.to_pandas()``, polars when installed) and
+the dataclasses the analysis returns. A profile opened here stays open (one DuckDB connection)
+until :meth:`Analysis.close` or the end of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .advice.finding import Finding
+    from .analysis.compare.diff import ProfileDiff
+    from .analysis.context import ProfileData
+    from .analysis.report import ReportResult
+    from .analysis.summary import Summary
+
+
+class Analysis:
+    """One opened profile (or several: a folder or glob, for :meth:`sql` and :meth:`table`)."""
+
+    def __init__(self, path: str | Path, iter_start: int | None = None, iter_stop: int | None = None,
+                 include_warmup: bool = False, key_node: str | None = None) -> None:
+        from .analysis.context import Selection
+        from .store.fleet import is_fleet
+
+        self.path = str(path)
+        self._stack = contextlib.ExitStack()
+        self._fleet = is_fleet(self.path)
+        self._data: ProfileData | None = None
+        self._fleet_con: Any = None
+        if iter_start is not None and iter_stop is not None and iter_stop < iter_start:
+            raise UsageError(f"iter_stop {iter_stop} is before iter_start {iter_start}")
+        self.selection = Selection(iter_start, iter_stop, include_warmup, key_node)
+        if self._fleet:
+            from .store.fleet import open_fleet
+
+            self._fleet_con, self.profiles, _ = open_fleet(self.path)
+        else:
+            from .cli.pair import open_any
+
+            self._data, _ = open_any(self.path, self._stack, self.selection, key_node)
+
+    # ---- what it holds -----------------------------------------------------------------------
+    @property
+    def data(self) -> ProfileData:
+        """The opened profile (one profile only)."""
+        if self._data is None:
+            raise UsageError(f"{self.path} is a folder or glob of profiles: open one profile for this")
+        return self._data
+
+    @property
+    def con(self) -> Any:
+        """The DuckDB connection whose views are the profile's tables (every profile's, with a
+        ``profile`` column, for a folder or glob)."""
+        return self._fleet_con if self._fleet else self.data.con
+
+    @property
+    def tables(self) -> list[str]:
+        from .store.schema import TABLES
+
+        return [t.name for t in TABLES if t.name != "strings"]
+
+    def table(self, name: str, as_: str = "arrow") -> Any:
+        """Table ``name`` with names decoded, as ``'arrow'`` (default), ``'pandas'`` or ``'polars'``."""
+        if name not in self.tables:
+            raise UsageError(f"no table {name!r} (tables: {', '.join(self.tables)})")
+        return _convert(self.sql(f"SELECT * FROM {name}"), as_)
+
+    def sql(self, query: str) -> pa.Table:
+        """DuckDB SQL over the tables, as in ``dlscope sql``."""
+        from .store import db
+
+        return db.query_arrow(self.con, query)
+
+    # ---- what the commands show --------------------------------------------------------------
+    def summary(self) -> Summary:
+        """What ``dlscope summary`` prints, as a dataclass (``.as_dict()`` is its JSON)."""
+        from .analysis.summary import summarize
+
+        return summarize(self.data)
+
+    def report(self, name: str) -> ReportResult:
+        """A ``dlscope stats`` report (``.table`` is Arrow; ``.to_pandas()``; ``.rows()`` its JSON rows)."""
+        from .analysis import REPORTS
+
+        rep = REPORTS.get(name)
+        if rep is None:
+            raise UsageError(f"no report {name!r} (reports: {', '.join(REPORTS)})")
+        why = rep.missing(self.data)
+        if why:
+            raise UsageError(f"report {name} cannot run on {self.path}: {why}")
+        return rep.compute(self.data)
+
+    def advise(self, what_if: bool = False) -> list[Finding]:
+        """The findings of ``dlscope advise``, largest saving first (``what_if``: only those the
+        replay predicted, with their chain in ``finding.what_if``)."""
+        from . import advice
+
+        found = advice.evaluate(self.data)
+        return Findings(f for f in found if f.what_if) if what_if else Findings(found)
+
+    def diff(self, other: Analysis | str | Path) -> ProfileDiff:
+        """``dlscope diff self other``: what changed from this profile to ``other``."""
+        from .analysis.compare.diff import compare
+
+        theirs = other if isinstance(other, Analysis) else Analysis(other)
+        return compare(self.data, theirs.data)
+
+    # ---- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        self._stack.close()
+        if self._fleet_con is not None:
+            self._fleet_con.close()
+            self._fleet_con = None
+
+    def __enter__(self) -> Analysis:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"dlscope.open({self.path!r})"
+
+    def _repr_html_(self) -> str:
+        """In a notebook: summary cards, the step-time distribution and the top findings."""
+        from .render.notebook import analysis_html
+
+        if self._data is None:
+            return f"<pre>{self!r}: {len(self.profiles)} profiles (use .sql or .table)</pre>"
+        from .analysis.step_phases import step_durations
+
+        return analysis_html(self.summary(), step_durations(self.data), self.advise(), self.path)
+
+
+class Findings(list):  # type: ignore[type-arg]
+    """The findings (a list), shown in a notebook as the HTML report's advice section."""
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import findings_html
+
+        return findings_html(list(self))
+
+
+def open(path: str | Path, **selection: Any) -> Analysis:  # noqa: A001 - the API's name, as in the issue
+    """Open a profile for analysis: ``dlscope.open("train.dlscope", iter_start=10, iter_stop=50)``.
+
+    ``path``: a profile, a trace any importer reads (imported into a temporary profile), or a
+    folder or quoted glob of profiles (then :meth:`Analysis.sql` and :meth:`Analysis.table` span
+    them all). Selection keywords as the command line's: ``iter_start``, ``iter_stop``,
+    ``include_warmup``, ``key_node``."""
+    if not Path(path).exists() and not any(c in str(path) for c in "*?["):
+        raise InputError(f"{path}: no such profile or trace")
+    return Analysis(path, **selection)
+
+
+def _convert(table: pa.Table, as_: str) -> Any:
+    if as_ == "arrow":
+        return table
+    if as_ == "pandas":
+        return table.to_pandas()
+    if as_ == "polars":
+        try:
+            import polars
+        except ImportError:
+            raise UsageError("polars is not installed (pip install polars)") from None
+        return polars.from_arrow(table)
+    raise UsageError(f"as_ must be 'arrow', 'pandas' or 'polars', not {as_!r}")

@@ -1,0 +1,87 @@
+"""dlscope.open: the analysis API gives what the command line gives (one code path), as Arrow,
+pandas and dataclasses, and shows itself in a notebook without a script."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import dlscope
+from dlscope.analysis import REPORTS
+from dlscope.analysis.context import ProfileData
+
+DATA = Path(__file__).parent / "data"
+SINGLE = DATA / "advice_truth_hooks" / "gpt2_baseline_default.dlscope"
+JOB = DATA / "advice_truth_dist" / "ddp2_straggler.dlscope"
+
+
+def _profile_for(report: str) -> Path | None:
+    for path in (SINGLE, JOB):
+        if REPORTS[report].missing(ProfileData.open(path)) is None:
+            return path
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(REPORTS))
+def test_every_report_equals_the_cli_json(name, cli):
+    path = _profile_for(name)
+    if path is None:
+        pytest.skip(f"{name}: neither real profile has its data")
+    with dlscope.open(path) as p:
+        got = p.report(name).rows()
+    r = cli("stats", path, "--report", name, "--format", "json")
+    assert r.code == 0, r.err
+    assert got == json.loads(r.out)
+
+
+def test_summary_advice_sql_tables_and_diff_match_the_cli(cli):
+    with dlscope.open(SINGLE) as p:
+        summary = json.loads(cli("summary", SINGLE, "--format", "json").out)
+        summary.pop("advice")  # the CLI's JSON adds the findings, which advise() gives
+        assert json.loads(json.dumps(p.summary().as_dict(), default=str)) == summary
+        found = p.advise()
+        advised = json.loads(cli("advise", SINGLE, "--format", "json").out)
+        advised = advised.get("findings", advised) if isinstance(advised, dict) else advised
+        assert [f.id for f in found] == [f["id"] for f in advised]
+        assert [round(f.saving_pct or 0, 6) for f in found] == [round(f["saving_pct"] or 0, 6) for f in advised]
+        assert all(f.what_if for f in p.advise(what_if=True))
+        n = p.sql("select count(*) as n from kernels").to_pylist()[0]["n"]
+        assert n == json.loads(cli("sql", SINGLE, "select count(*) as n from kernels", "--format", "json").out)[0]["n"]
+        kernels = p.table("kernels", "pandas")
+        assert len(kernels) == n and "name" in kernels.columns  # names decoded
+        d = p.diff(DATA / "advice_truth_hooks" / "gpt2_bf16_default.dlscope")
+        assert d.as_dict()["step_time"] == json.loads(cli("diff", SINGLE, DATA / "advice_truth_hooks" /
+                                                          "gpt2_bf16_default.dlscope", "--format", "json").out)["step_time"]
+
+
+def test_a_folder_or_glob_spans_every_profile():
+    from dlscope.errors import UsageError
+
+    with dlscope.open(str(DATA / "advice_truth_dist" / "*.dlscope")) as p:
+        rows = p.sql("select count(distinct profile) as n from steps").to_pylist()
+        assert rows == [{"n": len(list((DATA / "advice_truth_dist").glob("*.dlscope")))}]
+        with pytest.raises(UsageError):
+            p.summary()  # a summary is of one profile
+
+
+def test_notebook_views_are_html_without_script():
+    with dlscope.open(SINGLE) as p:
+        pages = [p._repr_html_(), p.report("cuda_gpu_kern_sum")._repr_html_(), p.advise()._repr_html_()]
+    for page in pages:
+        assert page.startswith('<div class="dlscope"><style>') and "<script" not in page.lower()
+        assert "body {" not in page and ":root" not in page  # the report's page rules stay scoped
+    assert "<svg" in pages[0] and "amp_not_enabled" in pages[0]  # step-time plot and the top finding
+
+
+def test_bad_paths_and_names_are_one_line_errors():
+    from dlscope.errors import InputError, UsageError
+
+    with pytest.raises(InputError):
+        dlscope.open("/no/such/profile.dlscope")
+    with dlscope.open(SINGLE) as p:
+        with pytest.raises(UsageError):
+            p.report("no_such_report")
+        with pytest.raises(UsageError):
+            p.table("no_such_table")
