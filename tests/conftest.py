@@ -106,6 +106,18 @@ def need_file(path: Path) -> Path:
     return path
 
 
+def require(module: str, why: str):
+    """Import ``module``, or skip the test saying ``why`` (a failure under DLSCOPE_STRICT_TESTS=1)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if strict():
+            pytest.fail(why)
+        pytest.skip(why)
+
+
 def corpus_files() -> list[Path]:
     """Every trace of the corpus in use (see CORPUS)."""
     return sorted(p for p in CORPUS.rglob("*") if p.is_file() and p.suffix not in (".py", ".md"))

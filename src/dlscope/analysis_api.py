@@ -8,7 +8,7 @@
     [f.id for f in p.advise()]                     # the findings of `dlscope advise`
     p.sql("select name, count(*) from kernels group by 1").to_pandas()
     p.table("kernels", "polars")                   # any table, names decoded
-    p.diff(dlscope.open("fixed.dlscope")).step_time
+    p.diff(dlscope.open("fixed.dlscope")).shift("p50")
 
 Every method runs the code the command line runs (the same report functions, rules and
 comparison); only the output differs: Arrow tables (``.to_pandas()``, polars when installed) and
