@@ -29,6 +29,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from dlscope.capture.base import Settings  # noqa: E402
+from dlscope.capture.live_status import LiveStatus  # noqa: E402
 from dlscope.capture.session import Session  # noqa: E402
 from dlscope.capture.torch_hooks import TorchPhaseHooks  # noqa: E402
 
@@ -136,6 +137,15 @@ def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
     del loss
     tmp = Path(tempfile.mkdtemp())
     res = {}
+    # the live line's per-step cost in the program (capture/live_status.py): a step boundary with
+    # and without it (its file is written by the flusher thread, once a second)
+    for label, cols, extra in (("step boundary", [], {}), ("step boundary, live line on", [LiveStatus], {"live": True})):
+        s = Session(tmp / f"{len(res)}.dlscope", Settings(extra=extra), collectors=cols).start()
+        res[label] = {"ns": best(s.step)}
+        s.stop()
+    res["live line"] = {"off_ns": res["step boundary"]["ns"], "hooks_ns": res["step boundary, live line on"]["ns"],
+                        "added_ns": res["step boundary, live line on"]["ns"] - res["step boundary"]["ns"]}
+    del res["step boundary"], res["step boundary, live line on"]
     for name, fn in (("forward", forward), ("backward (forward included)", backward), ("optimizer", step),
                      ("dataloader", fetch)):
         off = best(fn)

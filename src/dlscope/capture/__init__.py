@@ -20,6 +20,7 @@ def _collectors() -> list[type[Collector]]:
     from .cupti import CuptiCollector
     from .fix_injector import FixInjector
     from .jax_layer import JaxCollector
+    from .live_status import LiveStatus
     from .nvml import NvmlCollector
     from .nvtx_emit import NvtxEmitter
     from .tf_layer import TensorflowCollector
@@ -35,6 +36,7 @@ def _collectors() -> list[type[Collector]]:
         NvmlCollector,  # hardware counters (host scope: the dlscope parent, or a helper process)
         CuptiCollector,  # CUDA activity for programs not using PyTorch
         NvtxEmitter,  # phases and steps as NVTX ranges, when asked
+        LiveStatus,  # the live line of dlscope profile: step, step times, phase (when shown)
     ]
 
 

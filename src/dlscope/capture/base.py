@@ -76,6 +76,9 @@ class Collector:
     def on_step(self, step: int, action: Action) -> None:
         """Called at each step boundary with the index of the step that begins."""
 
+    def before_flush(self) -> None:
+        """Called at each flush before the application recorder's events are drained."""
+
     def flush(self) -> None:
         """Write what is buffered to the spool (called about once a second)."""
 

@@ -64,6 +64,11 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings) -> int:
     parent.start()
     handle = parent.recorder.thread_ranges()
     run_range = handle[shlex.join(cmd)[:200]]
+    live = None
+    if settings.extra.get("live"):
+        from .live_view import LiveView
+
+        live = LiveView(profile_dir / "spool").start()
     try:
         run_range.__enter__()
         try:
@@ -94,6 +99,8 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings) -> int:
                 signal.signal(s, h)
         run_range.__exit__(None, None, None)
     finally:
+        if live is not None:
+            live.stop()
         parent.stop("exit")
     return rc
 

@@ -197,6 +197,8 @@ class Session:
         with self._flush_lock:
             if self._events is None or self._strings is None or self._events._f.closed:
                 return
+            for c in self.collectors:  # what must see the ranges' events before they are drained
+                c.before_flush()
             blocks, names = self.recorder.drain()
             self._strings.write(names)  # names first: a block never refers to an unwritten name
             self._events.write_blocks(blocks)

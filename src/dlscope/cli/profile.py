@@ -63,7 +63,8 @@ class ProfileCommand(Command):
                             help="TensorFlow layer: ops, kernels and steps through tf.profiler")
         parser.add_argument("--nvtx", action="store_true", help="also emit phases and steps as NVTX ranges")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op that marks one iteration")
-        parser.add_argument("--quiet", action="store_true", help="do not print the summary")
+        parser.add_argument("--quiet", action="store_true",
+                            help="no live status line while the program runs, no summary after it")
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -86,6 +87,10 @@ class ProfileCommand(Command):
                             torch=args.torch, nvml=args.nvml, cupti=args.cupti, nvtx=args.nvtx,
                             jax=args.jax, tensorflow=args.tensorflow,
                             key_node=args.key_node)
+        from ..capture.live_view import LiveView
+
+        # the live line: on a terminal only, and never with --quiet
+        settings.extra["live"] = not args.quiet and LiveView.wanted()
         rc = run_profiled(cmd, out, settings)
         from ..analysis.context import ProfileData
         from ..analysis.summary import summarize
