@@ -15,10 +15,11 @@ from dlscope.analysis.context import ProfileData
 DATA = Path(__file__).parent / "data"
 SINGLE = DATA / "advice_truth_hooks" / "gpt2_baseline_default.dlscope"
 JOB = DATA / "advice_truth_dist" / "ddp2_straggler.dlscope"
+NCU = DATA / "gpu_h100" / "torch_ncu.dlscope"  # has Nsight Compute's kernel_metrics
 
 
 def _profile_for(report: str) -> Path | None:
-    for path in (SINGLE, JOB):
+    for path in (SINGLE, JOB, NCU):
         if REPORTS[report].missing(ProfileData.open(path)) is None:
             return path
     return None
@@ -28,7 +29,7 @@ def _profile_for(report: str) -> Path | None:
 def test_every_report_equals_the_cli_json(name, cli):
     path = _profile_for(name)
     if path is None:
-        pytest.skip(f"{name}: neither real profile has its data")
+        pytest.fail(f"{name}: no bundled real profile has its data")
     with dlscope.open(path) as p:
         got = p.report(name).rows()
     r = cli("stats", path, "--report", name, "--format", "json")
