@@ -13,6 +13,7 @@ from .check import CheckCommand
 from .diff import DiffCommand
 from .export import ExportCommand
 from .imports import ImportCommand
+from .merge import MergeCommand
 from .ncu import NcuCommand
 from .no_pandas import block_pandas
 from .profile import ProfileCommand
@@ -24,7 +25,7 @@ from .try_cmd import TryCommand
 
 COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
                                  SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand,
-                                 TryCommand]
+                                 TryCommand, MergeCommand]
 
 
 def build_parser(only: str | None = None) -> Parser:
