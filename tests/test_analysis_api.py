@@ -16,10 +16,11 @@ DATA = Path(__file__).parent / "data"
 SINGLE = DATA / "advice_truth_hooks" / "gpt2_baseline_default.dlscope"
 JOB = DATA / "advice_truth_dist" / "ddp2_straggler.dlscope"
 NCU = DATA / "gpu_h100" / "torch_ncu.dlscope"  # has Nsight Compute's kernel_metrics
+FSDP = DATA / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
 
 
 def _profile_for(report: str) -> Path | None:
-    for path in (SINGLE, JOB, NCU):
+    for path in (SINGLE, JOB, NCU, FSDP):
         if REPORTS[report].missing(ProfileData.open(path)) is None:
             return path
     return None

@@ -228,3 +228,36 @@ def test_summary_of_a_real_4_gpu_job_counts_gpus_and_steps_once(monkeypatch):
     r = run_dlscope("summary", path)
     assert "33 measured on each of 4 ranks" in r.stdout and "devices 0-3: 4 x NVIDIA H100" in r.stdout
     assert "device 0:" not in r.stdout
+
+
+def test_fsdp_units_on_a_real_4_gpu_fsdp2_job_agree_with_the_timeline():
+    """Per sharded unit, the all-gathers and their exposed part (no compute kernel of the rank ran
+    alongside), against the same computed in plain Python from the kernels and the host ranges."""
+    from dlscope.analysis import fsdp_units
+
+    path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
+    data = ProfileData.open(path)
+    rows = fsdp_units.REPORT.compute(data).table.to_pylist()
+    units = {(r["unit"], r["pass"]) for r in rows if r["rank"] == 0 and r["unit"] != fsdp_units.TAIL}
+    assert {(f"blocks.{i}", "forward") for i in range(6)} | {("(root)", "forward")} <= units
+    assert all(r["gathers_per_step"] == 1.0 for r in rows if r["unit"].startswith("blocks."))
+    # the exposed time of rank 0, by hand: each all-gather kernel minus its overlap with compute
+    kernels = data.con.execute("""
+        SELECT k.start_ns, k.end_ns, lower(k.name) LIKE '%nccl%' AS comm, lower(k.name) LIKE '%allgather%' AS ag
+        FROM kernels k WHERE k.rank = 0 AND k.step IN (SELECT step FROM sel_steps WHERE rank = 0)""").fetchall()
+    compute = sorted((s, e) for s, e, comm, _ in kernels if not comm)
+    merged: list[list[int]] = []
+    for s, e in compute:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    exposed = 0
+    for s, e, _, ag in kernels:
+        if ag:
+            exposed += (e - s) - sum(max(0, min(e, b) - max(s, a)) for a, b in merged)
+    steps = data.scalar("SELECT count(DISTINCT step) FROM kernels WHERE rank = 0 AND lower(name) LIKE '%allgather%' "
+                        "AND step IN (SELECT step FROM sel_steps WHERE rank = 0)")
+    got = sum(r["exposed_ms_per_step"] for r in rows if r["rank"] == 0 and r["unit"] != fsdp_units.TAIL)
+    assert got == pytest.approx(exposed / 1e6 / steps, rel=1e-6)
+    assert any(r["unit"] == fsdp_units.TAIL and r["exposed_ms_per_step"] >= 0 for r in rows)

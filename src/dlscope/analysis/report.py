@@ -56,6 +56,7 @@ class Report:
     needs_steps: bool = False
     needs_ranks: int = 1  # ranks the profile must hold (a comparison across ranks needs two)
     doc: str = ""
+    precondition: Callable[[ProfileData], str | None] | None = None  # anything else: why not, or None
 
     def missing(self, data: ProfileData) -> str | None:
         """Why this report cannot run on ``data``, or None."""
@@ -66,7 +67,7 @@ class Report:
             return "the profile has no steps"
         if self.needs_ranks > 1 and (data.scalar("SELECT count(DISTINCT rank) FROM steps") or 0) < self.needs_ranks:
             return f"the profile holds one rank: comparing ranks needs {self.needs_ranks} or more"
-        return None
+        return self.precondition(data) if self.precondition is not None else None
 
 
 def fixed(digits: int, thousands: bool = False) -> Formatter:
