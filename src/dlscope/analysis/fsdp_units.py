@@ -85,7 +85,7 @@ def compute(data: ProfileData) -> ReportResult:
         out["gather_ms_per_step"].append(dur / 1e6 / n)
         out["exposed_ms_per_step"].append(exp / 1e6 / n)
         out["exposed_pct"].append(100 * exp / dur if dur else 0.0)
-    for r, tail in _tails(data).items():
+    for r, tail in sorted(_tails(data).items()):
         n = steps.get(r, 1)
         out["rank"].append(r)
         out["unit"].append(TAIL)
