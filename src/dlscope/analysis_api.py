@@ -19,9 +19,11 @@ until :meth:`Analysis.close` or the end of a ``with`` block.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .analysis.report import ReportResult as _ReportResult
 from .errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -108,7 +110,8 @@ class Analysis:
         why = rep.missing(self.data)
         if why:
             raise UsageError(f"report {name} cannot run on {self.path}: {why}")
-        return rep.compute(self.data)
+        result = rep.compute(self.data)
+        return ReportView(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
 
     def advise(self, what_if: bool = False) -> list[Finding]:
         """The findings of ``dlscope advise``, largest saving first (``what_if``: only those the
@@ -150,6 +153,15 @@ class Analysis:
         from .analysis.step_phases import step_durations
 
         return analysis_html(self.summary(), step_durations(self.data), self.advise(), self.path)
+
+
+class ReportView(_ReportResult):
+    """A report's result (``.table``, ``.rows()``, ``.to_pandas()``), shown in a notebook as a table."""
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import report_html
+
+        return report_html(self)
 
 
 class Findings(list):  # type: ignore[type-arg]

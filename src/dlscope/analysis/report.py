@@ -38,11 +38,6 @@ class ReportResult:
     def to_pandas(self) -> Any:
         return self.table.to_pandas()
 
-    def _repr_html_(self) -> str:
-        from ..render.notebook import report_html
-
-        return report_html(self)
-
 
 @dataclass(frozen=True)
 class Report:
