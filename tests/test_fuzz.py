@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
+import sqlite3
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dlscope.store.build import ProfileBuilder
 
 from . import fuzz_inputs
-from .conftest import CORPUS, assert_one_line_error
+from .conftest import CORPUS, DATA, assert_one_line_error
 
 SIMPLE_ADD = CORPUS / "critical_path" / "simple_add" / "benchmark_result_493459_1694039959_trace.json.gz"
 
@@ -74,21 +79,21 @@ def test_kineto_events_without_ts_are_dropped_and_counted_and_every_command_runs
 
 
 def test_builder_drops_rows_the_schema_forbids_and_notes_them(tmp_path):
-    """Whatever importer lets a NULL time or an end before its start through, the builder keeps
-    it out of the profile and says so in the notes."""
+    """Whatever importer lets a NULL time, a time outside [0, 2**62) or an end before its start
+    through, the builder keeps it out of the profile and says so in the notes."""
     from dlscope.store.meta import Meta
 
     b = ProfileBuilder()
-    b.add("kernels", pa.table({"rank": [0, 0, 0, 0], "start_ns": [10, None, 30, 40], "end_ns": [20, 25, 29, 50],
-                               "name": ["a", "b", "c", "d"]}))
+    b.add("kernels", pa.table({"rank": [0] * 6, "start_ns": [10, None, 30, 40, -5, 60], "end_ns": [20, 25, 29, 50, 7, 2**62],
+                               "name": ["a", "b", "c", "d", "e", "f"]}))
     b.add("ops", pa.table({"rank": [0, 0], "start_ns": [1, 2], "end_ns": [5, 3], "name": ["x", None], "op_id": [0, 1]}))
     meta = Meta()
     out = b.write(tmp_path / "p.dlscope", meta, durable=False)
     b.close()
     assert pq.read_table(out / "kernels.parquet").column("start_ns").to_pylist() == [10, 40]
     assert pq.read_table(out / "ops.parquet").column("op_id").to_pylist() == [0]
-    assert b.dropped == {"kernels": 2, "ops": 1}
-    assert any(n.startswith("2 malformed row(s) of kernels not stored") for n in meta.notes)
+    assert b.dropped == {"kernels": 4, "ops": 1}
+    assert any(n.startswith("4 malformed row(s) of kernels not stored") for n in meta.notes)
     assert any(n.startswith("1 malformed row(s) of ops not stored") for n in meta.notes)
 
 
@@ -148,6 +153,31 @@ def test_a_hostile_name_is_escaped_in_the_report_and_stays_json_in_the_timeline(
     assert '</style><script>alert("x")</script>\x01' in names
 
 
+@pytest.mark.parametrize("start", [2**63 - 1, -(2**63)])
+def test_nsys_times_past_int64_are_dropped_not_a_crash(cli, tmp_path, start):
+    """Found by the fuzzer: a start near 2**63 plus the session's offset overflows in SQLite, which
+    silently gives a float, and building the Arrow column failed (ArrowInvalid, exit 1); a start
+    near -2**63 imported, and every command then overflowed int64 in end - start (exit 1)."""
+    db = tmp_path / "x.sqlite"
+    db.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()[0][0]
+    bad = con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = ? WHERE rowid % 3 = 0", (start,)).rowcount
+    con.commit()
+    con.close()
+    prof = tmp_path / "p.dlscope"
+    r = cli("import", db, "-o", prof)
+    assert r.code == 0, r.err
+    assert f"{bad} malformed row(s) of kernels not stored" in " ".join(json.loads((prof / "meta.json").read_text())["notes"])
+    r = cli("sql", prof, "select count(*) as n from kernels", "--format", "json")
+    assert json.loads(r.out)[0]["n"] == n - bad
+    work = tmp_path / "w"
+    work.mkdir()
+    for args in fuzz_inputs.commands(prof, work):
+        r = cli(*args)
+        assert r.code == 0, (args[0], r.err)
+
+
 @pytest.mark.parametrize("what", ["truncated", "not_json", "events_not_a_list"])
 def test_a_refused_trace_is_one_line_exit_2(cli, tmp_path, what):
     raw = gzip.decompress(SIMPLE_ADD.read_bytes())
@@ -158,3 +188,32 @@ def test_a_refused_trace_is_one_line_exit_2(cli, tmp_path, what):
     r = cli("import", trace, "-o", tmp_path / "p.dlscope")
     assert r.code == 2
     assert_one_line_error(r.err)
+
+
+# ---- the fuzz -----------------------------------------------------------------------------------
+
+FUZZ = settings(deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def _fuzz_one(cli, rng: random.Random, kind: str) -> None:
+    m = fuzz_inputs.mutant(rng, kind)
+    with tempfile.TemporaryDirectory(prefix="dlscope-fuzz-") as d:
+        path = Path(d) / f"input{m.suffix}"
+        path.write_bytes(m.data)
+        work = Path(d) / "w"
+        work.mkdir()
+        _, problems = fuzz_inputs.check_input(path, work, _runner(cli))
+    assert problems == [], f"{m.kind} input from {m.seed} ({m.how}): {problems}"
+
+
+@settings(FUZZ, max_examples=16)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_kineto(cli, rng):
+    _fuzz_one(cli, rng, "kineto")
+
+
+@settings(FUZZ, max_examples=10)
+@given(rng=st.randoms(use_true_random=False), kind=st.sampled_from(["execution_trace", "ncu", "nsys"]))
+def test_fuzz_other_formats(cli, rng, kind):
+    _fuzz_one(cli, rng, kind)

@@ -100,6 +100,9 @@ class Interner:
                     "unnest($2::INTEGER[]) AS id", [values, ids])
 
 
+MAX_TIME_NS = (1 << 62) - 1  # the latest time a stored row may have (see _drop_malformed)
+
+
 class ProfileBuilder:
     """Collect named tables (Arrow tables or relations in :attr:`con`), then build and write the
     stored tables."""
@@ -187,10 +190,13 @@ class ProfileBuilder:
 
     def _drop_malformed(self, spec: Table) -> None:
         """Delete the rows of ``in_rows_<table>`` that the schema does not allow (NULL in a
-        required column, an end before the start) and count them in :attr:`dropped`: an importer
+        required column, a time out of range, an end before the start) and count them in :attr:`dropped`: an importer
         that let one through must not leave every analysis to trip on it."""
         bad = [f'"{c.name}" IS NULL' for c in spec.columns if not c.nullable]
         names = {c.name for c in spec.columns}
+        # a time before the epoch or past 2**62 ns (year 2116) is garbage, and would overflow
+        # int64 in a difference of two times
+        bad += [f'"{t}" NOT BETWEEN 0 AND {MAX_TIME_NS}' for t in ("start_ns", "end_ns", "ts_ns") if t in names]
         if {"start_ns", "end_ns"} <= names:
             bad.append("end_ns < start_ns")
         if not bad:
@@ -205,8 +211,8 @@ class ProfileBuilder:
 
     def _note_dropped(self, meta: Meta) -> None:
         for table, n in sorted(self.dropped.items()):
-            meta.note(f"{n} malformed row(s) of {table} not stored (a required value missing, or an end "
-                      "before the start)")
+            meta.note(f"{n} malformed row(s) of {table} not stored (a required value missing, a time out "
+                      "of range, or an end before the start)")
 
     def _intern_column(self, relation: str, column: str) -> str:
         """A (value, id) table for the distinct values of one text column (sorted: the same input
