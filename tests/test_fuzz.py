@@ -178,6 +178,25 @@ def test_nsys_times_past_int64_are_dropped_not_a_crash(cli, tmp_path, start):
         assert r.code == 0, (args[0], r.err)
 
 
+def test_gpu_copies_without_kernels(cli, tmp_path):
+    """Found by the fuzzer (an nsys export without its kernel table): with copies and sets but no
+    kernel, the union of GPU work took its column names from the copies' unnamed expressions, and
+    summary, advise and report failed (BinderException, exit 1). The same from a Kineto trace."""
+    doc = json.loads(gzip.decompress(SIMPLE_ADD.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "kernel"]
+    copies = sum(1 for e in doc["traceEvents"] if e.get("cat") == "gpu_memcpy")
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(doc))
+    work = tmp_path / "w"
+    work.mkdir()
+    ran, problems = fuzz_inputs.check_input(trace, work, _runner(cli))
+    assert ran and problems == []
+    r = cli("stats", work / "p.dlscope", "--report", "cuda_gpu_trace", "--format", "json")
+    assert r.code == 0, r.err
+    names = [row["Name"] for row in json.loads(r.out)]
+    assert sum(n.startswith("[CUDA memcpy") for n in names) == copies > 0
+
+
 @pytest.mark.parametrize("what", ["truncated", "not_json", "events_not_a_list"])
 def test_a_refused_trace_is_one_line_exit_2(cli, tmp_path, what):
     raw = gzip.decompress(SIMPLE_ADD.read_bytes())
