@@ -80,11 +80,14 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
                                 t.correlation_id, t.external_id, t.pid, t.step
                          FROM ({src("kernels")}) t JOIN {kernel_names(data)} n ON n.name_id = t.name_id""")
     if data.has("memcpy"):
-        parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns,
-                               'Memcpy ' || copy_kind, 'memcpy', 'memory', correlation_id, external_id, pid, step
+        # named columns: a UNION takes its names from its first part, which may be this one
+        parts.append(f"""SELECT rank, coalesce(device, -1) AS device, stream, start_ns, end_ns,
+                               'Memcpy ' || copy_kind AS name, 'memcpy' AS kind, 'memory' AS category,
+                               correlation_id, external_id, pid, step
                         FROM ({src("memcpy")}) t""")
     if data.has("memset"):
-        parts.append(f"""SELECT rank, coalesce(device, -1), stream, start_ns, end_ns, 'Memset', 'memset', 'memory',
+        parts.append(f"""SELECT rank, coalesce(device, -1) AS device, stream, start_ns, end_ns, 'Memset' AS name,
+                               'memset' AS kind, 'memory' AS category,
                                correlation_id, external_id, pid, step FROM ({src("memset")}) t""")
     if not parts:
         return None

@@ -152,6 +152,7 @@ class TraceTables:
     rank: int
     counts: dict[str, int]
     backing: list[str]  # tables the relations are views of: drop them once the relations are used
+    dropped: int = 0  # events left out as malformed (no readable start time)
 
 
 def _share(options: ImportOptions, path: Path, i: int, n: int) -> Callable[[str, float], None] | None:
@@ -202,6 +203,7 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         except duckdb.Error as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{path}: corrupt trace events ({msg[:200]})") from None
+        dropped = _drop_untimed(con, parts or [ev])
         timed("parse", t)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -223,7 +225,20 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
     counts = {name: sum(_count(con, r) for r in rs) for name, rs in tables.items()}
     timed("derive", t)
     # the views read {ev} and {prefix}launch: whoever consumes them drops these afterwards
-    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, *parts, f"{prefix}launch"])
+    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, *parts, f"{prefix}launch"],
+                       dropped)
+
+
+def _drop_untimed(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
+    """Delete the events whose start time is missing or unreadable (no ``ts``, a ``ts`` that is
+    not a number); returns how many. Every table and report assumes an event has a start."""
+    dropped = 0
+    for table in tables:
+        n = _count(con, f"{table} WHERE start_ns IS NULL")
+        if n:
+            con.execute(f"DELETE FROM {table} WHERE start_ns IS NULL")
+            dropped += n
+    return dropped
 
 
 def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
@@ -250,6 +265,8 @@ def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta
             builder.add_relation(name, rel)
     builder.drop_after_prepare(tt.backing)
     _fill_meta(meta, path, tt.metadata, tt.rank, tt.counts, tt.skipped)
+    if tt.dropped:
+        meta.note(f"{path.name}: {tt.dropped} malformed event(s) not imported (no readable start time 'ts')")
     return op_base + tt.counts.get("ops", 0)
 
 

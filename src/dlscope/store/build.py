@@ -26,7 +26,7 @@ import duckdb
 from ..errors import InputError
 from . import db
 from .meta import Meta
-from .schema import DUCK_TYPES, NAME_COLUMNS, TABLES, TABLES_BY_NAME
+from .schema import DUCK_TYPES, NAME_COLUMNS, TABLES, TABLES_BY_NAME, Table
 from .writer import write_profile
 
 if TYPE_CHECKING:
@@ -100,6 +100,9 @@ class Interner:
                     "unnest($2::INTEGER[]) AS id", [values, ids])
 
 
+MAX_TIME_NS = (1 << 62) - 1  # the latest time a stored row may have (see _drop_malformed)
+
+
 class ProfileBuilder:
     """Collect named tables (Arrow tables or relations in :attr:`con`), then build and write the
     stored tables."""
@@ -110,6 +113,7 @@ class ProfileBuilder:
         self.parts: dict[str, list[str]] = defaultdict(list)
         self.interner = Interner()
         self._backing: list[str] = []
+        self.dropped: dict[str, int] = {}  # table -> rows the schema does not allow (see _drop_malformed)
 
     def drop_after_prepare(self, relations: list[str]) -> None:
         """Tables that added views read from: dropped once the views have been copied."""
@@ -173,6 +177,7 @@ class ProfileBuilder:
             # the row id is the table's rowid (its insertion order), read through a view:
             # row_number() OVER () is a window on one thread (40 ms for 285k ops)
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_rows_{spec.name} AS {' UNION ALL '.join(selects)}")
+            self._drop_malformed(spec)
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW in_{spec.name} AS "
                              f"SELECT rowid + 1 AS rid, * FROM in_rows_{spec.name}")
             counts[spec.name] = self.con.execute(f"SELECT count(*) FROM in_{spec.name}").fetchall()[0][0]
@@ -182,6 +187,32 @@ class ProfileBuilder:
             self._drop(rel)
         self._backing = []
         return counts
+
+    def _drop_malformed(self, spec: Table) -> None:
+        """Delete the rows of ``in_rows_<table>`` that the schema does not allow (NULL in a
+        required column, a time out of range, an end before the start) and count them in :attr:`dropped`: an importer
+        that let one through must not leave every analysis to trip on it."""
+        bad = [f'"{c.name}" IS NULL' for c in spec.columns if not c.nullable]
+        names = {c.name for c in spec.columns}
+        # a time before the epoch or past 2**62 ns (year 2116) is garbage, and would overflow
+        # int64 in a difference of two times
+        bad += [f'"{t}" NOT BETWEEN 0 AND {MAX_TIME_NS}' for t in ("start_ns", "end_ns", "ts_ns") if t in names]
+        if {"start_ns", "end_ns"} <= names:
+            bad.append("end_ns < start_ns")
+        if not bad:
+            return
+        cond = " OR ".join(bad)
+        table = f"in_rows_{spec.name}"
+        n = self.con.execute(f"SELECT count(*) FROM {table} WHERE {cond}").fetchall()[0][0]
+        if n:
+            # a copy, not a DELETE: the row ids (rowid) stay dense
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {table} WHERE NOT ({cond})")
+            self.dropped[spec.name] = self.dropped.get(spec.name, 0) + int(n)
+
+    def _note_dropped(self, meta: Meta) -> None:
+        for table, n in sorted(self.dropped.items()):
+            meta.note(f"{n} malformed row(s) of {table} not stored (a required value missing, a time out "
+                      "of range, or an end before the start)")
 
     def _intern_column(self, relation: str, column: str) -> str:
         """A (value, id) table for the distinct values of one text column (sorted: the same input
@@ -209,6 +240,7 @@ class ProfileBuilder:
         views = link(self.con, self._prepare())
         self.interner.create(self.con, "strings_in")
         views["strings"] = "strings_in"
+        self._note_dropped(meta)
         meta.timed("intern", time.perf_counter() - t0)
         write_profile(profile_dir, self.con, views, meta, durable)
         return profile_dir

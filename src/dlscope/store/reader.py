@@ -20,6 +20,8 @@ from . import db
 from .meta import Meta, load_meta
 from .schema import NAME_COLUMNS, OPTIONAL_COLUMNS, OPTIONAL_TABLES, TABLES
 
+TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
+
 
 @dataclass
 class StoredProfile:
@@ -81,6 +83,12 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
         if profile.files[spec.name]:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
+            # rows without their times (a profile written before the builder refused them) would
+            # trip every analysis: they are not read
+            timed = [c.name for c in spec.columns if c.name in TIME_COLUMNS and not c.nullable
+                     and c.name not in absent]
+            if timed:
+                src += " WHERE " + " AND ".join(f'"{c}" IS NOT NULL' for c in timed)
         else:  # a table this profile predates (see schema.OPTIONAL_TABLES)
             src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
                 + " WHERE FALSE"

@@ -19,6 +19,11 @@ def num(v: float | None, digits: int = 2) -> str:
     return f"{v:,.{digits}f}"
 
 
+def count(v: int | None) -> str:
+    """A count with thousands separators ("-" for a NULL a malformed profile let through)."""
+    return "-" if v is None else f"{v:,}"
+
+
 def pct(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}%"
 

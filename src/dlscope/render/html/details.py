@@ -33,14 +33,14 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
             span += f"; warm-up {', '.join(map(str, st.warmup_excluded[:5]))} excluded"
         if st.traced_excluded:
             span += f"; {len(st.traced_excluded)} traced steps timed apart"
-        items.append(("steps measured", f"{st.count:,}", span))
-        items.append(("mean step", f"{st.mean_ms:,.3f} ms", f"p50 {blocks.num(st.p50_ms, 3)} / p95 "
+        items.append(("steps measured", blocks.count(st.count), span))
+        items.append(("mean step", f"{blocks.num(st.mean_ms, 3)} ms", f"p50 {blocks.num(st.p50_ms, 3)} / p95 "
                       f"{blocks.num(st.p95_ms, 3)} / p99 {blocks.num(st.p99_ms, 3)} ms"))
         items.append(("throughput", f"{blocks.num(st.steps_per_s)} steps/s",
                       f"{blocks.num(st.samples_per_s, 1)} samples/s" if st.samples_per_s else "batch size unknown"))
     else:
         items.append(("steps", "none", "no iteration markers: statistics cover the whole run"))
-    if s.wall_ms > 0:
+    if s.wall_ms is not None and s.wall_ms > 0:
         items.append(("wall time", f"{s.wall_ms / 1000:,.3f} s", s.source))
     h = s.headline
     if h is not None and h.gpu_util_pct is not None:  # one definition of GPU utilization, the summary's
@@ -79,8 +79,8 @@ def counters_by_phase(result: ReportResult | None, why_not: str | None) -> str:
     """The gpu_metrics report (counter mean and max per phase) as a table under the GPU plots."""
     if result is None:
         return blocks.note(f"Hardware counters: {why_not}.") if why_not else ""
-    rows = [[r["name"], str(r["device"]), r["metric"], r["unit"] or "", result.formats["mean"](r["mean"]),
-             result.formats["max"](r["max"]), f"{r['samples']:,}"]
+    rows = [[r["name"], str(r["device"]), r["metric"], r["unit"] or "", _fmt(result.formats["mean"], r["mean"]),
+             _fmt(result.formats["max"], r["max"]), blocks.count(r["samples"])]
             for r in result.table.to_pylist() if r["scope"] != "step"]
     if not rows:
         return ""
@@ -93,7 +93,8 @@ def counters_by_phase(result: ReportResult | None, why_not: str | None) -> str:
 def kernels_section(top: pa.Table, tc: TensorCoreShare | None) -> str:
     if not top.num_rows:
         return blocks.section("kernels", "Top kernels", blocks.note("No kernels in this profile."))
-    rows = [(r["name"], [f"{r['count']:,}", blocks.ms(r["total_ns"]), f"{r['mean_ns'] / 1e3:,.1f}",
+    rows = [(r["name"], [blocks.count(r["count"]), blocks.ms(r["total_ns"]),
+                         blocks.num(None if r["mean_ns"] is None else float(r["mean_ns"]) / 1e3, 1),
                          blocks.pct(r["pct"])], r["pct"]) for r in top.to_pylist()]
     body = blocks.name_table(["kernel", "count", "total ms", "mean us", "% of kernel time"], rows)
     if tc is not None and tc.kernel_ns:
@@ -115,7 +116,8 @@ def kernels_section(top: pa.Table, tc: TensorCoreShare | None) -> str:
 def ops_section(top: pa.Table) -> str:
     if not top.num_rows:
         return blocks.section("ops", "Top framework ops", blocks.note("No framework ops in this profile."))
-    rows = [(r["name"], [f"{r['count']:,}", blocks.ms(r["self_ns"]), blocks.ms(r["total_ns"]), blocks.pct(r["pct"])],
+    rows = [(r["name"], [blocks.count(r["count"]), blocks.ms(r["self_ns"]), blocks.ms(r["total_ns"]),
+                          blocks.pct(r["pct"])],
              r["pct"]) for r in top.to_pylist()]
     return blocks.section("ops", "Top framework ops", blocks.name_table(
         ["op", "count", "self ms", "total ms", "% of op self time"], rows),
@@ -142,6 +144,11 @@ def _evidence(ev: Any) -> str:
     if isinstance(ev, Sequence) and not isinstance(ev, str):
         return "<ul>" + "".join(f"<li>{esc(_cell(x))}</li>" for x in ev) + "</ul>"
     return f"<p>{esc(ev)}</p>"
+
+
+def _fmt(f: Any, v: Any) -> str:
+    """A report's formatter applied to a value that may be NULL."""
+    return "-" if v is None else str(f(v))
 
 
 def _cell(v: Any) -> str:

@@ -69,7 +69,7 @@ def phases_section(phases: list[PhaseRow], per_step: pa.Table, colors: dict[str,
     has_gpu = any(p.gpu_ms is not None for p in phases)
     for p in phases:
         indent = "\u00a0" * 3 * p.depth  # no-break spaces: HTML does not collapse them
-        cells = [indent + p.name, f"{p.count:,}", blocks.num(p.total_ms, 3), blocks.num(p.mean_ms, 3),
+        cells = [indent + p.name, blocks.count(p.count), blocks.num(p.total_ms, 3), blocks.num(p.mean_ms, 3),
                  blocks.pct(p.pct_of_step)]
         if has_gpu:
             cells += [blocks.num(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
@@ -118,7 +118,7 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
     band_list = [svg.Band(f"{b['name']} {(b['start_ns'] - t0) / 1e9:.3f}-{(b['end_ns'] - t0) / 1e9:.3f} s"
                           + (f" ({b['instances']:,} instances)" if b.get("instances", 1) > 1 else ""),
                           colors.get(b["name"], svg.GREY), (b["start_ns"] - t0) / 1e9, (b["end_ns"] - t0) / 1e9)
-                 for b in bands.to_pylist()]
+                 for b in bands.to_pylist() if b["start_ns"] is not None and b["end_ns"] is not None]
     charts = []
     if busy.num_rows:
         series: dict[tuple[int, int], list[float | None]] = defaultdict(lambda: [None] * bins.count)

@@ -1,0 +1,325 @@
+"""Mutated inputs for the fuzzer (tests/test_fuzz.py, bench/fuzz.py), and the property they must keep.
+
+Seeds are real traces from ``tests/data/`` (small ones). A mutation takes a seed and a
+``random.Random`` (hypothesis' ``st.randoms()`` in the tests, so failures shrink and replay;
+a plain seeded one in the long run) and gives the bytes of a file to import:
+
+* byte level, any format: truncate, flip bytes, delete or duplicate a range, splice in a piece
+  of another seed;
+* Kineto JSON, structure-aware: drop, retype or duplicate fields and events, extreme values
+  (1e300, -1, huge ints), hostile strings (control characters, ``<script>``, quotes);
+* nsys SQLite, structure-aware: NULL or swapped times, hostile names, dropped tables;
+
+each written gzipped or not. :func:`check_input` runs ``dlscope import`` on it and, when that
+succeeded, every command over the profile, and returns what broke the property (see
+docs/DEVELOPING.md, Errors): exit 0, or exit 2 with exactly one line on stderr; never exit 1
+or a traceback; no raw ``<script>`` in the HTML report; an exported timeline that is valid JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gzip
+import io
+import json
+import random
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+CORPUS = DATA / "hta_corpus"
+
+# (kind, file): small real inputs of each format. Kineto seeds are structure-mutated as JSON.
+SEEDS: list[tuple[str, Path]] = [
+    ("kineto", CORPUS / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"),
+    ("kineto", CORPUS / "triton_example" / "triton_example.json.gz"),
+    ("kineto", CORPUS / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"),
+    ("kineto", CORPUS / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+    ("kineto", CORPUS / "execution_trace" / "benchmark_simple_add_trace.json.gz"),
+    ("execution_trace", CORPUS / "execution_trace" / "benchmark_simple_add_et.json.gz"),
+    ("ncu", DATA / "gpu" / "h100_ncu_gemm.csv"),
+    ("nsys", DATA / "nsys" / "h100_nsys_mlp.sqlite.gz"),
+]
+
+HOSTILE_STRINGS = [
+    "<script>alert(1)</script>", '"><script>alert(1)</script>', "</style><script>x</script>",
+    "a\x00b", "\x1b[31mred\x1b[0m", "line\nbreak\r\n", "tab\there", '"quoted"', "back\\slash", "'single'",
+    "\u202eevil", "\ud7ff\uffff", "ProfilerStep#", "ProfilerStep#999999999999", "", " ", "x" * 5000,
+    "{\"json\": 1}", "NaN", "%s%n%x", "${jndi:x}",
+]
+EXTREME_NUMBERS: list[object] = [1e300, -1e300, -1, 0, 2**63, 2**63 - 1, -(2**63), 2**64, 10**30, 0.5,
+                                 1e-300, -0.0, 123456789012345678901234567890]
+FIELDS = ["ts", "dur", "ph", "cat", "name", "pid", "tid", "args", "id"]
+ARG_FIELDS = ["External id", "correlation", "device", "stream", "grid", "block", "bytes", "Input Dims",
+              "Sequence number", "Total Allocated", "Device Id", "Collective name", "In msg nelems"]
+
+
+def kinds() -> list[str]:
+    return sorted({k for k, _ in SEEDS})
+
+
+def seed_bytes(path: Path) -> bytes:
+    """The seed's content, decompressed."""
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def suffix_of(kind: str) -> str:
+    return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite"}[kind]
+
+
+# ---- byte level -------------------------------------------------------------------------------
+
+def mutate_bytes(data: bytes, rng: random.Random, others: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
+    """One to three byte-level edits."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        if not b:
+            break
+        op = rng.choice(["truncate", "flip", "delete", "duplicate", "splice", "insert"])
+        i = rng.randrange(len(b))
+        j = min(len(b), i + rng.randint(1, 64))
+        if op == "truncate":
+            del b[i:]
+        elif op == "flip":
+            for _ in range(rng.randint(1, 8)):
+                k = rng.randrange(len(b))
+                b[k] ^= 1 << rng.randrange(8)
+        elif op == "delete":
+            del b[i:j]
+        elif op == "duplicate":
+            b[j:j] = b[i:j]
+        elif op == "splice" and others:
+            other = rng.choice(list(others))
+            if other:
+                k = rng.randrange(len(other))
+                b[i:i] = other[k:k + rng.randint(1, 256)]
+        else:
+            b[i:i] = rng.choice([b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\x00", b"\xff\xfe", b"null", b"1e400"])
+    return bytes(b)
+
+
+# ---- Kineto JSON -------------------------------------------------------------------------------
+
+def _events(doc: object) -> list:
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        return doc["traceEvents"]
+    if isinstance(doc, list):
+        return doc
+    return []
+
+
+def _hostile_value(rng: random.Random) -> object:
+    return rng.choice([None, True, "", "abc", "12.5", [], [1, 2], {}, {"a": 1}, rng.choice(HOSTILE_STRINGS),
+                       rng.choice(EXTREME_NUMBERS)])
+
+
+def mutate_kineto(doc: object, rng: random.Random) -> object:
+    """One to four structure-aware edits of a parsed trace (a copy)."""
+    doc = copy.deepcopy(doc)
+    evs = _events(doc)
+    for _ in range(rng.randint(1, 4)):
+        if not evs:
+            break
+        op = rng.choice(["drop_field", "drop_field_many", "retype", "extreme", "hostile_name", "hostile_arg",
+                         "drop_events", "duplicate_events", "shuffle", "retype_args", "metadata"])
+        ev = rng.choice(evs)
+        if op == "drop_field" and isinstance(ev, dict):
+            ev.pop(rng.choice(FIELDS), None)
+        elif op == "drop_field_many":
+            # a field missing from a share of the events (the "a third have no ts" case)
+            field, every = rng.choice(FIELDS), rng.randint(2, 5)
+            for k, e in enumerate(evs):
+                if k % every == 0 and isinstance(e, dict):
+                    e.pop(field, None)
+        elif op == "retype" and isinstance(ev, dict):
+            ev[rng.choice(FIELDS)] = _hostile_value(rng)
+        elif op == "extreme" and isinstance(ev, dict):
+            ev[rng.choice(["ts", "dur", "pid", "tid"])] = rng.choice(EXTREME_NUMBERS)
+        elif op == "hostile_name":
+            for e in rng.sample(evs, min(len(evs), rng.randint(1, 20))):
+                if isinstance(e, dict):
+                    e["name"] = rng.choice(HOSTILE_STRINGS)
+        elif op == "hostile_arg" and isinstance(ev, dict):
+            args = ev.setdefault("args", {})
+            if isinstance(args, dict):
+                args[rng.choice(ARG_FIELDS)] = _hostile_value(rng)
+        elif op == "retype_args" and isinstance(ev, dict):
+            ev["args"] = _hostile_value(rng)
+        elif op == "drop_events":
+            k = rng.randrange(len(evs))
+            del evs[k:k + rng.randint(1, max(1, len(evs) // 3))]
+        elif op == "duplicate_events":
+            k = rng.randrange(len(evs))
+            evs[k:k] = copy.deepcopy(evs[k:k + rng.randint(1, 50)])
+        elif op == "shuffle":
+            rng.shuffle(evs)
+        elif op == "metadata" and isinstance(doc, dict):
+            doc[rng.choice(["baseTimeNanoseconds", "distributedInfo", "deviceProperties", "displayTimeUnit",
+                            "schemaVersion"])] = _hostile_value(rng)
+    return doc
+
+
+# ---- nsys SQLite -------------------------------------------------------------------------------
+
+NSYS_TIMED = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"]
+
+
+def mutate_nsys(data: bytes, rng: random.Random) -> bytes:
+    """SQL-level edits of an nsys export: NULL, swapped or extreme times, hostile names, a table
+    dropped. Values the columns' NOT NULL would refuse are written with the constraint lifted
+    (``PRAGMA writable_schema`` is not needed: the table is copied without it)."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "x.sqlite"
+        p.write_bytes(data)
+        con = sqlite3.connect(p)
+        try:
+            for _ in range(rng.randint(1, 3)):
+                table = rng.choice(NSYS_TIMED)
+                op = rng.choice(["null_start", "swap", "extreme", "hostile_names", "drop_table", "drop_rows"])
+                if op in ("null_start", "swap", "extreme"):
+                    _relax(con, table)
+                    n = rng.randint(1, 5)
+                    sets = {"null_start": "start = NULL", "swap": "start = \"end\", \"end\" = start",
+                            "extreme": f"start = {rng.choice([-1, 0, 2**63 - 1, -(2**63)])}"}[op]
+                    con.execute(f"UPDATE {table} SET {sets} WHERE rowid % {n + 1} = 0")
+                elif op == "hostile_names":
+                    s = rng.choice(HOSTILE_STRINGS)
+                    con.execute("UPDATE StringIds SET value = ? WHERE id % ? = 0", (s, rng.randint(2, 6)))
+                elif op == "drop_table":
+                    con.execute(f"DROP TABLE IF EXISTS {rng.choice([*NSYS_TIMED, 'StringIds', 'TARGET_INFO_GPU'])}")
+                else:
+                    con.execute(f"DELETE FROM {table} WHERE rowid % 2 = 0")
+            con.commit()
+        except sqlite3.Error:
+            pass
+        finally:
+            con.close()
+        return p.read_bytes()
+
+
+def _relax(con: sqlite3.Connection, table: str) -> None:
+    """Recreate ``table`` without NOT NULL constraints (so that NULLs can be written)."""
+    cols = con.execute(f"PRAGMA table_info({table})").fetchall()
+    if not cols:
+        return
+    decl = ", ".join(f'"{c[1]}" {c[2]}' for c in cols)
+    con.execute(f"CREATE TABLE relaxed_tmp ({decl})")
+    con.execute(f"INSERT INTO relaxed_tmp SELECT * FROM {table}")
+    con.execute(f"DROP TABLE {table}")
+    con.execute(f"ALTER TABLE relaxed_tmp RENAME TO {table}")
+
+
+# ---- one mutated input --------------------------------------------------------------------------
+
+@dataclass
+class Mutant:
+    kind: str
+    seed: str  # the seed file's name
+    how: str  # "bytes", "structure" or "structure+bytes", and "+gz" when gzipped
+    data: bytes
+    suffix: str
+
+
+_PARSED: dict[Path, object] = {}
+_RAW: dict[Path, bytes] = {}
+
+
+def _raw(path: Path) -> bytes:
+    if path not in _RAW:
+        _RAW[path] = seed_bytes(path)
+    return _RAW[path]
+
+
+def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
+    """A mutated input of ``kind`` (any kind if None) from a seed chosen by ``rng``."""
+    seeds = [s for s in SEEDS if kind is None or s[0] == kind]
+    k, path = rng.choice(seeds)
+    data = _raw(path)
+    how = "bytes"
+    if k == "kineto" and rng.random() < 0.75:
+        if path not in _PARSED:
+            _PARSED[path] = json.loads(data)
+        doc = mutate_kineto(_PARSED[path], rng)
+        data = json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
+        how = "structure"
+        if rng.random() < 0.2:
+            data = mutate_bytes(data, rng)
+            how += "+bytes"
+    elif k == "nsys" and rng.random() < 0.6:
+        data = mutate_nsys(data, rng)
+        how = "structure"
+    else:
+        data = mutate_bytes(data, rng, [_raw(p) for _, p in SEEDS[:3]])
+    suffix = suffix_of(k)
+    if rng.random() < 0.3:
+        data = gzip.compress(data, compresslevel=1)
+        suffix += ".gz"
+        how += "+gz"
+    return Mutant(k, path.name, how, data, suffix)
+
+
+# ---- the property -------------------------------------------------------------------------------
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+def run_in_process(args: list[str]) -> tuple[int, str, str]:
+    """``dlscope ARGS`` in this process: (exit code, stdout, stderr)."""
+    from dlscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _outcome_problem(what: str, code: int, err: str) -> str | None:
+    if "Traceback" in err:
+        return f"{what}: a traceback on stderr: {err.strip()[-300:]!r}"
+    if code == 0:
+        return None
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    if code == 2 and len(lines) == 1 and lines[0].startswith("dlscope: "):
+        return None
+    return f"{what}: exit {code}, stderr {err.strip()[-400:]!r}"
+
+
+def commands(profile: Path, work: Path) -> list[list[str]]:
+    """Every command the property runs over an imported profile."""
+    p = str(profile)
+    return [["summary", p], ["stats", p, "--report", "all", "--format", "json"], ["advise", p, "--what-if"],
+            ["report", p, "-o", str(work / "x.html"), "-f"], ["export", p, "-o", str(work / "x.json.gz"), "-f"],
+            ["sql", p, "select count(*) from kernels"]]
+
+
+def check_input(path: Path, work: Path, run: Runner = run_in_process) -> tuple[bool, list[str]]:
+    """Import ``path`` and run every command over the profile: (imported, problems)."""
+    profile = work / "p.dlscope"
+    code, _, err = run(["import", str(path), "-o", str(profile), "-f"])
+    problems = [p for p in [_outcome_problem("import", code, err)] if p]
+    if code != 0:
+        return False, problems
+    for args in commands(profile, work):
+        code, _, err = run(args)
+        problem = _outcome_problem(args[0], code, err)
+        if problem:
+            problems.append(problem)
+            continue
+        if code != 0:
+            continue
+        if args[0] == "report":
+            html = (work / "x.html").read_bytes().lower()
+            if b"<script" in html:
+                problems.append("report: a raw <script> in the HTML report")
+        elif args[0] == "export":
+            try:
+                json.loads(gzip.decompress((work / "x.json.gz").read_bytes()))
+            except ValueError as e:
+                problems.append(f"export: the timeline is not valid JSON ({e})")
+    return True, problems
