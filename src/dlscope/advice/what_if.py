@@ -115,7 +115,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
     if not r.usable:
         return sorted(findings, key=Finding.sort_key)
     if not r.calibration.matched:
-        return _unconfirmed(findings, fixes, r)
+        return _unconfirmed(findings, r)
     unit = ctx.basis.unit_ms or r.base_ms
     for f in findings:
         fix = fixes.get(f.id)
@@ -175,7 +175,7 @@ def _set_saving(f: Finding, saving_ms: float, unit_ms: float, basis: Calibration
         f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
 
 
-def _unconfirmed(findings: list[Finding], fixes: dict[str, Fix], r: Replayer) -> list[Finding]:
+def _unconfirmed(findings: list[Finding], r: Replayer) -> list[Finding]:
     """The replay could not be matched to the untraced steps, so the traced steps do not stand for
     the others: every finding judged from them keeps its rule's own bound, says why, and is at
     most LOW (no measured basis). Findings judged from untraced steps keep their severity."""
