@@ -72,12 +72,14 @@ def hooks_cost(device: str, blocks: int, steps: int) -> dict:
     pairs' differences, with a bootstrap 95% interval."""
     model, opt, loader = make(device)
     block(model, opt, loader, 20, device)  # warm up
-    times: dict[str, list[float]] = {"off": [], "hooks": [], "torch.profiler": []}
+    times: dict[str, list[float]] = {"off": [], "hooks": [], "hooks_no_gpu_marks": [], "torch.profiler": []}
     tmp = Path(tempfile.mkdtemp())
+    modes = ["off", "hooks", "hooks_no_gpu_marks"]
     for b in range(blocks):
-        for mode in (("off", "hooks") if b % 2 == 0 else ("hooks", "off")):
-            if mode == "hooks":
-                s = Session(tmp / f"h{b}.dlscope", Settings(), collectors=[TorchPhaseHooks]).start()
+        for mode in modes[b % 3:] + modes[:b % 3]:  # rotated, so that drifts hit every mode alike
+            if mode.startswith("hooks"):
+                extra = {"phase_gpu": False} if mode == "hooks_no_gpu_marks" else {}
+                s = Session(tmp / f"h{b}{mode}.dlscope", Settings(extra=extra), collectors=[TorchPhaseHooks]).start()
                 block(model, opt, loader, 3, device)
                 s.step()  # the first boundary after a forward narrows the module hooks to the outermost modules
                 times[mode].append(block(model, opt, loader, steps, device))
@@ -88,16 +90,18 @@ def hooks_cost(device: str, blocks: int, steps: int) -> dict:
     for _ in range(max(2, blocks // 4)):
         with torch.profiler.profile(activities=acts):
             times["torch.profiler"].append(block(model, opt, loader, steps, device))
-    diffs = [h - o for h, o in zip(times["hooks"], times["off"])]
-    rng = random.Random(0)
-    boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(2000))
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"device": device, "steps_per_block": steps, "blocks": blocks, "us_per_step": times,
-            "median_us_per_step": med,
-            "hooks_cost_us_per_step": statistics.median(diffs),
-            "hooks_cost_interval_us": [boot[50], boot[1949]],
-            "hooks_cost_pct": 100 * statistics.median(diffs) / med["off"],
-            "torch_profiler_cost_pct": 100 * (med["torch.profiler"] / med["off"] - 1)}
+    out = {"device": device, "steps_per_block": steps, "blocks": blocks, "us_per_step": times,
+           "median_us_per_step": med, "torch_profiler_cost_pct": 100 * (med["torch.profiler"] / med["off"] - 1)}
+    rng = random.Random(0)
+    # hooks (with the CUDA-event GPU marks on a GPU) against off, and the marks alone
+    for label, on, off in (("hooks", "hooks", "off"), ("gpu_marks", "hooks", "hooks_no_gpu_marks")):
+        diffs = [h - o for h, o in zip(times[on], times[off])]
+        boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(2000))
+        out[f"{label}_cost_us_per_step"] = statistics.median(diffs)
+        out[f"{label}_cost_interval_us"] = [boot[50], boot[1949]]
+        out[f"{label}_cost_pct"] = 100 * statistics.median(diffs) / med["off"]
+    return out
 
 
 def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
@@ -158,6 +162,38 @@ def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
     return res
 
 
+def gpu_mark_cost(n: int = 3000, reps: int = 5) -> dict:
+    """What one phase's GPU marks cost the host (CUDA only): a begin/end pair of CUDA events and
+    the poll that reads them back, around a tiny kernel, against the kernel alone; best of reps."""
+    from dlscope.capture.phase_events import PhaseGpuClock, TorchEvents
+
+    x = torch.zeros(1, device="cuda")
+    clock = PhaseGpuClock(TorchEvents(torch), ("forward",))
+
+    def bare() -> None:
+        x.add_(1)
+
+    def marked() -> None:
+        tok = clock.begin("forward")
+        x.add_(1)
+        clock.end(tok)
+        clock.poll()
+
+    def best(fn) -> float:
+        out = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter_ns() - t) / n)
+        return min(out)
+
+    bare_ns, marked_ns = best(bare), best(marked)
+    return {"bare_ns": bare_ns, "marked_ns": marked_ns, "added_ns": marked_ns - bare_ns, "marks": clock.marks,
+            "failed": clock.failed}
+
+
 def launch_queue(n: int = 4096) -> dict:
     x = torch.zeros(1, device="cuda")
     for _ in range(100):
@@ -190,6 +226,7 @@ def main() -> int:
     if a.device == "cuda":
         res["gpu"] = torch.cuda.get_device_name(0)
         res["launch_queue"] = launch_queue()
+        res["gpu_mark"] = gpu_mark_cost()
     text = json.dumps(res, indent=1)
     if a.output:
         Path(a.output).write_text(text)
@@ -197,8 +234,12 @@ def main() -> int:
     for name, r in res["per_call"].items():
         print(f"  {name}: {r['off_ns'] / 1e3:.2f} us per call, hooks add {r['added_ns'] / 1e3:+.2f} us")
     lo, hi = h["hooks_cost_interval_us"]
+    glo, ghi = h["gpu_marks_cost_interval_us"]
     print(f"{a.device}: off {h['median_us_per_step']['off']:.1f} us/step, hooks {h['hooks_cost_us_per_step']:+.1f} us "
-          f"(95% interval {lo:+.1f}..{hi:+.1f}; {h['hooks_cost_pct']:+.2f}%), torch.profiler {h['torch_profiler_cost_pct']:+.1f}%")
+          f"(95% interval {lo:+.1f}..{hi:+.1f}; {h['hooks_cost_pct']:+.2f}%), of which GPU marks "
+          f"{h['gpu_marks_cost_us_per_step']:+.1f} us ({glo:+.1f}..{ghi:+.1f}); torch.profiler {h['torch_profiler_cost_pct']:+.1f}%")
+    if "gpu_mark" in res:
+        print("one phase's GPU marks:", json.dumps(res["gpu_mark"]))
     if "launch_queue" in res:
         print(json.dumps(res["launch_queue"]))
     return 0

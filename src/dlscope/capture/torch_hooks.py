@@ -21,6 +21,10 @@ What is hooked, and what each costs per step (a Range enter+exit is a few hundre
   of a CUDA tensor and ``torch.cuda.synchronize`` (only when CUDA is available). Its time is the
   host's wait, which the straggler analysis reads as waiting for other ranks.
 
+With CUDA, forward, backward and the optimizer step are also marked with CUDA events on the GPU
+(:mod:`.phase_events`): the GPU time of what each phase launched, in every step, without
+synchronizing (the ``phase_gpu`` table).
+
 Every hook returns at once while ``torch.compile`` traces (dynamo inlines Python hooks: a hook
 that did work there would break the compiled graph). Phase names are recorded with
 :data:`HOOK_PREFIX`; finalize strips it and marks the rows ``source = 'hook'``.
@@ -31,15 +35,20 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CollectorUnavailable
-from .base import Collector, Settings
+from . import phase_events
+from .base import Collector, DecodeContext, Settings
 from .import_hooks import cancel, when_imported
+from .phase_events import PhaseGpuClock, TorchEvents
 from .schedule import Action
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .app import Range
     from .session import Session
 
@@ -47,6 +56,8 @@ HOOK_PREFIX = "dlscope.hook/"
 HOOK_SOURCE = "hook"
 DATALOADER, FORWARD, BACKWARD, OPTIMIZER, SYNC = "dataloader", "forward", "backward", "optimizer", "sync"
 HOOK_PHASES = (DATALOADER, FORWARD, BACKWARD, OPTIMIZER, SYNC)
+# the phases that launch GPU work: marked with CUDA events (the others only wait or load)
+GPU_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 # Tensor methods that copy a CUDA tensor to the host and so wait for the GPU
 _SYNC_METHODS = ("item", "tolist", "cpu")
 
@@ -74,6 +85,7 @@ class TorchPhaseHooks(Collector):
         self._tops: weakref.WeakSet[Any] = weakref.WeakSet()
         self._restore: list[tuple[Any, str, Any]] = []  # (owner, attribute, original)
         self._compiling: Any = lambda: False
+        self._gpu: PhaseGpuClock | None = None
         self.hooked: list[str] = []
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -88,6 +100,12 @@ class TorchPhaseHooks(Collector):
             return
         self._torch = torch
         self._compiling = _compiling_check(torch)
+        if self.settings.extra.get("phase_gpu") is not False:
+            try:
+                if torch.cuda.is_available():
+                    self._gpu = PhaseGpuClock(TorchEvents(torch), GPU_PHASES)
+            except Exception:
+                self._gpu = None
         for install in (self._hook_dataloader, self._hook_forward, self._hook_backward, self._hook_optimizer,
                         self._hook_sync):
             try:
@@ -98,6 +116,12 @@ class TorchPhaseHooks(Collector):
     def on_step(self, step: int, action: Action) -> None:
         if self._global_fwd and len(self._tops):
             self._narrow_forward_hooks()
+        if self._gpu is not None:
+            self._gpu.poll()
+
+    def flush(self) -> None:
+        if self._gpu is not None and self.session is not None:
+            phase_events.append(phase_events.spool_path(self.session.spool_dir, self.session.pid), self._gpu.take())
 
     def stop(self) -> None:
         cancel("torch", self._on_torch)
@@ -110,11 +134,44 @@ class TorchPhaseHooks(Collector):
         for owner, attr, orig in reversed(self._restore):
             setattr(owner, attr, orig)
         self._restore = []
+        if self._gpu is not None:
+            self._gpu.poll()  # what the GPU has finished; never wait (a hung collective would hang here)
+            self.flush()
         if self._torch is None:
             raise CollectorUnavailable("the program never imported torch")
 
     def describe(self) -> dict[str, Any]:
-        return {"hooked": list(self.hooked)}
+        d: dict[str, Any] = {"hooked": list(self.hooked)}
+        if self._gpu is not None:
+            d["phase_gpu"] = {"marks": self._gpu.marks, "failed": self._gpu.failed}
+        return d
+
+    @classmethod
+    def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
+        path = phase_events.spool_path(spool_dir, pid)
+        if not path.exists():
+            return {}
+        import pyarrow as pa
+
+        rows, torn = phase_events.read(path)
+        if torn:
+            context.notes.append(f"process {pid}: the phase_gpu spool ended inside a write; the last mark was dropped")
+        if not rows:
+            return {}
+        off = context.offset_ns
+        hs, he, gs, ge, tid, idx, dev = (list(c) for c in zip(*rows))
+        names = [GPU_PHASES[i] if 0 <= i < len(GPU_PHASES) else "<unknown>" for i in idx]
+        return {"phase_gpu": pa.table({
+            "rank": pa.array([context.rank] * len(rows), pa.int32()),
+            "pid": pa.array([pid] * len(rows), pa.int64()),
+            "tid": pa.array(tid, pa.int64()),
+            "start_ns": pa.array([v + off for v in hs], pa.int64()),
+            "end_ns": pa.array([v + off for v in he], pa.int64()),
+            "name": pa.array(names, pa.string()),
+            "device": pa.array(dev, pa.int32()),
+            "gpu_start_ns": pa.array([v + off for v in gs], pa.int64()),
+            "gpu_end_ns": pa.array([v + off for v in ge], pa.int64()),
+        })}
 
     # ---- the ranges --------------------------------------------------------------------------
     def _range(self, name: str) -> Range:
@@ -123,6 +180,25 @@ class TorchPhaseHooks(Collector):
             assert self.session is not None
             ranges = self._local.ranges = self.session.recorder.thread_ranges()
         return ranges[HOOK_PREFIX + name]
+
+    def _enter(self, name: str) -> None:
+        self._range(name).__enter__()
+        gpu = self._gpu
+        if gpu is not None and name in GPU_PHASES:
+            stacks = getattr(self._local, "gpu_tokens", None)
+            if stacks is None:
+                stacks = self._local.gpu_tokens = {n: [] for n in GPU_PHASES}
+            stack = stacks[name]
+            # only the outermost instance of a phase is marked (a checkpointed backward nests one)
+            stack.append(gpu.begin(name) if not stack else None)
+
+    def _exit(self, name: str) -> None:
+        gpu = self._gpu
+        if gpu is not None and name in GPU_PHASES:
+            stack = getattr(self._local, "gpu_tokens", {}).get(name)
+            if stack:
+                gpu.end(stack.pop())
+        self._range(name).__exit__(None, None, None)
 
     def _patch(self, owner: Any, attr: str, make: Any) -> None:
         orig = getattr(owner, attr)
@@ -137,12 +213,11 @@ class TorchPhaseHooks(Collector):
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 if compiling():
                     return orig(*args, **kwargs)
-                rng = self._range(name)
-                rng.__enter__()
+                self._enter(name)
                 try:
                     return orig(*args, **kwargs)
                 finally:
-                    rng.__exit__(None, None, None)
+                    self._exit(name)
             return wrapper
         return make
 
@@ -164,11 +239,11 @@ class TorchPhaseHooks(Collector):
 
         def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
             if not compiling():
-                self._range(OPTIMIZER).__enter__()
+                self._enter(OPTIMIZER)
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
             if not compiling():
-                self._range(OPTIMIZER).__exit__(None, None, None)
+                self._exit(OPTIMIZER)
 
         self._handles += [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
         self.hooked.append(OPTIMIZER)
@@ -216,7 +291,7 @@ class TorchPhaseHooks(Collector):
             if depth == 0:
                 if discover:
                     tops.add(module)
-                self._range(FORWARD).__enter__()
+                self._enter(FORWARD)
 
         def post(module: Any, args: Any, output: Any) -> None:
             if compiling():
@@ -224,7 +299,7 @@ class TorchPhaseHooks(Collector):
             depth = getattr(local, "depth", 0) - 1
             local.depth = max(depth, 0)
             if depth == 0:
-                self._range(FORWARD).__exit__(None, None, None)
+                self._exit(FORWARD)
 
         return pre, post
 

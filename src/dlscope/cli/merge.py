@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..analysis.clock_align import ClockFit
     from ..analysis.context import ProfileData
 
-TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
+TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "gpu_start_ns", "gpu_end_ns")
 
 
 class MergeCommand(Command):

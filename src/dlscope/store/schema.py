@@ -122,6 +122,21 @@ PHASES = Table(
     sort_by=("rank", "start_ns"),
 )
 
+PHASE_GPU = Table(
+    "phase_gpu", "application",
+    "GPU time of the hook phases (forward, backward, optimizer) in every step, traced or not: CUDA "
+    "events recorded on the launching thread's current stream at the phase's start and end, read "
+    "back without synchronizing (capture.phase_events). start_ns/end_ns are the host phase's.",
+    (RANK, PID, TID, START, END, NAME,
+     _c("device", I32, "CUDA device of the stream the events were recorded on"),
+     _c("gpu_start_ns", I64, "when the GPU reached the phase's start marker (its first work could start), on the "
+                             "host clock through one synchronized anchor event"),
+     _c("gpu_end_ns", I64, "when the GPU reached the phase's end marker: everything launched before it on that "
+                           "stream was done (gpu_end_ns - gpu_start_ns is the phase's GPU span)"),
+     STEP),
+    sort_by=("rank", "start_ns"),
+)
+
 STEPS = Table(
     "steps", "application",
     "Iterations: from dlscope's step(), ProfilerStep#N, an optimizer step or a key node.",
@@ -290,12 +305,13 @@ TRIES = Table(
 )
 
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
-OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries")
+OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries", "phase_gpu")
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
+    "phase_gpu": {"name": "name_id"},
     "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id",
             "source": "source_id"},
     "api": {"name": "name_id"},
@@ -305,13 +321,13 @@ NAME_COLUMNS: dict[str, dict[str, str]] = {
     "kernel_metrics": {"name": "name_id", "section": "section_id", "metric": "metric_id"},
 }
 
-TABLES: tuple[Table, ...] = (STRINGS, PHASES, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
+TABLES: tuple[Table, ...] = (STRINGS, PHASES, PHASE_GPU, STEPS, OPS, API, KERNELS, MEMCPY, MEMSET, SYNC, COMMS, COUNTERS,
                              KERNEL_METRICS, TRIES)
 TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 # Which tables carry each layer's data (used to say which layers a profile holds).
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
-    "application": ("phases", "steps"),
+    "application": ("phases", "steps", "phase_gpu"),
     "framework": ("ops", "comms"),
     "runtime": ("api", "sync"),
     "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
