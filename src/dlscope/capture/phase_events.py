@@ -35,8 +35,9 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 MAGIC = b"DLPGPU01"
 RECORD = struct.Struct("<qqqqqii")
