@@ -221,7 +221,14 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=8)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("-o", "--output", default="")
+    ap.add_argument("--marks-only", action="store_true", help="only the GPU marks' cost (CUDA)")
     a = ap.parse_args()
+    if a.marks_only:
+        r = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "gpu_mark": gpu_mark_cost()}
+        print("one phase's GPU marks:", json.dumps(r["gpu_mark"]))
+        if a.output:
+            Path(a.output).write_text(json.dumps(r, indent=1))
+        return 0
     res = {"torch": torch.__version__, "per_call": per_call_costs(), "hooks": hooks_cost(a.device, a.blocks, a.steps)}
     if a.device == "cuda":
         res["gpu"] = torch.cuda.get_device_name(0)
