@@ -127,3 +127,50 @@ def test_real_jobs_balanced_silent_straggler_named_with_its_measured_cost(job, r
     real = truth["straggler_real_cost_ms"]  # measured without any profiler: straggler job - balanced job
     assert f is not None and 0.5 * real <= f.saving_ms_per_step <= 2 * real
     assert "(outside phases)" in f.evidence.text  # rank 1's Python ran in the loop, outside every phase
+
+
+# ---- the GPU's waits, from the CUDA events at the phases (lease 3: profiles with phase_gpu) -------
+LEASE3 = Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / "dist_lease3"
+
+
+@pytest.mark.parametrize("job", ["ddp2", "fsdp2"])
+def test_gpu_waits_name_the_straggler_without_the_hosts_waits(job):
+    """A program that never blocks its host (no .item()) has no host waits: the GPU marks must
+    still name the straggler, with a lag close to the host waits' and to the real cost."""
+    truth = json.loads((LEASE3 / f"dist_{job}.json").read_text())["straggler_real_cost_ms"]
+    slow = ProfileData.open(REAL / f"lease3_{job}_straggler.dlscope")
+    gpu = untraced_straggler(slow, prefer="GPU waits")
+    host = untraced_straggler(slow)
+    assert gpu is not None and gpu.basis == "GPU waits" and host is not None and host.basis == "host waits"
+    assert gpu.rank == host.rank == 1 and gpu.significant
+    assert gpu.lag_ms == pytest.approx(host.lag_ms, rel=0.1)
+    assert 0.5 * truth <= gpu.lag_ms <= 2 * truth
+    balanced = ProfileData.open(REAL / f"lease3_{job}_balanced_a.dlscope")
+    for prefer in (None, "GPU waits"):
+        v = untraced_straggler(balanced, prefer=prefer)
+        assert v is not None and not v.significant
+
+
+def test_gpu_waits_by_hand():
+    """gpu_waits against plain Python over the marks of one rank's steps."""
+    from dlscope.analysis.rank_waits import gpu_waits
+
+    d = ProfileData.open(REAL / "lease3_fsdp2_straggler.dlscope")
+    marks = q(d.con, """SELECT rank, tid, step, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
+                       ORDER BY rank, tid, start_ns""")
+    want: dict[tuple[int, int], float] = {}
+    prev: dict[tuple[int, int], int] = {}
+    for rank, tid, step, hs, he, gs, ge in marks:
+        x = max(0, (ge - gs) - (he - hs))
+        if (rank, tid) in prev:
+            x += max(0, gs - max(prev[rank, tid], hs))
+        prev[rank, tid] = ge
+        if step is not None:
+            want[rank, step] = want.get((rank, step), 0) + x
+    keys = sorted(want)
+    got = gpu_waits(d, np.array([k[0] for k in keys]), np.array([k[1] for k in keys]))
+    assert got is not None
+    np.testing.assert_allclose(got, [want[k] for k in keys], rtol=1e-9)
+    # rank 0 waits for rank 1 (25 ms of Python a batch): its GPU stalls about that much more
+    med = {r: float(np.median([want[k] for k in keys if k[0] == r and k[1] > 8])) / 1e6 for r in (0, 1)}
+    assert 15 < med[0] - med[1] < 40, med

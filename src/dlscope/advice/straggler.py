@@ -57,8 +57,9 @@ class Straggler(Rule):
             return None
         culprit = v.culprit
         phase = CLASS_PHASE.get(culprit) if culprit is not None else None
-        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} rank(s) waited "
-                f"{ms(v.lag_ms)} longer for the GPU than rank {v.rank} in the median step ({pct(100 * v.lag_ms / v.step_ms)} "
+        who = "rank(s) waited" if v.basis == "host waits" else "rank(s)' GPUs waited (CUDA events at the phases)"
+        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} {who} "
+                f"{ms(v.lag_ms)} longer than rank {v.rank} in the median step ({pct(100 * v.lag_ms / v.step_ms)} "
                 f"of the {ms(v.step_ms)} step; rank {v.rank} waited less in {v.lagging_steps} of {v.steps} steps, "
                 f"sign test p = {v.p_value:.2g}; the waits' own jitter is {ms(v.jitter_ms)})"
                 + (f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "

@@ -10,10 +10,22 @@ minus its own: what the others would stop waiting if it kept pace.
 The traced steps cannot judge this: the tracer's host overhead differs per rank (and per run), so
 a balanced job's traced steps show a different "straggler" every run. Over the untraced steps a
 straggler is a rank whose lag is positive in significantly more steps than chance (a one-sided
-sign test, Bonferroni-corrected for the number of ranks) and stands out of the ranks' own
-step-to-step jitter (the median lag over :data:`OUTLIER_MADS` robust standard deviations of the
-waits: on a balanced 4-GPU FSDP2 job one rank waited a steady 4-6 ms less, within the jitter).
+sign test, Bonferroni-corrected for the number of ranks) and stands out of its own step-to-step
+jitter (the median lag over :data:`OUTLIER_MADS` robust standard deviations of the lag: on
+balanced 2- and 4-GPU jobs one rank was often steadily 2-8 ms later, at most 1.8 of its lag's
+deviations; the real stragglers stood 3.3-18 out, ``bench/RESULTS.md``).
 The saving is its median lag: what the other ranks really wait in a typical step.
+
+Two measures of a rank's waiting, the first that every rank has:
+
+* ``host waits``: the hook ``sync`` phases (the host blocked in ``.item()`` and the like);
+* ``GPU waits``: from the CUDA events at the phase boundaries (``phase_gpu``, every step), how much
+  longer the GPU took for each phase than its host took to launch it (``max(0, GPU span - host
+  span)``), summed per step. A rank's stream stalled in a collective until the last rank arrives
+  stretches the phase on the GPU (a DDP backward ends after its all-reduce); a rank whose *host* is
+  slow in a phase does not, its GPU merely keeps pace. So it needs no ``.item()`` in the step. On a
+  2-GPU DDP job with a 25 ms Python straggler, the other rank's backward took 25.4 ms longer on the
+  GPU than the straggler's (H100, ``bench/advice_truth/results/dist_lease3``).
 """
 
 from __future__ import annotations
@@ -51,8 +63,9 @@ class StragglerVerdict:
     step_ms: float            # mean step, over every rank
     lagging_steps: int        # steps in which its lag was positive
     p_value: float            # one-sided sign test, Bonferroni-corrected
-    jitter_ms: float          # the waits' robust standard deviation over steps (median over ranks)
+    jitter_ms: float          # its lag's robust standard deviation over the steps
     excess_ms: dict[HostClass, float]  # its host time per class minus the others' median, per step
+    basis: str = "host waits"  # or 'GPU waits' (see the module's doc)
 
     @property
     def significant(self) -> bool:
@@ -71,28 +84,35 @@ def sign_test_p(positive: int, nonzero: int) -> float:
     return sum(math.comb(nonzero, k) for k in range(positive, nonzero + 1)) / 2.0 ** nonzero
 
 
-def untraced_straggler(data: ProfileData) -> StragglerVerdict | None:
+def untraced_straggler(data: ProfileData, prefer: str | None = None) -> StragglerVerdict | None:
     """The verdict over the untraced steps; None with fewer than two ranks, fewer than
-    :data:`MIN_STEPS` untraced steps shared by every rank, or no wait timed on any rank (a
-    program that never waits for the GPU on the host: its waits are invisible without tracing)."""
+    :data:`MIN_STEPS` untraced steps shared by every rank, or no wait measured on every rank
+    (host waits in most steps, or GPU phase marks). ``prefer='GPU waits'`` judges from the GPU
+    marks even where the host waits too."""
     if not data.traced_excluded:
         return None
     t = step_class_times(data, "stat_steps", waits_apart=True)
     ranks = np.unique(t["rank"])
-    if len(ranks) < 2 or not t["sync_ns"].any():
+    if len(ranks) < 2:
         return None
+    basis, t["wait_ns"] = "host waits", t["sync_ns"]
+    if prefer == "GPU waits" or not _every_rank_waits(t, ranks):
+        gpu = gpu_waits(data, t["rank"], t["step"])
+        if gpu is None:
+            return None
+        basis, t["wait_ns"] = "GPU waits", gpu
     steps = np.unique(t["step"])
     grid = {name: np.full((len(ranks), len(steps)), np.nan) for name in
-            ("step_ns", "sync_ns", *(f"{c.label}_ns" for c in HostClass))}
+            ("step_ns", "wait_ns", *(f"{c.label}_ns" for c in HostClass))}
     ri = np.searchsorted(ranks, t["rank"])
     si = np.searchsorted(steps, t["step"])
     for name, g in grid.items():
         g[ri, si] = t[name]
-    whole = ~np.isnan(grid["step_ns"]).any(axis=0)  # steps every rank measured
+    whole = ~(np.isnan(grid["step_ns"]) | np.isnan(grid["wait_ns"])).any(axis=0)  # steps every rank measured
     if whole.sum() < MIN_STEPS:
         return None
     grid = {k: v[:, whole] for k, v in grid.items()}
-    wait = grid["sync_ns"]
+    wait = grid["wait_ns"]
     n_ranks, n_steps = wait.shape
     lag = np.empty_like(wait)
     others_wait = np.empty_like(wait)
@@ -107,9 +127,57 @@ def untraced_straggler(data: ProfileData) -> StragglerVerdict | None:
     for c in HostClass:
         own = grid[f"{c.label}_ns"]
         excess[c] = float(np.median(own[r] - np.median(np.delete(own, r, axis=0), axis=0))) / 1e6
-    mad = np.median(np.abs(wait - np.median(wait, axis=1, keepdims=True)), axis=1)
-    jitter = MAD_TO_SD * float(np.median(mad))
+    # the lag's own step-to-step spread: a balanced job's ranks take turns being last (or one is
+    # steadily a little later, within that spread); a straggler's lag stands clear of it
+    jitter = MAD_TO_SD * float(np.median(np.abs(lag[r] - np.median(lag[r]))))
     return StragglerVerdict(rank=int(ranks[r]), ranks=n_ranks, steps=n_steps, lag_ms=float(np.median(lag[r])) / 1e6,
                             others_wait_ms=float(np.median(others_wait[r])) / 1e6,
                             step_ms=float(grid["step_ns"].mean()) / 1e6, lagging_steps=positive, p_value=p,
-                            jitter_ms=jitter / 1e6, excess_ms=excess)
+                            jitter_ms=jitter / 1e6, excess_ms=excess, basis=basis)
+
+
+def _every_rank_waits(t: dict[str, np.ndarray], ranks: np.ndarray) -> bool:
+    """Whether each rank's host waited in at least half its steps (a program that calls
+    ``.item()`` every step); otherwise the host waits say nothing about the other ranks."""
+    for r in ranks:
+        w = t["sync_ns"][t["rank"] == r]
+        if not len(w) or (w > 0).mean() < 0.5:
+            return False
+    return True
+
+
+def gpu_waits(data: ProfileData, rank: np.ndarray, step: np.ndarray) -> np.ndarray | None:
+    """Per (rank, step) pair given: the GPU's time that its host's launching does not explain, from
+    the phase markers (``phase_gpu``), in ns; None when some rank has no marks (a profile recorded
+    without them, or a rank without CUDA).
+
+    Two parts, summed over the step:
+
+    * inside a phase, how much longer the GPU took for it than the host took to launch it
+      (``max(0, GPU span - host span)``): the phase's GPU work plus any stall, such as DDP's
+      backward waiting for its all-reduce;
+    * between a phase's end and the next one's start, where a step queues little work (the loss,
+      ``zero_grad``, the batch's copy, FSDP's all-gather for the next forward): how long after both
+      the host recorded the next start and the GPU passed the previous end the GPU still needed
+      (``max(0, g_next - max(g_prev, h_next))``): a stall queued there, such as FSDP2 waiting for
+      the next all-gather before the forward's first module runs.
+
+    A rank slow on its host shows no more than the others (its GPU keeps pace); a rank stalled on a
+    late one shows the stall; the GPU work is the same on every rank of a balanced job."""
+    if not data.has("phase_gpu"):
+        return None
+    got = data.con.execute("""
+        WITH p AS (SELECT rank, step, start_ns, end_ns, gpu_start_ns, gpu_end_ns,
+                          lag(gpu_end_ns) OVER w AS prev_gpu_end
+                   FROM phase_gpu WINDOW w AS (PARTITION BY rank, tid, device ORDER BY start_ns))
+        SELECT rank, step,
+               sum(greatest(0, (gpu_end_ns - gpu_start_ns) - (end_ns - start_ns))
+                   + CASE WHEN prev_gpu_end IS NULL THEN 0  -- (greatest() skips NULLs)
+                     ELSE greatest(0, gpu_start_ns - greatest(prev_gpu_end, start_ns)) END)
+        FROM p WHERE step IS NOT NULL GROUP BY rank, step""").fetchall()
+    if not got:
+        return None
+    by = {(int(r), int(s)): float(v) for r, s, v in got}
+    if set(np.unique(rank).tolist()) - {r for r, _ in by}:
+        return None
+    return np.array([by.get((int(r), int(s)), np.nan) for r, s in zip(rank, step)])

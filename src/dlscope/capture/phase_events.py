@@ -42,6 +42,13 @@ from typing import Any, Protocol
 MAGIC = b"DLPGPU01"
 RECORD = struct.Struct("<qqqqqii")
 REANCHOR_MS = 10_000.0  # a float32 of 10 s in ms still resolves 1 us
+# Re-synchronizing the clocks, without waiting: every RESYNC_NS a start marker is queried right
+# after it is recorded; if the GPU was idle it is done at once, and its GPU time lies between the
+# host's clock reads around the record and the query. A bracket under RESYNC_WINDOW_NS becomes the
+# new anchor. The GPU's and the host's oscillators drift apart by ppm: 13 us/s (13 ppm) between an
+# H100's event timer and CUPTI's host-clock timestamps was seen over a GPT-2 run.
+RESYNC_NS = 2_000_000_000
+RESYNC_WINDOW_NS = 30_000
 POOL_LIMIT = 4096       # events kept for reuse; a program that never lets the GPU catch up gets more
 
 
@@ -126,6 +133,8 @@ class PhaseGpuClock:
         self._pool: list[Any] = []
         self._pending: deque[tuple[int, int, int, int, Any, Any, int]] = deque()
         self._anchors: dict[int, _Anchor] = {}
+        self._resynced: dict[int, int] = {}  # device -> host time of the last resync attempt
+        self.resyncs = 0
         self._done: list[bytes] = []
         self._lock = threading.Lock()
         self.marks = 0
@@ -145,8 +154,20 @@ class PhaseGpuClock:
             if dev not in self._anchors:
                 self._anchor(dev)
             ev = self._pool.pop() if self._pool else b.new_event()
+            before = self.clock()
             b.record(ev)
-            return (self.index[name], dev, self.clock(), ev)
+            anchor_ns = None
+            if before - self._resynced.get(dev, before) > RESYNC_NS:
+                self._resynced[dev] = before
+                # if the GPU is idle it reaches the marker within microseconds: spin that long
+                # at most (every RESYNC_NS: a few parts per million of the run)
+                while True:
+                    done, after = b.query(ev), self.clock()
+                    if done or after - before > RESYNC_WINDOW_NS:
+                        break
+                if done and after - before <= RESYNC_WINDOW_NS:
+                    anchor_ns = (before + after) // 2
+            return (self.index[name], dev, before, ev, anchor_ns)
         except Exception as e:  # a broken context: stop marking, keep the program running
             self.failed = f"{e.__class__.__name__}: {e}"
             return None
@@ -154,7 +175,7 @@ class PhaseGpuClock:
     def end(self, token: Any) -> None:
         if token is None or self.failed is not None:
             return
-        idx, dev, host_start, start_ev = token
+        idx, dev, host_start, start_ev, anchor_ns = token
         try:
             b = self.backend
             if not b.ready() or b.device() != dev:
@@ -162,7 +183,7 @@ class PhaseGpuClock:
                 return
             ev = self._pool.pop() if self._pool else b.new_event()
             b.record(ev)
-            self._pending.append((threading.get_native_id(), idx, dev, host_start, start_ev, ev, self.clock()))
+            self._pending.append((threading.get_native_id(), idx, dev, host_start, start_ev, ev, self.clock(), anchor_ns))
         except Exception as e:
             self.failed = f"{e.__class__.__name__}: {e}"
 
@@ -172,6 +193,7 @@ class PhaseGpuClock:
         b.record(ev)
         b.synchronize(ev)  # once per device: the only wait this clock ever makes
         self._anchors[dev] = _Anchor(ev, self.clock())
+        self._resynced[dev] = self.clock()
 
     # ---- reading back (at step boundaries) -----------------------------------------------------
     def poll(self, wait: bool = False) -> None:
@@ -183,12 +205,17 @@ class PhaseGpuClock:
         out: list[bytes] = []
         try:
             while self._pending:
-                tid, idx, dev, host_start, start_ev, end_ev, host_end = self._pending[0]
+                tid, idx, dev, host_start, start_ev, end_ev, host_end, anchor_ns = self._pending[0]
                 if wait:
                     b.synchronize(end_ev)
                 elif not b.query(end_ev):
                     break
                 self._pending.popleft()
+                if anchor_ns is not None:  # a resync: this mark's start is the new anchor
+                    old = self._anchors[dev].event
+                    self._anchors[dev] = _Anchor(start_ev, anchor_ns)
+                    self._recycle(old)
+                    self.resyncs += 1
                 anchor = self._anchors[dev]
                 start_ms = b.elapsed_ms(anchor.event, start_ev)
                 end_ms = b.elapsed_ms(anchor.event, end_ev)

@@ -143,7 +143,7 @@ class TorchPhaseHooks(Collector):
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"hooked": list(self.hooked)}
         if self._gpu is not None:
-            d["phase_gpu"] = {"marks": self._gpu.marks, "failed": self._gpu.failed}
+            d["phase_gpu"] = {"marks": self._gpu.marks, "resyncs": self._gpu.resyncs, "failed": self._gpu.failed}
         return d
 
     @classmethod

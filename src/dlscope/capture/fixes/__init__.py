@@ -6,13 +6,14 @@ from .base import FixContext, InjectedFix, NotApplicable
 from .bf16 import Bf16Autocast
 from .channels_last import ChannelsLast
 from .compile import Compile
+from .compile_graphs import CompileGraphs
 from .cudnn_benchmark import CudnnBenchmark
 from .fused_optimizer import FusedOptimizer
 from .tf32 import Tf32
 from .workers import DataLoaderWorkers
 
 FIXES: list[type[InjectedFix]] = [Bf16Autocast, Tf32, DataLoaderWorkers, FusedOptimizer, ChannelsLast,
-                                  CudnnBenchmark, Compile]
+                                  CudnnBenchmark, Compile, CompileGraphs]
 BY_NAME: dict[str, type[InjectedFix]] = {f.name: f for f in FIXES}
 
 __all__ = ["BY_NAME", "FIXES", "FixContext", "InjectedFix", "NotApplicable"]

@@ -14,6 +14,7 @@ class Compile(InjectedFix):
     rules = ("launch_bound", "fusion_candidates")
     describe = "torch.compile of the outermost module's forward"
     on_request_only = True
+    mode: str | None = None  # torch.compile's mode
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         self._torch = torch
@@ -24,7 +25,7 @@ class Compile(InjectedFix):
         if id(module) in self._done:
             return None
         self._done.add(id(module))
-        module.forward = self._torch.compile(module.forward)
+        module.forward = self._torch.compile(module.forward, **({"mode": self.mode} if self.mode else {}))
         self.changed += 1
         return None
 
