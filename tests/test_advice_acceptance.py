@@ -131,4 +131,4 @@ def test_gpt6_fp32_tensor_core_saving_is_the_kernel_bound_capped_by_the_hosts_wa
     real = fp32_step - bf16_step
     assert real <= amp.bound_ms_per_step
     assert 0.5 * real <= amp.saving_ms_per_step <= 2 * real, (real, amp.saving_ms_per_step)
-    assert amp.what_if["fixed_step_ms"] == pytest.approx(amp.what_if["step_ms"] - amp.saving_ms_per_step)
+    assert amp.what_if.fixed_step_ms == pytest.approx(amp.what_if.step_ms - amp.saving_ms_per_step)

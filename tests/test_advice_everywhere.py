@@ -43,9 +43,9 @@ def check_contract(data: ProfileData) -> advice.AdviceRun:
         assert f.bound_ms_per_step is None or f.bound_ms_per_step >= 0
         if f.what_if is not None:  # a replayed prediction: the saving is the step it takes off
             w = f.what_if
-            assert w["fixed_step_ms"] >= 0 and 0 < w["host_factor"] <= 1
-            if not w["per_sample"]:
-                assert f.saving_ms_per_step == pytest.approx(max(w["step_ms"] - w["fixed_step_ms"], 0.0), abs=1e-9)
+            assert w.fixed_step_ms >= 0 and 0 < w.host_factor <= 1
+            if not w.per_sample:
+                assert f.saving_ms_per_step == pytest.approx(max(w.step_ms - w.fixed_step_ms, 0.0), abs=1e-9)
     for why in run.skipped.values():
         assert isinstance(why, str) and why and "\n" not in why
     return run

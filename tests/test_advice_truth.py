@@ -101,9 +101,9 @@ def test_a_masked_cause_is_named_with_its_saving_after_the_chain():
     host work), but once the findings above it are fixed it does: it is named, not dropped."""
     f = {x.id: x for x in advice.evaluate(profile("cnn"))}["amp_not_enabled"]
     w = f.what_if
-    assert f.saving_pct < 2 and w["saving_after_above_ms"] / w["step_ms"] * 100 >= 2
-    assert "input_bound" in w["fixed_above"] and "Masked now" in f.evidence.saving
-    assert w["fixed_step_ms"] > w["step_ms"] and "would lengthen the step" in f.evidence.saving
+    assert f.saving_pct < 2 and w.saving_after_above_ms / w.step_ms * 100 >= 2
+    assert "input_bound" in w.fixed_above and "Masked now" in f.evidence.saving
+    assert w.fixed_step_ms > w.step_ms and "would lengthen the step" in f.evidence.saving
     assert f.severity != "info"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
@@ -55,6 +55,38 @@ class Evidence:
 
 
 @dataclass
+class WhatIf:
+    """What the replay predicts for a finding's fix (:mod:`.what_if`): the step now and with the
+    fix alone, then the step after the fixes ranked above it, without and with this one. Times in
+    ms per step of today's batch (``per_sample``: the fix changes the batch, and the fixed time is
+    per today's batch's worth of samples)."""
+
+    step_ms: float
+    fixed_step_ms: float
+    per_sample: bool
+    host_factor: float               # one factor over all host work (profiles without hook phases)
+    host_factors: dict[str, float]   # host class -> factor, when calibrated per class
+    calibration: str                 # CalibrationBasis name: 'per_class', 'single', 'none'
+    after_above_ms: float | None = None
+    after_above_fixed_ms: float | None = None
+    saving_after_above_ms: float = 0.0
+    fixed_above: list[str] = field(default_factory=list)
+
+    @property
+    def saving_ms(self) -> float:
+        return self.step_ms - self.fixed_step_ms
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WhatIf:
+        """From :meth:`as_dict`'s JSON (``dlscope advise --format json``)."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
 class Finding:
     """One problem found in a profile.
 
@@ -77,7 +109,7 @@ class Finding:
     url: str
     bound_ms_per_step: float | None = None
     bound_pct: float | None = None
-    what_if: dict[str, Any] | None = None
+    what_if: WhatIf | None = None
     symptom: bool = False
     alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
     negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
@@ -93,7 +125,7 @@ class Finding:
         return {"id": self.id, "title": self.title, "severity": self.severity, "evidence": self.evidence.as_dict(),
                 "saving_ms_per_step": self.saving_ms_per_step, "saving_pct": self.saving_pct,
                 "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
-                "what_if": self.what_if}
+                "what_if": self.what_if.as_dict() if self.what_if is not None else None}
 
     def sort_key(self) -> tuple[int, float, int, str]:
         """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix

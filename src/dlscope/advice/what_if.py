@@ -35,7 +35,7 @@ from ..analysis.replay import (
     traced_work_ms,
 )
 from .context import Context
-from .finding import Finding, cap_severity, severity_for
+from .finding import Finding, WhatIf, cap_severity, severity_for
 from .rule import MIN_SAVING_PCT, Rule
 
 # Replay only profiles whose traced steps the model covers: enough calls to be a real program.
@@ -123,9 +123,9 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             continue
         fixed = r.with_fixes([fix])
         _set_saving(f, r.base_ms - fixed, unit, r.calibration.basis)
-        f.what_if = {"step_ms": r.base_ms, "fixed_step_ms": fixed, "per_sample": fix.batch != 1.0,
-                     "host_factor": r.calibration.host_factor,
-                     "host_factors": r.calibration.by_class, "calibration": r.calibration.basis.name.lower()}
+        f.what_if = WhatIf(step_ms=r.base_ms, fixed_step_ms=fixed, per_sample=fix.batch != 1.0,
+                           host_factor=r.calibration.host_factor, host_factors=r.calibration.by_class,
+                           calibration=r.calibration.basis.name.lower())
         f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
         if r.calibration.basis is CalibrationBasis.NONE:
             f.evidence.saving += (" Every step was traced, so no step measured without the tracer confirms the "
@@ -139,27 +139,28 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             continue
         before = r.with_fixes(applied)
         after = r.with_fixes([*applied, fix])
-        f.what_if.update({"after_above_ms": before, "after_above_fixed_ms": after,
-                          "saving_after_above_ms": max(before - after, 0.0),
-                          "fixed_above": [g.id for g in ordered if g.id in {a.name for a in applied}]})
+        w = f.what_if
+        w.after_above_ms, w.after_above_fixed_ms = before, after
+        w.saving_after_above_ms = max(before - after, 0.0)
+        w.fixed_above = [g.id for g in ordered if g.id in {a.name for a in applied}]
         if fix.batch == 1.0 and not f.alternative_of:
             applied.append(fix)
     for f in ordered:
         w = f.what_if
         if w is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
-            after_pct = 100 * w["saving_after_above_ms"] / unit
+            after_pct = 100 * w.saving_after_above_ms / unit
             if after_pct < MIN_SAVING_PCT:
                 f.negligible = True
                 f.severity = "info"
                 f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
                                       "cause is real, its fix would hardly show.")
                 continue
-            slower = w["fixed_step_ms"] - w["step_ms"]
+            slower = -w.saving_ms
             if slower > 0:  # e.g. autocast's casts on a host-bound step: say it, not just "0 ms"
                 f.evidence.saving += f" Applied today it would lengthen the step by {slower:.2f} ms."
-            f.evidence.saving += (f" Masked now: once {', '.join(w['fixed_above'])} "
-                                  f"{'is' if len(w['fixed_above']) == 1 else 'are'} fixed it saves "
-                                  f"{w['saving_after_above_ms']:.2f} ms per step ({after_pct:.0f}% of today's step).")
+            f.evidence.saving += (f" Masked now: once {', '.join(w.fixed_above)} "
+                                  f"{'is' if len(w.fixed_above) == 1 else 'are'} fixed it saves "
+                                  f"{w.saving_after_above_ms:.2f} ms per step ({after_pct:.0f}% of today's step).")
             f.severity = severity_for(after_pct)
             if r.calibration.basis is CalibrationBasis.NONE:
                 f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)

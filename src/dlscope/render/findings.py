@@ -18,6 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..advice.finding import WhatIf
+
 SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 EVIDENCE_ROWS = 5
 
@@ -43,7 +45,7 @@ def saving_phrase(f: Any, digits: int = 2) -> str:
     """'predicted 12.30 ms per step, 14.2% of step time; 8.10 ms once input_bound is fixed' for a
     finding the replay predicted (it has ``what_if``), else 'up to ...' (the rule's bound); '' when
     the finding has no saving."""
-    what_if = getattr(f, "what_if", None) or (f.get("what_if") if isinstance(f, dict) else None)
+    what_if = _what_if(f)
     ms_v = getattr(f, "saving_ms_per_step", None)
     pct_v = getattr(f, "saving_pct", None)
     parts = []
@@ -54,11 +56,19 @@ def saving_phrase(f: Any, digits: int = 2) -> str:
     if not parts:
         return ""
     head = ("predicted " if what_if else "up to ") + ", ".join(parts)
-    if what_if and what_if.get("fixed_above"):
-        above = what_if["fixed_above"]
-        head += (f"; {what_if['saving_after_above_ms']:,.{digits}f} ms once {', '.join(above)} "
+    if what_if and what_if.fixed_above:
+        above = what_if.fixed_above
+        head += (f"; {what_if.saving_after_above_ms:,.{digits}f} ms once {', '.join(above)} "
                  f"{'is' if len(above) == 1 else 'are'} fixed")
     return head
+
+
+def _what_if(f: Any) -> WhatIf | None:
+    """A finding's :class:`WhatIf`, from a Finding or from its JSON dict."""
+    w = f.get("what_if") if isinstance(f, dict) else getattr(f, "what_if", None)
+    if isinstance(w, dict):
+        return WhatIf.from_dict(w)
+    return w
 
 
 def _rows(evidence: Any) -> list[dict[str, Any]] | None:
@@ -151,24 +161,25 @@ def render_what_if(findings: Sequence[Any], out: Console) -> None:
               "saving there"):
         t.add_column(c, justify="left" if c == "finding" else "right")
     for i, f in enumerate(findings, 1):
-        w = getattr(f, "what_if", None)
-        if not w:
+        w = _what_if(f)
+        if w is None:
             continue
-        per = " /sample" if w.get("per_sample") else ""
-        t.add_row(str(i), escape(str(f.id)), f"{w['step_ms']:,.2f}", f"{w['fixed_step_ms']:,.2f}{per}",
-                  f"{w['step_ms'] - w['fixed_step_ms']:,.2f}", f"{w.get('after_above_ms', w['step_ms']):,.2f}",
-                  f"{w.get('after_above_fixed_ms', w['fixed_step_ms']):,.2f}",
-                  f"{w.get('saving_after_above_ms', 0.0):,.2f}")
+        per = " /sample" if w.per_sample else ""
+        after = w.after_above_ms if w.after_above_ms is not None else w.step_ms
+        after_fixed = w.after_above_fixed_ms if w.after_above_fixed_ms is not None else w.fixed_step_ms
+        t.add_row(str(i), escape(str(f.id)), f"{w.step_ms:,.2f}", f"{w.fixed_step_ms:,.2f}{per}",
+                  f"{w.saving_ms:,.2f}", f"{after:,.2f}", f"{after_fixed:,.2f}", f"{w.saving_after_above_ms:,.2f}")
     out.print(t)
-    f0 = rows[0].what_if
-    factors = f0.get("host_factors") or {}
-    if f0.get("calibration") == "per_class" and any(abs(v - 1.0) > 0.02 for v in factors.values()):
+    f0 = _what_if(rows[0])
+    assert f0 is not None
+    factors = f0.host_factors or {}
+    if f0.calibration == "per_class" and any(abs(v - 1.0) > 0.02 for v in factors.values()):
         parts = ", ".join(f"{k} {v:.2f}" for k, v in factors.items())
         out.print(f"Host work per class scaled to the phases of the steps measured without tracing ({parts}): the "
                   "tracer slows the host unevenly, and the GPU not at all.")
-    elif f0.get("calibration") == "none":
+    elif f0.calibration == "none":
         out.print("Every step was traced: no step measured without the tracer calibrates the host's work, so these "
                   "predictions carry the tracer's overhead (at most MEDIUM).")
-    elif abs(f0.get("host_factor", 1.0) - 1.0) > 0.02:
-        out.print(f"Host work scaled by {f0['host_factor']:.2f} so the replay matches the steps measured without "
+    elif abs(f0.host_factor - 1.0) > 0.02:
+        out.print(f"Host work scaled by {f0.host_factor:.2f} so the replay matches the steps measured without "
                   "tracing (the tracer slows the host, not the GPU).")
