@@ -85,3 +85,41 @@ def test_hosts_without_shared_collectives_or_with_the_same_rank_are_refused(tmp_
     r = run_dlscope("merge", a, lone, "-o", tmp_path / "y.dlscope")
     assert r.returncode == 2 and "shares no collective" in r.stderr
     assert_one_line_error(r.stderr)
+
+
+def test_a_job_of_two_launches_merges_into_one(tmp_path):
+    """Two torchrun launches of one job (--nnodes 2, one rank each, Gloo on the CPU), each under its
+    own dlscope profile, as two hosts would run it: each profile holds its own rank only (the
+    launcher's rows go under the host's lowest rank, not rank 0), and the merge makes one job."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prog = Path(__file__).parents[1] / "bench" / "advice_truth" / "dist_train.py"
+    out: dict[int, subprocess.CompletedProcess] = {}
+
+    def host(node: int) -> None:
+        out[node] = run_dlscope("profile", "-o", tmp_path / f"host{node}.dlscope", "--quiet", "--",
+                                sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+                                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+                                str(prog), "--steps", "10", "--seq", "32", "--batch", "2", timeout=300)
+
+    threads = [threading.Thread(target=host, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(p.returncode == 0 for p in out.values()), {n: p.stderr[-500:] for n, p in out.items()}
+    for node in (0, 1):
+        d = ProfileData.open(tmp_path / f"host{node}.dlscope")
+        assert d.meta.ranks == [node]
+        d.close()
+    m = run_dlscope("merge", tmp_path / "host0.dlscope", tmp_path / "host1.dlscope", "-o", tmp_path / "job.dlscope")
+    assert m.returncode == 0, m.stderr
+    job = ProfileData.open(tmp_path / "job.dlscope")
+    assert job.meta.ranks == [0, 1]
+    assert job.scalar("SELECT count(DISTINCT rank) FROM steps") == 2

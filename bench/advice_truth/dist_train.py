@@ -10,6 +10,11 @@ do. ``--slow-rank`` makes a real straggler: that rank spends ``--python-ms`` of 
 (a busy loop, not a sleep) on each batch before its forward, so the other ranks wait for it at
 the gradient all-reduce (DDP) or the all-gathers and reduce-scatters (FSDP2). ``--times-out``
 writes every step's wall time as rank 0 saw it.
+
+``--grad-sync naive`` replaces DDP by one all-reduce per parameter's gradient after backward (the
+many small collectives ``small_collectives`` names); ``--grad-sync bucketed`` by one all-reduce of
+all gradients flattened together (its fix). ``--d`` sets the model width (small widths make the
+gradients small and the step short, so the collectives' fixed latency shows).
 """
 
 from __future__ import annotations
@@ -40,7 +45,27 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--python-ms", type=float, default=25.0)
     ap.add_argument("--times-out", metavar="PATH")
+    ap.add_argument("--d", type=int, default=768)
+    ap.add_argument("--grad-sync", choices=("ddp", "naive", "bucketed"), default="ddp")
     return ap.parse_args()
+
+
+def sync_grads(params: list[torch.Tensor], how: str, world: int) -> None:
+    """All-reduce the gradients by hand: one collective per gradient, or one for all of them."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if how == "naive":
+        for g in grads:
+            dist.all_reduce(g)
+            g.div_(world)
+    else:
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat.div_(world)
+        offset = 0
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset:offset + n].view_as(g))
+            offset += n
 
 
 def busy_python(ms: float) -> int:
@@ -61,13 +86,16 @@ def main() -> None:
         torch.cuda.set_device(device)
     torch.manual_seed(0)
     vocab = 50304 if gpu else 1024
-    model = GPT(vocab=vocab, seq=a.seq, d=768 if gpu else 64, layers=a.layers, heads=12 if gpu else 4).to(device)
+    d = a.d if gpu else 64
+    model = GPT(vocab=vocab, seq=a.seq, d=d, layers=a.layers, heads=max(1, min(12, d // 64)) if gpu else 4).to(device)
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard
 
         for block in model.blocks:
             fully_shard(block)
         fully_shard(model)
+        train_model = model
+    elif a.grad_sync != "ddp":
         train_model = model
     else:
         train_model = nn.parallel.DistributedDataParallel(model)
@@ -84,6 +112,8 @@ def main() -> None:
         loss = nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if a.grad_sync != "ddp" and not a.fsdp:
+            sync_grads(list(model.parameters()), a.grad_sync, dist.get_world_size())
         opt.step()
         loss.item()
         times.append(time.perf_counter() - t0)

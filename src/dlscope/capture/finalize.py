@@ -259,6 +259,10 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     main_settings: dict[str, Any] | None = None
     sessions = {pid: _read_json(spool_dir / f"{pid}.session.json") for pid in pids}
     distributed_job = any(s.get("rank_source") in RANKED for s in sessions.values() if s)
+    # a launcher's (or the CLI's) own rows go under this host's lowest rank: on a host of a
+    # multi-host job that is not rank 0, which another host's profile holds (dlscope merge)
+    home_rank = min((int(s.get("rank", 0)) for s in sessions.values() if s and s.get("rank_source") in RANKED),
+                    default=0)
     rank_devices: dict[int, int] = {}
     host_tables: list[tuple[int, dict[str, pa.Table]]] = []
     for pid in pids:
@@ -271,8 +275,8 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             meta.world_size = max(meta.world_size or 0, int(session["world_size"]))
         not_a_rank = (distributed_job and session.get("owner") != "cli-parent"
                       and session.get("rank_source") not in RANKED)
-        ctx = DecodeContext(pid=pid, rank=int(session.get("rank", 0)),
-                            offset_ns=int(session["clock"]["offset_ns"]), session=session)
+        rank = home_rank if distributed_job and session.get("rank_source") not in RANKED else int(session.get("rank", 0))
+        ctx = DecodeContext(pid=pid, rank=rank, offset_ns=int(session["clock"]["offset_ns"]), session=session)
         if end_info is None:
             ctx.notes.append(f"process {pid} stopped without a clean exit (killed?); its data ends at its last flush")
         meta.clock["offsets"][str(pid)] = session["clock"]
@@ -291,7 +295,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             # its steps and detail would collide with rank 0's
             tables = {"phases": tables["phases"]} if "phases" in tables else {}
             ctx.notes.append(f"process {pid} is not a rank of the distributed job (a launcher): only its "
-                             "phases are kept, under rank 0")
+                             f"phases are kept, under rank {home_rank}")
         for cls in ([] if not_a_rank else COLLECTORS):
             t0 = time.perf_counter()
             try:
