@@ -13,7 +13,7 @@ writes every step's wall time as rank 0 saw it.
 
 ``--grad-sync naive`` replaces DDP by one all-reduce per parameter's gradient after backward (the
 many small collectives ``small_collectives`` names); ``--grad-sync bucketed`` by one all-reduce of
-all gradients flattened together (its fix). ``--d`` sets the model width (small widths make the
+all gradients flattened together (its fix). ``--width`` sets the model width (small widths make the
 gradients small and the step short, so the collectives' fixed latency shows).
 """
 
@@ -45,7 +45,7 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--python-ms", type=float, default=25.0)
     ap.add_argument("--times-out", metavar="PATH")
-    ap.add_argument("--d", type=int, default=768)
+    ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--grad-sync", choices=("ddp", "naive", "bucketed"), default="ddp")
     return ap.parse_args()
 
@@ -78,7 +78,10 @@ def busy_python(ms: float) -> int:
 
 def main() -> None:
     a = parse()
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= int(os.environ.get("WORLD_SIZE", 1))
+    # the ranks of this launch each need a GPU of this host (a multi-node launch has fewer here
+    # than the job has ranks: LOCAL_WORLD_SIZE, not WORLD_SIZE)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= local
     dist.init_process_group("nccl" if gpu else "gloo")
     rank = dist.get_rank()
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if gpu else "cpu")
@@ -86,7 +89,7 @@ def main() -> None:
         torch.cuda.set_device(device)
     torch.manual_seed(0)
     vocab = 50304 if gpu else 1024
-    d = a.d if gpu else 64
+    d = a.width if gpu else 64
     model = GPT(vocab=vocab, seq=a.seq, d=d, layers=a.layers, heads=max(1, min(12, d // 64)) if gpu else 4).to(device)
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard

@@ -71,6 +71,10 @@ def bus_factor_sql(name: str, n: str) -> str:
             f"WHEN {name} IN ('allgather', 'reducescatter', 'alltoall') THEN 1.0 * ({n} - 1) / {n} ELSE 1.0 END)")
 
 
+# Below 1 MiB NCCL's all-reduce is latency-bound: its bus bandwidth collapses (nccl-tests' curves)
+SMALL_BYTES = 1 << 20
+
+
 def size_bytes_sql(name: str, in_bytes: str, out_bytes: str, n: str) -> str:
     """SQL: the message size nccl-tests reports for an operation (its "size" column, which its
     bandwidths divide): the whole gathered output for allgather, the whole input for

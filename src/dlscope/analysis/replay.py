@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..collectives import SMALL_BYTES, size_bytes_sql
 from . import interval_arrays as ia
 from .context import ProfileData
 from .host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
@@ -56,7 +57,7 @@ LAUNCH_QUEUE_DEPTH = 1022
 LAUNCH_WAIT_FACTOR = 2.0
 GPU_TABLES = ("kernels", "memcpy", "memset")
 ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",
-          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes")
+          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes", "small_comm_ns")
 
 
 @dataclass
@@ -79,21 +80,40 @@ class Calls:
         return self.windows == 0 or len(self.arrays["wid"]) == 0
 
 
+def _setup_of(gone: np.ndarray, launches: np.ndarray, wid: np.ndarray) -> np.ndarray:
+    """The calls without GPU work whose next launch (in the same window) is in ``gone``."""
+    n = len(gone)
+    idx = np.where(launches, np.arange(n), n)
+    next_launch = np.minimum.accumulate(idx[::-1])[::-1]  # index of the next launch at or after each call
+    has = next_launch < n
+    target = np.where(has, next_launch, 0)
+    return ~launches & has & gone[target] & (wid[target] == wid)
+
+
 def _gpu_items_sql(data: ProfileData) -> str | None:
     parts = []
     if data.has("kernels"):
         # classes judged once per distinct name (see kernel_names)
+        small = "FALSE"
+        comms = ""
+        if data.has("comms"):  # a collective's kernel, when its message is small (latency-bound)
+            size = size_bytes_sql("c.name", "c.in_bytes", "c.out_bytes", "coalesce(c.group_size, 1)")
+            comms = f"""LEFT JOIN (SELECT c.rank, c.correlation_id, bool_or({size} < {SMALL_BYTES}) AS small
+                                   FROM comms c WHERE c.correlation_id IS NOT NULL GROUP BY ALL) sc
+                        ON sc.rank = k.rank AND sc.correlation_id = k.correlation_id"""
+            small = "coalesce(sc.small, FALSE)"
         parts.append(f"""SELECT k.rank, k.correlation_id, k.end_ns - k.start_ns AS ns, n.precision AS prec,
-                                n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h
+                                n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h,
+                                {small} AS small_comm
                          FROM kernels k JOIN (SELECT name_id, precision,
                                                      regexp_matches(lower(name), '{LAYOUT_RE}') AS layout
-                                              FROM {kernel_names(data)}) n ON n.name_id = k.name_id""")
+                                              FROM {kernel_names(data)}) n ON n.name_id = k.name_id {comms}""")
     if data.has("memcpy"):
         parts.append("""SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, copy_kind = 'HtoD', bytes,
-                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH'
+                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH', FALSE
                         FROM memcpy""")
     if data.has("memset"):
-        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE, FALSE FROM memset")
+        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE, FALSE, FALSE FROM memset")
     return " UNION ALL ".join(parts) if parts else None
 
 
@@ -121,6 +141,7 @@ def replay_calls(data: ProfileData) -> Calls:
                        coalesce(sum(ns) FILTER (WHERE layout), 0) AS layout_ns,
                        coalesce(sum(ns) FILTER (WHERE h2d), 0) AS h2d_ns,
                        coalesce(sum(bytes) FILTER (WHERE h2d), 0) AS h2d_bytes,
+                       coalesce(sum(ns) FILTER (WHERE small_comm), 0) AS small_comm_ns,
                        bool_or(pageable AND NOT d2h) AS pageable, bool_or(pageable AND d2h) AS pageable_d2h
                 FROM ({gpu}) WHERE correlation_id IS NOT NULL GROUP BY ALL),
              a AS MATERIALIZED (
@@ -131,11 +152,12 @@ def replay_calls(data: ProfileData) -> Calls:
              launchers AS (SELECT DISTINCT rank, tid FROM a WHERE gpu_ns IS NOT NULL),
              raw AS (
                 SELECT w.wid, w.rank, w.start_ns AS w_start, a.start_ns, a.end_ns, a.name, a.gpu_ns, a.simt_ns,
-                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h
+                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h, a.small_comm_ns
                 FROM a SEMI JOIN launchers l ON l.rank = a.rank AND l.tid IS NOT DISTINCT FROM a.tid
                 JOIN win w ON w.rank = a.rank AND a.start_ns >= w.start_ns AND a.start_ns < w.end_ns
                 UNION ALL
-                SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM win),
+                SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+                FROM win),
              calls AS (
                 SELECT *, row_number() OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST) AS seq,
                        max(end_ns) OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST
@@ -152,7 +174,7 @@ def replay_calls(data: ProfileData) -> Calls:
                greatest(end_ns - start_ns, 0) AS call_ns,
                coalesce(gpu_ns, 0) AS gpu_ns, coalesce(simt_ns, 0) AS simt_ns, coalesce(tf32_ns, 0) AS tf32_ns,
                coalesce(layout_ns, 0) AS layout_ns, coalesce(h2d_ns, 0) AS h2d_ns,
-               coalesce(h2d_bytes, 0) AS h2d_bytes
+               coalesce(h2d_bytes, 0) AS h2d_bytes, coalesce(small_comm_ns, 0) AS small_comm_ns
         FROM calls ORDER BY wid, seq""").fetchnumpy()
     if not len(cols["wid"]):
         return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
@@ -224,12 +246,17 @@ class Fix:
     gpu_in: dict[str, float] = field(default_factory=dict)
     batch: float = 1.0
     drop_calls_of: tuple[str, ...] = ()  # calls whose GPU work is all in these columns go, host work too
+    # with drop_calls_of: the calls without GPU work just before a dropped one go too (an
+    # operation's setup: NCCL records and waits for events before it launches its kernel)
+    drop_setup: bool = False
 
     def apply(self, calls: Calls) -> Calls:
         c = calls.copy()
         a = c.arrays
         for col in self.drop_calls_of:
             gone = (a["gpu_ns"] > 0) & (a[col] >= a["gpu_ns"])
+            if self.drop_setup and len(gone):
+                gone = gone | _setup_of(gone, a["gpu_ns"] > 0, a["wid"])
             for k in ("gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns"):
                 a[k] = np.where(gone, 0.0, a[k])
         for cls_name, f in self.host.items():
