@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from dlscope.capture import phase_events
 from dlscope.capture.base import DecodeContext
@@ -278,3 +279,21 @@ def test_real_marks_hold_the_kernels_each_phase_launched():
         assert -50_000 < tail < 50_000, (name, step, tail)   # the last kernel ends at the end marker
         assert -50_000 < head < 300_000, (name, step, head)  # the first starts at (or soon after) the start
         assert busy <= span + 50_000 and (name == "optimizer" or busy > 0.85 * span), (name, step, busy, span)
+
+
+def test_the_phase_report_gives_every_steps_gpu_span():
+    """phase_sum's gpu_span_ms: the marks summed by hand over the statistics steps; and on the
+    GPU-bound forward and backward it matches the traced steps' kernel time (CUPTI) within 5%."""
+    from dlscope.analysis import phase_sum
+    from dlscope.analysis.context import ProfileData
+
+    d = ProfileData.open(REAL)
+    res = phase_sum.compute(d).table.to_pylist()
+    got = {r["name"]: r for r in res if r["source"] == "hook"}
+    steps = d.con.execute("SELECT rank, step FROM stat_steps").fetchall()
+    marks = d.con.execute("SELECT rank, step, name, gpu_start_ns, gpu_end_ns FROM phase_gpu").fetchall()
+    for name in ("forward", "backward", "optimizer"):
+        want = sum(ge - gs for r, s, n, gs, ge in marks if n == name and (r, s) in set(steps)) / 1e6 / len(steps)
+        assert got[name]["gpu_span_ms"] == pytest.approx(want, rel=1e-9)
+    for name in ("forward", "backward"):
+        assert got[name]["gpu_span_ms"] == pytest.approx(got[name]["gpu_ms"], rel=0.05)

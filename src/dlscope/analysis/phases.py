@@ -31,6 +31,9 @@ class PhaseRow:
     source: str
     gpu_ms: float | None = None  # GPU time launched inside the phase, per step (None: no GPU data)
     kernels: float | None = None  # kernels launched inside the phase, per step
+    # the GPU's span for the phase's work, per step, from the CUDA events at its boundaries
+    # (phase_gpu): every statistics step, traced or not
+    gpu_span_ms: float | None = None
     basis: str = "steps"  # 'steps': the statistics steps; 'traced': only traced steps have it; 'wall': no steps
 
     def as_dict(self) -> dict[str, Any]:
@@ -40,6 +43,7 @@ class PhaseRow:
 def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
     rows = _breakdown(data)
     n_steps = int(data.scalar("SELECT count(*) FROM sel_steps") or 0)
+    _add_gpu_spans(data, rows)
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
     sql = gpu_activity_sql(data, f"coalesce(domain, '') NOT IN ({excluded})")
     if sql is None:
@@ -60,6 +64,21 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
         r.gpu_ms = g["gpu_ns"] / 1e6 / per if g and per else 0.0
         r.kernels = g["kernels"] / per if g and per else 0.0
     return rows
+
+
+def _add_gpu_spans(data: ProfileData, rows: list[PhaseRow]) -> None:
+    """Each phase's GPU span per statistics step, where the profile has GPU phase marks."""
+    if not data.has("phase_gpu"):
+        return
+    n = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
+    if not n:
+        return
+    spans = dict(data.con.execute("""
+        SELECT g.name, sum(g.gpu_end_ns - g.gpu_start_ns)::DOUBLE FROM phase_gpu g
+        JOIN stat_steps s ON g.rank = s.rank AND g.step = s.step GROUP BY g.name""").fetchall())
+    for r in rows:
+        if r.name in spans and r.source == "hook":
+            r.gpu_span_ms = spans[r.name] / 1e6 / n
 
 
 def shown_phases_sql(data: ProfileData) -> str:

@@ -107,6 +107,9 @@ def render_summary(s: Summary, out: Console) -> None:
         cols = [("phase", "left"), ("count", "right"), ("total ms", "right"), (f"mean ms{per}", "right"), ("%", "right")]
         if gpu:
             cols += [(f"GPU ms{per}", "right"), (f"kernels{per}", "right")]
+        span = any(p.gpu_span_ms is not None for p in s.phases)
+        if span:
+            cols += [(f"GPU span ms{per}", "right")]
         for col, j in cols:
             t.add_column(col, justify=j)
         for p in s.phases:
@@ -115,13 +118,17 @@ def render_summary(s: Summary, out: Console) -> None:
                    "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}"]
             if gpu:
                 row += [_ms(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
+            if span:
+                row += ["-" if p.gpu_span_ms is None else _ms(p.gpu_span_ms, 3)]
             t.add_row(*row)
         out.print(t)
         if any(p.basis == "traced" for p in s.phases):
             out.print("  * found only in the traced steps (derived from the PyTorch trace): measured over those, "
                       "which ran slower")
         if gpu and st.traced_excluded:
-            out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)")
+            out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)"
+                      + ("; GPU span: every measured step, from CUDA events at the phase's start and end" if span
+                         else ""))
     _render_gpu(s, out)
     out.print()
     out.print("[bold]Layers[/bold]")
