@@ -13,6 +13,7 @@ from ..analysis.context import ProfileData
 from . import (
     amp_not_enabled,
     comm_exposed,
+    fsdp_exposed_gathers,
     fusion_candidates,
     gpu_idle,
     h2d_not_overlapped,
@@ -54,6 +55,7 @@ RULES: list[Rule] = [
     high_step_variance.RULE,
     straggler.RULE,
     comm_exposed.RULE,
+    fsdp_exposed_gathers.RULE,
     small_collectives.RULE,
     throttling.RULE,
 ]
