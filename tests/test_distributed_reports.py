@@ -16,7 +16,7 @@ from dlscope.advice import straggler as straggler_rule
 from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
 from dlscope.analysis.context import ProfileData, Selection
 
-from .conftest import CORPUS, DATA, run_dlscope
+from .conftest import CORPUS, DATA, q, run_dlscope
 from .report_helpers import US, hta_selection, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "comm_comp_overlap.json").read_text())
@@ -288,3 +288,27 @@ def test_fsdp_exposed_gathers_on_real_fsdp2_jobs():
     inflation = fsdp_exposed_gathers.tracer_inflation(ctx)
     assert inflation is not None and all(inflation[(r, "forward")] > 2.0 for r in (0, 1))
     assert fsdp_exposed_gathers.RULE.check(ctx) is None
+
+
+def test_memory_by_rank_on_the_real_4_gpu_fsdp2_job():
+    """Per rank: NVML's peak on its GPU inside the selected steps, and FSDP's sharded parameters
+    (the forward all-gathers' inputs of a step) against the model's size: the suite's 6-layer GPT
+    (d=768, 50,304-token vocabulary, 512 positions, untied head) has 123.0 M fp32 parameters, a
+    quarter of them on each of 4 ranks."""
+    from dlscope.analysis import memory_by_rank
+
+    path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
+    data = ProfileData.open(path)
+    rows = {r["rank"]: r for r in memory_by_rank.compute(data).table.to_pylist()}
+    assert sorted(rows) == [0, 1, 2, 3]
+    steps = q(data.con, "SELECT rank, start_ns, end_ns FROM sel_steps")
+    samples = q(data.con, "SELECT rank, ts_ns, value FROM counters WHERE metric = 'mem_used'")
+    for r, row in rows.items():
+        peak = max(v for rr, t, v in samples if rr == r and any(sr == r and s <= t < e for sr, s, e in steps))
+        assert row["peak_used_gb"] == pytest.approx(peak / 1e9)
+    d, vocab, seq, layers = 768, 50304, 512, 6
+    per_block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    params = vocab * d + seq * d + layers * per_block + 2 * d + vocab * d
+    for row in rows.values():
+        assert row["sharded_params_gb"] * 1e9 == pytest.approx(4 * params / 4, rel=0.01)
+        assert row["largest_gathered_gb"] * 1e9 >= 4 * 2 * vocab * d  # the root: embedding and head
