@@ -2,6 +2,8 @@
 
     python bench/fuzz.py --seconds 600 --seed 1 --out /tmp/fuzz.json [--crashes /tmp/fuzz_crashes]
 
+Input kinds: imported traces of every format (Kineto, execution trace, ncu CSV, nsys SQLite,
+XSpace .xplane.pb) and damaged profile folders (``profile``: a crash is saved as the folder).
 Mutations and the property are tests/fuzz_inputs.py's (the CI test, tests/test_fuzz.py, runs a
 few of them). Each input is checked in a forked child (the CLI in-process there, so no
 interpreter start-up per command), which a timeout (--timeout, per input) kills. A crash (exit 1,
@@ -16,6 +18,7 @@ import argparse
 import json
 import multiprocessing as mp
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -79,28 +82,23 @@ def main() -> int:
             m = fuzz_inputs.mutant(rng, args.kind)
             work = Path(tmp) / f"w{i}"
             work.mkdir()
-            path = work / f"input{m.suffix}"
-            path.write_bytes(m.data)
+            path = m.write(work)
             imported, problems = check(path, work, args.timeout)
             tried[m.kind] += 1
             how_n[f"{m.kind}:{m.how}"] += 1
             imported_n[m.kind] += imported
             if problems:
                 saved = crashes_dir / f"crash_{i:05d}_{m.kind}{m.suffix}"
-                saved.write_bytes(m.data)
+                if m.files is None:
+                    saved.write_bytes(m.data)
+                else:  # the damaged profile folder (its unmutated seed is m.seed in tests/data)
+                    shutil.copytree(path, saved, dirs_exist_ok=True)
                 sig = problems[0].split(":")[0] + ":" + problems[0][:120]
                 signatures[sig] += 1
                 crashes.append({"input": str(saved), "kind": m.kind, "seed": m.seed, "how": m.how,
                                 "problems": problems})
                 print(f"[{time.monotonic() - t0:6.0f} s] CRASH {saved}: {problems[0][:200]}", flush=True)
-            for p in work.iterdir():
-                if p.is_dir():
-                    import shutil
-
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    p.unlink()
-            work.rmdir()
+            shutil.rmtree(work, ignore_errors=True)
             i += 1
     result = {"seconds": round(time.monotonic() - t0, 1), "seed": args.seed, "inputs_tried": sum(tried.values()),
               "tried_per_kind": dict(tried), "imported_per_kind": dict(imported_n),

@@ -9,8 +9,13 @@ a plain seeded one in the long run) and gives the bytes of a file to import:
 * Kineto JSON, structure-aware: drop, retype or duplicate fields and events, extreme values
   (1e300, -1, huge ints), hostile strings (control characters, ``<script>``, quotes);
 * nsys SQLite, structure-aware: NULL or swapped times, hostile names, dropped tables;
+* XSpace ``.xplane.pb`` (JAX/TensorFlow profiler): byte level;
 
-each written gzipped or not. :func:`check_input` runs ``dlscope import`` on it and, when that
+each written gzipped or not (XSpace files never: the profiler writes them plain). A damaged
+profile folder (kind ``profile``, seeds: small real profiles) is a mutant of its own: a Parquet
+file or ``meta.json`` truncated or with flipped bytes, a table's file deleted or emptied,
+``meta.json`` valid JSON of the wrong shape (a list, a field of the wrong type, a huge
+``format_version``), a Parquet file replaced by valid Parquet with the wrong columns or types. :func:`check_input` runs ``dlscope import`` on it and, when that
 succeeded, every command over the profile, and returns what broke the property (see
 docs/DEVELOPING.md, Errors): exit 0, or exit 2 with exactly one line on stderr; never exit 1
 or a traceback; no raw ``<script>`` in the HTML report; an exported timeline that is valid JSON.
@@ -24,6 +29,7 @@ import gzip
 import io
 import json
 import random
+import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -43,6 +49,12 @@ SEEDS: list[tuple[str, Path]] = [
     ("execution_trace", CORPUS / "execution_trace" / "benchmark_simple_add_et.json.gz"),
     ("ncu", DATA / "gpu" / "h100_ncu_gemm.csv"),
     ("nsys", DATA / "nsys" / "h100_nsys_mlp.sqlite.gz"),
+    ("xplane", DATA / "tf" / "cpu_session" / "plugins" / "profile" / "2026_11_25_02_10_03" / "vm.xplane.pb"),
+    ("xplane", DATA / "tf" / "cpu_keras" / "plugins" / "profile" / "2026_11_25_01_28_30" / "vm.xplane.pb"),
+    ("xplane", DATA / "jax" / "cpu_mlp" / "plugins" / "profile" / "2026_11_25_01_28_24" / "vm.xplane.pb"),
+    # profile folders (NAME.dlscope/), mutated file by file (mutate_profile)
+    ("profile", DATA / "advice_truth_hooks" / "mlp_baseline_default.dlscope"),
+    ("profile", DATA / "phase_gpu" / "gpt2_baseline.dlscope"),
 ]
 
 HOSTILE_STRINGS = [
@@ -69,7 +81,8 @@ def seed_bytes(path: Path) -> bytes:
 
 
 def suffix_of(kind: str) -> str:
-    return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite"}[kind]
+    return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite", "xplane": ".xplane.pb",
+            "profile": ".dlscope"}[kind]
 
 
 # ---- byte level -------------------------------------------------------------------------------
@@ -215,6 +228,132 @@ def _relax(con: sqlite3.Connection, table: str) -> None:
     con.execute(f"ALTER TABLE relaxed_tmp RENAME TO {table}")
 
 
+# ---- profile folders ---------------------------------------------------------------------------
+
+# tables a profile must hold (store.schema.TABLES less OPTIONAL_TABLES)
+REQUIRED_TABLES = ["strings", "phases", "steps", "ops", "api", "kernels", "memcpy", "memset", "sync", "counters"]
+META_FIELDS = ["format", "format_version", "dlscope_version", "source", "inputs", "command", "host", "start_ns",
+               "end_ns", "exit_code", "ranks", "world_size", "devices", "frameworks", "collectors", "dropped",
+               "clock", "batch_size", "warmup_steps", "step_window", "key_node", "notes", "table_rows", "timings_s"]
+
+
+def profile_files(folder: Path) -> dict[str, bytes]:
+    """The files of a profile folder: name -> content."""
+    return {f.name: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file()}
+
+
+def mutate_meta(doc: object, rng: random.Random) -> object:
+    """meta.json as valid JSON of the wrong shape: another top-level type, a field of the wrong
+    type or missing, a huge or odd format_version, a malformed device or collector entry."""
+    doc = copy.deepcopy(doc)
+    op = rng.choice(["toplevel", "retype", "retype", "retype", "drop", "version", "device", "collector"])
+    if op == "toplevel" or not isinstance(doc, dict):
+        return rng.choice([[], [doc], "meta", 1, None, True, {}, {"format": "dlscope"}])
+    if op == "retype":
+        for _ in range(rng.randint(1, 3)):
+            doc[rng.choice(META_FIELDS)] = _hostile_value(rng)
+    elif op == "drop":
+        doc.pop(rng.choice(META_FIELDS), None)
+    elif op == "version":
+        doc["format_version"] = rng.choice([10**30, 2**63, 2**64, 1e300, 2, 0, -1, -(2**63), 1.0, "1", None, True])
+    elif op == "device":
+        devs = doc.get("devices")
+        if isinstance(devs, list) and devs and isinstance(devs[0], dict):
+            dev = rng.choice(devs)
+            dev[rng.choice([*dev.keys(), "index", "rank", "name", "memory_total"])] = _hostile_value(rng)
+        else:
+            doc["devices"] = [_hostile_value(rng)]
+    else:
+        cols = doc.get("collectors")
+        if isinstance(cols, dict) and cols:
+            name = rng.choice(sorted(cols))
+            cols[name] = rng.choice([_hostile_value(rng), {"status": _hostile_value(rng)},
+                                     {"status": "ok", "settings": _hostile_value(rng)}, {"nostatus": 1}])
+        else:
+            doc["collectors"] = _hostile_value(rng)
+    return doc
+
+
+def _wrong_parquet(data: bytes, rng: random.Random) -> bytes:
+    """Valid Parquet with the wrong columns or types: a column dropped, renamed, retyped (to text,
+    float, bool or a narrower integer) or all NULL, no rows, or another table's columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(io.BytesIO(data))
+    op = rng.choice(["drop", "rename", "retype", "retype", "nulls", "empty", "foreign"])
+    if op == "foreign" or t.num_columns == 0:
+        t = pa.table({"x": pa.array([1, 2, 3]), "name": pa.array(["a", "b", None])})
+    else:
+        i = rng.randrange(t.num_columns)
+        field = t.schema.field(i)
+        if op == "drop":
+            t = t.remove_column(i)
+        elif op == "rename":
+            t = t.rename_columns([("renamed_" + n if k == i else n) for k, n in enumerate(t.column_names)])
+        elif op == "retype":
+            to = rng.choice([pa.string(), pa.float64(), pa.bool_(), pa.int8(), pa.int16(), pa.uint64(),
+                             pa.list_(pa.int64()), pa.timestamp("ns")])
+            col = t.column(i)
+            try:
+                new = pc.cast(col, to, safe=False)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                new = pa.nulls(len(col), to)
+            t = t.set_column(i, pa.field(field.name, to), new)
+        elif op == "nulls":
+            t = t.set_column(i, pa.field(field.name, field.type, nullable=True), pa.nulls(t.num_rows, field.type))
+        else:
+            t = t.slice(0, 0)
+    out = io.BytesIO()
+    pq.write_table(t, out)
+    return out.getvalue()
+
+
+def mutate_profile(files: dict[str, bytes], rng: random.Random) -> tuple[dict[str, bytes], str]:
+    """One or two file-level edits of a profile folder: (the files, what was done)."""
+    files = dict(files)
+    done = []
+    for _ in range(rng.randint(1, 2)):
+        parquet = sorted(n for n in files if n.endswith(".parquet"))
+        op = rng.choice(["parquet_bytes", "parquet_bytes", "parquet_truncate", "meta_bytes", "meta_shape",
+                         "meta_shape", "delete_table", "empty_file", "wrong_parquet", "wrong_parquet"])
+        if op in ("parquet_bytes", "parquet_truncate", "delete_table", "wrong_parquet") and not parquet:
+            op = "meta_shape"
+        if op == "parquet_bytes":
+            name = rng.choice(parquet)
+            files[name] = mutate_bytes(files[name], rng)
+        elif op == "parquet_truncate":
+            name = rng.choice(parquet)
+            files[name] = files[name][: rng.randrange(len(files[name]) or 1)]
+        elif op == "meta_bytes" and "meta.json" in files:
+            name = "meta.json"
+            files[name] = mutate_bytes(files[name], rng)
+        elif op == "meta_shape" and "meta.json" in files:
+            name = "meta.json"
+            try:
+                doc = json.loads(files[name])
+            except ValueError:
+                doc = {}
+            files[name] = json.dumps(mutate_meta(doc, rng)).encode()
+        elif op == "delete_table":
+            name = rng.choice([n for n in parquet if n.split(".")[0] in REQUIRED_TABLES] or parquet)
+            del files[name]
+        elif op == "empty_file":
+            name = rng.choice([*parquet, "meta.json"])
+            files[name] = b""
+        elif op == "wrong_parquet":
+            name = rng.choice(parquet)
+            try:
+                files[name] = _wrong_parquet(files[name], rng)
+            except Exception:  # an earlier edit damaged it: leave it so
+                pass
+        else:
+            continue
+        done.append(f"{op}:{name}")
+    return files, ",".join(done) or "none"
+
+
 # ---- one mutated input --------------------------------------------------------------------------
 
 @dataclass
@@ -224,6 +363,21 @@ class Mutant:
     how: str  # "bytes", "structure" or "structure+bytes", and "+gz" when gzipped
     data: bytes
     suffix: str
+    files: dict[str, bytes] | None = None  # a profile folder (kind "profile"): file name -> content
+
+    def write(self, folder: Path) -> Path:
+        """Write the input into ``folder``: a file ``input<suffix>``, or for a profile the folder
+        ``input.dlscope`` beside the unmutated seed ``seed.dlscope`` (for diff and check)."""
+        if self.files is None:
+            path = folder / f"input{self.suffix}"
+            path.write_bytes(self.data)
+            return path
+        path = folder / "input.dlscope"
+        path.mkdir()
+        for name, content in self.files.items():
+            (path / name).write_bytes(content)
+        shutil.copytree(next(p for k, p in SEEDS if k == "profile" and p.name == self.seed), folder / "seed.dlscope")
+        return path
 
 
 _PARSED: dict[Path, object] = {}
@@ -240,6 +394,9 @@ def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
     """A mutated input of ``kind`` (any kind if None) from a seed chosen by ``rng``."""
     seeds = [s for s in SEEDS if kind is None or s[0] == kind]
     k, path = rng.choice(seeds)
+    if k == "profile":
+        files, how = mutate_profile(profile_files(path), rng)
+        return Mutant(k, path.name, how, b"", ".dlscope", files)
     data = _raw(path)
     how = "bytes"
     if k == "kineto" and rng.random() < 0.75:
@@ -257,7 +414,7 @@ def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
     else:
         data = mutate_bytes(data, rng, [_raw(p) for _, p in SEEDS[:3]])
     suffix = suffix_of(k)
-    if rng.random() < 0.3:
+    if k != "xplane" and rng.random() < 0.3:
         data = gzip.compress(data, compresslevel=1)
         suffix += ".gz"
         how += "+gz"
@@ -298,8 +455,30 @@ def commands(profile: Path, work: Path) -> list[list[str]]:
             ["sql", p, "select count(*) from kernels"]]
 
 
+def profile_commands(profile: Path, work: Path, seed: Path) -> list[list[str]]:
+    """Every command over a (damaged) profile: :func:`commands`, and the comparisons with the
+    unmutated ``seed`` (diff both ways, check against itself and against the seed, merge)."""
+    p, s = str(profile), str(seed)
+    return [*commands(profile, work), ["diff", s, p, "--format", "json"], ["diff", p, s, "--no-advice"],
+            ["check", p, "--baseline", p, "--metric", "step_p50,step_p95,throughput,mem_peak"],
+            ["check", p, "--baseline", s, "--max-regression", "999999%"],
+            ["merge", p, s, "-o", str(work / "merged.dlscope"), "-f"]]
+
+
 def check_input(path: Path, work: Path, run: Runner = run_in_process) -> tuple[bool, list[str]]:
-    """Import ``path`` and run every command over the profile: (imported, problems)."""
+    """Import ``path`` and run every command over the profile: (imported, problems). A profile
+    folder (``*.dlscope``, with the unmutated ``seed.dlscope`` beside it) is not imported: every
+    command runs over it as it is, and "imported" means that ``summary`` opened it."""
+    if path.is_dir() and path.suffix == ".dlscope":
+        problems = []
+        opened = False
+        for args in profile_commands(path, work, path.parent / "seed.dlscope"):
+            code, _, err = run(args)
+            opened |= args[0] == "summary" and code == 0
+            problem = _outcome_problem(" ".join(a if "/" not in a else Path(a).name for a in args[:3]), code, err)
+            if problem:
+                problems.append(problem)
+        return opened, problems
     profile = work / "p.dlscope"
     code, _, err = run(["import", str(path), "-o", str(profile), "-f"])
     problems = [p for p in [_outcome_problem("import", code, err)] if p]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -233,6 +234,156 @@ def test_fuzz_kineto(cli, rng):
 
 
 @settings(FUZZ, max_examples=10)
-@given(rng=st.randoms(use_true_random=False), kind=st.sampled_from(["execution_trace", "ncu", "nsys"]))
+@given(rng=st.randoms(use_true_random=False), kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane"]))
 def test_fuzz_other_formats(cli, rng, kind):
     _fuzz_one(cli, rng, kind)
+
+
+# ---- damaged profiles and XSpace files (issue 25) ------------------------------------------------
+
+MLP_PROFILE = DATA / "advice_truth_hooks" / "mlp_baseline_default.dlscope"
+
+
+def _damaged_copy(tmp_path: Path) -> Path:
+    prof = tmp_path / "p.dlscope"
+    shutil.copytree(MLP_PROFILE, prof)
+    return prof
+
+
+def _every_command_refuses(cli, prof: Path, tmp_path: Path, expect: str) -> None:
+    work = tmp_path / "w"
+    work.mkdir(exist_ok=True)
+    for args in fuzz_inputs.profile_commands(prof, work, MLP_PROFILE):
+        r = cli(*args)
+        assert r.code == 2, (args[0], r.code, r.err)
+        assert_one_line_error(r.err)
+        if args[0] != "merge":
+            assert expect in r.err, (args[0], r.err)
+
+
+def _flip_in_data_pages(f: Path) -> None:
+    """Flip bytes inside the first column chunk's compressed pages, leaving the footer intact."""
+    md = pq.read_metadata(f)
+    col = md.row_group(0).column(0)
+    start = col.dictionary_page_offset or col.data_page_offset
+    b = bytearray(f.read_bytes())
+    for k in range(start + 20, start + col.total_compressed_size - 1, 3):
+        b[k] ^= 0x5A
+    f.write_bytes(bytes(b))
+
+
+def test_a_table_file_damaged_past_its_footer_is_one_line_for_every_command(cli, tmp_path):
+    """Found by the fuzzer: open_profile checks the footer only, and DuckDB then failed on the
+    pages (ZSTD decompression failure, TProtocolException) in summary, the report, the export's
+    streaming read... (exit 1). Every command now names the file, exit 2."""
+    prof = _damaged_copy(tmp_path)
+    _flip_in_data_pages(prof / "ops.parquet")
+    pq.read_metadata(prof / "ops.parquet")  # the footer still reads
+    _every_command_refuses(cli, prof, tmp_path, "ops.parquet: corrupt or truncated table file")
+
+
+@pytest.mark.parametrize(("field", "value", "expect"), [
+    ("inputs", [1, 2], "inputs is [1, 2], not list[str]"),
+    ("dropped", "abc", 'dropped is "abc", not dict[int]'),
+    ("collectors", {"nvml": {"status": ["ok"]}}, 'collectors.nvml.status is ["ok"], not str'),
+])
+def test_meta_json_with_a_field_of_the_wrong_type_is_refused(cli, tmp_path, field, value, expect):
+    """Found by the fuzzer: meta.json's fields were taken as they came, and a list of numbers for
+    ``inputs`` or a string for ``dropped`` broke the report halfway (TypeError, AttributeError)."""
+    prof = _damaged_copy(tmp_path)
+    meta = json.loads((prof / "meta.json").read_text())
+    meta[field] = value
+    (prof / "meta.json").write_text(json.dumps(meta))
+    _every_command_refuses(cli, prof, tmp_path, f"corrupt meta.json ({expect}")
+
+
+def test_a_device_entry_of_the_wrong_types_is_left_out_not_a_crash(cli, tmp_path):
+    """Found by the fuzzer: a device whose index or memory was text (a damaged meta.json, a
+    trace's deviceProperties) broke summary (int('...'), exit 1). Those keys are left out."""
+    prof = _damaged_copy(tmp_path)
+    meta = json.loads((prof / "meta.json").read_text())
+    meta["devices"] = [{"rank": 0, "index": "back\\slash", "name": ["x"], "memory_bytes": "lots", "sms": None},
+                       "not a device"]
+    (prof / "meta.json").write_text(json.dumps(meta))
+    work = tmp_path / "w"
+    work.mkdir()
+    for args in fuzz_inputs.commands(prof, work):
+        if args[0] in ("summary", "report", "export"):  # those that show the devices
+            r = cli(*args)
+            assert r.code == 0, (args[0], r.err)
+    from dlscope.store.meta import load_meta
+
+    assert load_meta(prof / "meta.json").devices == [{"rank": 0, "sms": None}]
+
+
+def test_a_table_file_of_the_wrong_column_type_is_refused(cli, tmp_path):
+    """A Parquet file with the right column names but a text time: refused when the profile
+    opens, naming the column (DuckDB failed in the analysis' arithmetic, exit 1). A narrower
+    integer reads as the schema's type."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "kernels.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("end_ns")
+    pq.write_table(t.set_column(i, pa.field("end_ns", pa.string()), t.column(i).cast(pa.string())), f)
+    _every_command_refuses(cli, prof, tmp_path, "column end_ns of table kernels is string, not int64")
+    # a narrower integer is not damage: the view casts it
+    t = pq.read_table(MLP_PROFILE / "steps.parquet")
+    i = t.schema.get_field_index("step")
+    pq.write_table(t, prof / "steps.parquet")
+    pq.write_table(pq.read_table(MLP_PROFILE / "kernels.parquet"), f)
+    t = t.set_column(i, pa.field("step", pa.int16()), t.column(i).cast(pa.int16()))
+    pq.write_table(t, prof / "steps.parquet")
+    q = "select typeof(step) as t, sum(step)::BIGINT as s from steps group by 1"
+    r = cli("sql", prof, q, "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"t": "INTEGER", "s": sum(t.column(i).to_pylist())}]
+    assert cli("summary", prof).code == 0
+
+
+def test_an_xplane_field_of_the_wrong_wire_type_is_one_line(cli, tmp_path):
+    """Found by the fuzzer: a flipped byte turned a text field of an XSpace into a number, and the
+    reader called .decode on an int (AttributeError, exit 1). A field of the wrong wire type is
+    now corrupt input."""
+    from dlscope.importers.xplane_pb import parse_xspace
+
+    from . import xspace_writer as xw
+
+    stat_as_number = xw._bytes(5, xw._int(1, 7) + xw._int(2, 3))  # stat metadata whose name (2) is a varint
+    space = xw._bytes(1, xw._bytes(2, b"/host:CPU") + stat_as_number)
+    with pytest.raises(ValueError, match="wrong wire type"):
+        parse_xspace(space)
+    trace = tmp_path / "vm.xplane.pb"
+    trace.write_bytes(space)
+    r = cli("import", trace, "-o", tmp_path / "p.dlscope")
+    assert r.code == 2
+    assert_one_line_error(r.err)
+
+
+@settings(FUZZ, max_examples=4)
+@given(rng=st.randoms(use_true_random=False))
+def test_fuzz_damaged_profiles(cli, rng):
+    m = fuzz_inputs.mutant(rng, "profile")
+    with tempfile.TemporaryDirectory(prefix="dlscope-fuzz-") as d:
+        work = Path(d) / "w"
+        work.mkdir()
+        _, problems = fuzz_inputs.check_input(m.write(Path(d)), work, _runner(cli))
+    assert problems == [], f"profile {m.seed} ({m.how}): {problems}"
+
+
+def test_a_profile_whose_kernels_table_is_empty_runs_every_command(cli, tmp_path):
+    """Found by the fuzzer: runtime launches but no kernel (the kernels table emptied). The
+    launch_bound rule divided a NULL median, and the replay's union of GPU work took its column
+    names from the copies' part (BinderException in summary and advise --what-if, exit 1)."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "kernels.parquet"
+    t = pq.read_table(f)
+    pq.write_table(t.slice(0, 0), f)
+    work = tmp_path / "w"
+    work.mkdir()
+    for args in fuzz_inputs.profile_commands(prof, work, MLP_PROFILE):
+        r = cli(*args)
+        assert r.code in (0, 2), (args[0], r.code, r.err)
+        if r.code == 2:
+            assert_one_line_error(r.err)
+    r = cli("advise", prof, "--what-if")
+    assert r.code == 0, r.err

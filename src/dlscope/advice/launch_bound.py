@@ -52,6 +52,8 @@ class LaunchBound(Rule):
         k = d.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS per_step, median(k.end_ns - k.start_ns) AS med_ns,
                               count(*) FILTER (WHERE k.end_ns - k.start_ns < {launch_ns})::DOUBLE / count(*) AS short
                        FROM kernels k {ctx.in_windows('k')}""")[0]
+        if k["med_ns"] is None:  # no kernel in the windows (a damaged profile): nothing launched to judge
+            return None
         rows = _top_ops(ctx, launch_ns)
         per = self.per_step_phrase(ctx)
         text = (f"the GPU waited {ms(saving)} {per} ({pct(p)}) for the host to launch work; "

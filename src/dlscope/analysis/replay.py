@@ -109,11 +109,16 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
                                                      regexp_matches(lower(name), '{LAYOUT_RE}') AS layout
                                               FROM {kernel_names(data)}) n ON n.name_id = k.name_id {comms}""")
     if data.has("memcpy"):
-        parts.append("""SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, copy_kind = 'HtoD', bytes,
-                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')), copy_kind = 'DtoH', FALSE
+        parts.append("""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout,
+                               copy_kind = 'HtoD' AS h2d, bytes,
+                               'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')) AS pageable,
+                               copy_kind = 'DtoH' AS d2h, FALSE AS small_comm
                         FROM memcpy""")
     if data.has("memset"):
-        parts.append("SELECT rank, correlation_id, end_ns - start_ns, NULL, FALSE, FALSE, 0, FALSE, FALSE, FALSE FROM memset")
+        # every part names its columns: the union takes the first part's names, and the kernels'
+        # part may be missing (a profile without kernels)
+        parts.append("""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
+                               0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm FROM memset""")
     return " UNION ALL ".join(parts) if parts else None
 
 

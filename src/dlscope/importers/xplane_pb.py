@@ -7,7 +7,8 @@ metadata maps. Only the fields dlscope reads are decoded (field numbers from TSL
 ``xplane.proto``); unknown fields are skipped, as protobuf readers do, so newer writers still
 read. Event times are absolute: line ``timestamp_ns`` plus event ``offset_ps``.
 
-Corrupt input raises :class:`ValueError` with a short reason.
+Corrupt input raises :class:`ValueError` with a short reason, a field of the wrong wire type
+included (a number where a message or text belongs, or the reverse).
 """
 
 from __future__ import annotations
@@ -34,13 +35,24 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _signed(v: int) -> int:
+def _num(v: Any) -> int:
+    """A varint field's value; ValueError for a field of another wire type."""
+    if not isinstance(v, int):
+        raise ValueError("a number field of the wrong wire type")
+    return v
+
+
+def _signed(v: Any) -> int:
+    v = _num(v)
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def fields(buf: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, value) of one message: ints for varints and fixed, bytes for
-    length-delimited fields."""
+    length-delimited fields. ValueError where ``buf`` is a number (a field that should hold a
+    message, of the wrong wire type)."""
+    if not isinstance(buf, bytes):
+        raise ValueError("a message field of the wrong wire type")
     out = []
     i, n = 0, len(buf)
     while i < n:
@@ -96,7 +108,9 @@ class Plane:
     blobs: dict[str, bytes] = field(default_factory=dict)
 
 
-def _text(b: bytes) -> str:
+def _text(b: Any) -> str:
+    if not isinstance(b, bytes):
+        raise ValueError("a text field of the wrong wire type")
     return b.decode("utf-8", "replace")
 
 
@@ -104,19 +118,21 @@ def _stat(buf: bytes, stat_names: dict[int, str]) -> tuple[str, Any]:
     mid, value = 0, None
     for num, wt, v in fields(buf):
         if num == 1:
-            mid = v
+            mid = _num(v)
         elif num == 2 and wt == 1:
             value = _DOUBLE.unpack(v)[0]
         elif num == 3:
-            value = v
+            value = _num(v)
         elif num == 4:
             value = _signed(v)
         elif num == 5:
             value = _text(v)
         elif num == 6:
-            value = bytes(v)
+            if not isinstance(v, bytes):  # bytes(n) of a number would allocate n bytes
+                raise ValueError("a bytes field of the wrong wire type")
+            value = v
         elif num == 7:  # a reference to a stat metadata entry whose name is the value
-            value = stat_names.get(v, "")
+            value = stat_names.get(_num(v), "")
     return stat_names.get(mid, str(mid)), value
 
 
@@ -124,7 +140,7 @@ def _metadata_map(buf: bytes) -> tuple[int, bytes]:
     key, value = 0, b""
     for num, _, v in fields(buf):
         if num == 1:
-            key = v
+            key = _num(v)
         elif num == 2:
             value = v
     return key, value
@@ -194,7 +210,7 @@ def _line(buf: bytes, event_md: dict[int, tuple[str, str, list[bytes]]], md_stat
         stats: dict[str, Any] = {}
         for num, _, v in fields(ev):
             if num == 1:
-                mid = v
+                mid = _num(v)
             elif num == 2:
                 offset_ps = _signed(v)
             elif num == 3:

@@ -73,7 +73,11 @@ class Meta:
 
     def add_device(self, device: dict[str, Any]) -> None:
         """Add a GPU's description, merged with what another source said of the same GPU (same
-        rank and index: PyTorch's device properties and NVML describe the same card)."""
+        rank and index: PyTorch's device properties and NVML describe the same card). A key the
+        commands read whose value has the wrong type (a trace's ``"id": "abc"``, a damaged
+        meta.json) is left out, as if the source had not said it."""
+        device = {k: v for k, v in device.items() if k not in DEVICE_TYPES or _is(v, DEVICE_TYPES[k])
+                  or (k == "compute_capability" and _is(v, "float"))}
         key = (device.get("rank", 0) or 0, device.get("index"))
         for d in self.devices:
             if (d.get("rank", 0) or 0, d.get("index")) == key and key[1] is not None:
@@ -106,7 +110,71 @@ def load_meta(path: Path) -> Meta:
             f"{path.parent}: written in profile format {version}, this dlscope reads up to "
             f"{FORMAT_VERSION}; upgrade dlscope"
         )
+    problem = shape_problem(raw)
+    if problem:
+        raise ProfileFormatError(f"{path}: corrupt meta.json ({problem})")
     try:
         return Meta.from_dict(raw)
     except (TypeError, ValueError, AttributeError) as e:
         raise ProfileFormatError(f"{path}: corrupt meta.json ({e})") from None
+
+
+# ---- the shape of meta.json ---------------------------------------------------------------------
+# Every field's JSON type, checked before the commands read it (a list where a dict belongs would
+# otherwise break a report halfway). "int" excludes booleans and is within int64; "float" takes ints.
+
+_INT64 = (-(2**63), 2**63)
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind.endswith("?"):
+        return value is None or _is(value, kind[:-1])
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool) and _INT64[0] <= value < _INT64[1]
+    if kind == "float":
+        return _is(value, "int") or (isinstance(value, float) and value == value and abs(value) != float("inf"))
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind.startswith("list[") and kind.endswith("]"):
+        return isinstance(value, list) and all(_is(v, kind[5:-1]) for v in value)
+    if kind.startswith("dict[") and kind.endswith("]"):
+        return isinstance(value, dict) and all(_is(v, kind[5:-1]) for v in value.values())
+    raise AssertionError(kind)
+
+
+FIELD_TYPES: dict[str, str] = {
+    "format": "str", "format_version": "int", "dlscope_version": "str", "source": "str", "inputs": "list[str]",
+    "command": "list[str]?", "host": "str", "start_ns": "int?", "end_ns": "int?", "exit_code": "int?",
+    "ranks": "list[int]", "world_size": "int?", "devices": "list", "frameworks": "dict[str]",
+    "collectors": "dict[dict]", "dropped": "dict[int]", "clock": "dict", "batch_size": "float?", "warmup_steps": "int",
+    "step_window": "list[int?]?", "key_node": "str?", "notes": "list[str]", "table_rows": "dict[int]",
+    "timings_s": "dict[float]",
+}
+# the keys of a device (Meta.add_device leaves out those of the wrong type) and of a collector
+# that the commands read, and their types
+DEVICE_TYPES = {"rank": "int?", "index": "int?", "nvml_index": "int?", "name": "str?", "memory_bytes": "int?",
+                "sms": "int?", "compute_capability": "str?"}
+COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
+
+
+def shape_problem(raw: dict[str, Any]) -> str | None:
+    """What is wrong with the JSON types of ``meta.json``'s fields (None: nothing)."""
+    def wrong(name: str, value: Any, kind: str) -> str:
+        return f"{name} is {json.dumps(value)[:40]}, not {kind.replace('?', ' or null')}"
+
+    for name, kind in FIELD_TYPES.items():
+        if name in raw and not _is(raw[name], kind):
+            return wrong(name, raw[name], kind)
+    for name, col in (raw.get("collectors") or {}).items():
+        for key, kind in COLLECTOR_TYPES.items():
+            if key in col and not _is(col[key], kind):
+                return wrong(f"collectors.{name}.{key}", col[key], kind)
+        if "status" not in col:
+            return f"collectors.{name} has no status"
+    return None

@@ -1,18 +1,22 @@
 """Opening a profile and querying it with DuckDB.
 
 :func:`open_profile` validates a finished profile (``meta.json`` plus every table's Parquet
-footer) and never executes anything from it. :func:`attach` makes one DuckDB view per table;
-the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
+footer: its columns and their types) and never executes anything from it. A table file damaged
+past its footer is found when DuckDB first reads it (:func:`attach`, then the analysis' first
+read of every table): the same one-line :class:`ProfileFormatError` (:func:`corrupt_table`).
+:func:`attach` makes one DuckDB view per table; the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
 ...), so ``select name, count(*) from kernels group by 1`` works as a user would expect. The raw
 tables stay reachable as ``raw_<table>``, the decoded ones as stored as ``dec_<table>``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError, ProfileFormatError
@@ -31,6 +35,9 @@ class StoredProfile:
     meta: Meta
     files: dict[str, list[Path]] = field(default_factory=dict)
     absent_columns: dict[str, set[str]] = field(default_factory=dict)  # optional columns the files predate
+    # columns stored as a narrower signed integer than the schema's, cast by the views
+    narrow_columns: dict[str, set[str]] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)  # rows stored per table, from the files' footers
 
     @property
     def name(self) -> str:
@@ -69,8 +76,43 @@ def open_profile(path: str | Path) -> StoredProfile:
                 missing -= optional
             if missing:
                 raise ProfileFormatError(f"{f}: table {spec.name} lacks columns {sorted(missing)}")
+            try:
+                stored = md.schema.to_arrow_schema()
+            except Exception as e:  # a damaged Arrow schema in the footer's metadata
+                raise ProfileFormatError(f"{f}: corrupt table file ({e.__class__.__name__})") from None
+            for col in spec.columns:
+                if col.name not in stored.names:
+                    continue
+                fit = _type_fit(stored.field(col.name).type, col.type)
+                if fit is None:
+                    raise ProfileFormatError(f"{f}: column {col.name} of table {spec.name} is "
+                                             f"{stored.field(col.name).type}, not {col.dtype}")
+                if fit == "narrow":
+                    prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
         prof.files[spec.name] = files
+        prof.rows[spec.name] = sum(pq.read_metadata(f).num_rows for f in files)
     return prof
+
+
+def _type_fit(stored: pa.DataType, want: pa.DataType) -> str | None:
+    """How a column stored as ``stored`` reads as ``want``: "same" (dictionary encoding and large
+    strings included), "narrow" (a narrower signed integer, cast losslessly), None (it does not)."""
+    if pa.types.is_dictionary(stored):
+        stored = stored.value_type
+    if stored == want or (pa.types.is_large_string(stored) and pa.types.is_string(want)):
+        return "same"
+    if pa.types.is_signed_integer(stored) and pa.types.is_signed_integer(want) and stored.bit_width < want.bit_width:
+        return "narrow"
+    return None
+
+
+def corrupt_table(profile: StoredProfile, table: str, error: Exception) -> ProfileFormatError:
+    """The one-line error for ``table``'s file(s) that DuckDB failed to read (``error``)."""
+    files = profile.files.get(table) or []
+    where = files[0] if len(files) == 1 else f"{profile.path} (table {table})"
+    reason = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
+    reason = re.sub(r'Failed to read file "[^"]*": ', "", reason)
+    return ProfileFormatError(f"{where}: corrupt or truncated table file ({reason[:120]})")
 
 
 def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
@@ -78,24 +120,28 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None)
     con = con or db.connect()
     for spec in TABLES:
         absent = profile.absent_columns.get(spec.name, set())
-        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in absent else f'"{c.name}"'
-                         for c in spec.columns)
+        narrow = profile.narrow_columns.get(spec.name, set())
+        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in absent
+                         else f'CAST("{c.name}" AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in narrow
+                         else f'"{c.name}"' for c in spec.columns)
         if profile.files[spec.name]:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
-            # rows without their times (a profile written before the builder refused them) would
-            # trip every analysis: they are not read
-            timed = [c.name for c in spec.columns if c.name in TIME_COLUMNS and not c.nullable
-                     and c.name not in absent]
-            if timed:
-                src += " WHERE " + " AND ".join(f'"{c}" IS NOT NULL' for c in timed)
+            # rows with NULL in a column the schema requires (times in a profile written before the
+            # builder refused them, a damaged file's rank) would trip every analysis: not read
+            required = [c.name for c in spec.columns if not c.nullable and c.name not in absent]
+            if required:
+                src += " WHERE " + " AND ".join(f'"{c}" IS NOT NULL' for c in required)
         else:  # a table this profile predates (see schema.OPTIONAL_TABLES)
             src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
                 + " WHERE FALSE"
-        if spec.name == "strings":
-            con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
-            continue
-        con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
+        try:
+            if spec.name == "strings":
+                con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
+                continue
+            con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
+        except duckdb.Error as e:  # a file damaged past the footer pyarrow read
+            raise corrupt_table(profile, spec.name, e) from None
         decoded = decoded_sql(spec.name)
         # dec_<table> stays as stored; <table> is what queries use (analysis may redefine it,
         # e.g. with steps re-derived from a key node)
