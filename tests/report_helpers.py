@@ -15,7 +15,7 @@ from dlscope.importers.run import import_files
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 
-from .conftest import DATA, SHARED, SHARED_CORPUS
+from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO, SHARED, SHARED_CORPUS
 
 T0 = 1_700_000_000_000_000_000  # epoch origin of the hand-made profiles
 US = 1_000
@@ -25,6 +25,24 @@ TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
 def shared_root() -> Path | None:
     """The project's shared/ directory where it is here (beside the clone or the worktrees)."""
     return SHARED if SHARED_CORPUS.is_dir() else None
+
+
+def hta_entry_id(e: dict) -> str:
+    """The test id of an entry of an HTA reference file (tests/data/hta/*.json)."""
+    return f"{e['path']}{' (last step included)' if e['include_last_profiler_step'] else ''}"
+
+
+def hta_entry_source(e: dict) -> Path | None:
+    """Where an HTA reference entry's trace is here: in the repository, in shared/ beside the
+    clone, or (without shared/) in the corpus folders bundled whole (HTA's numbers are for whole
+    traces); None when it is not here."""
+    if e["location"] == "repo":
+        return REPO / e["path"]
+    root = shared_root()
+    if root:
+        return root / e["path"]
+    rel = e["path"].removeprefix("corpus/hta/")
+    return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
 
 def fixture_path(name: str) -> Path:

@@ -17,15 +17,12 @@ from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
 from dlscope.analysis.context import ProfileData, Selection
 
 from .conftest import CORPUS, DATA, q, run_dlscope
-from .report_helpers import US, hta_selection, imported, make_profile, shared_root
+from .report_helpers import US, hta_entry_id, hta_selection, imported, make_profile, shared_root
 
 REFERENCE = json.loads((DATA / "hta" / "comm_comp_overlap.json").read_text())
 # The acceptance bar is 1 percentage point; at full timestamp resolution the two agree to 0.01.
 TOLERANCE_PP = 0.05
 
-
-def _entry_id(e: dict) -> str:
-    return f"{e['path']}{' (last step included)' if e['include_last_profiler_step'] else ''}"
 
 
 def _source(e: dict) -> Path | None:
@@ -37,7 +34,7 @@ def _source(e: dict) -> Path | None:
 
 
 
-@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=_entry_id)
+@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
 def test_overlap_agrees_with_hta(entry, tmp_path_factory):
     src = _source(entry)
     if src is None or not src.exists():

@@ -9,15 +9,21 @@ ProfilerStep unless ``include_last_profiler_step``; the same steps are selected 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from dlscope.analysis import gpu_time_breakdown
 from dlscope.analysis.context import ProfileData, Selection
 
-from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO
-from .report_helpers import US, hta_selection, imported, make_profile, shared_root
+from .conftest import DATA
+from .report_helpers import (
+    US,
+    hta_entry_id,
+    hta_entry_source,
+    hta_selection,
+    imported,
+    make_profile,
+)
 
 REFERENCE = json.loads((DATA / "hta" / "temporal_breakdown.json").read_text())
 # The acceptance bar is 1 percentage point; at full timestamp resolution the two agree to 0.01, so
@@ -32,26 +38,14 @@ KNOWN_DIFFERENCES = {
 }
 
 
-def _entry_id(e: dict) -> str:
-    return f"{e['path']}{' (last step included)' if e['include_last_profiler_step'] else ''}"
-
-
-def _source(e: dict) -> Path | None:
-    if e["location"] == "repo":
-        return REPO / e["path"]
-    root = shared_root()
-    if root:
-        return root / e["path"]
-    # without shared/, the corpus folders bundled whole (HTA's numbers are for whole traces)
-    rel = e["path"].removeprefix("corpus/hta/")
-    return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
 
 
 
-@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=_entry_id)
+
+@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
 def test_agrees_with_hta_temporal_breakdown(entry, tmp_path_factory):
-    src = _source(entry)
+    src = hta_entry_source(entry)
     if src is None or not src.exists():
         pytest.skip(f"{entry['path']} is not here (shared/ beside the clone)")
     path = imported(src, tmp_path_factory)

@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from dlscope.analysis import idle_breakdown_hta
 from dlscope.analysis.context import ProfileData
 
-from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO
-from .report_helpers import US, hta_selection, imported, make_profile, shared_root
+from .conftest import DATA
+from .report_helpers import (
+    US,
+    hta_entry_id,
+    hta_entry_source,
+    hta_selection,
+    imported,
+    make_profile,
+)
 
 REFERENCE = json.loads((DATA / "hta" / "idle_time_breakdown.json").read_text())
 # HTA rounds its frame to two decimals (BreakdownAnalysis.get_idle_time_breakdown ends in
@@ -44,23 +50,12 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, float]] = {
 EXTRA_STREAMS = {"corpus/hta/mtia_trace_single_rank": {(0, 801)}}
 
 
-def _entry_id(e: dict) -> str:
-    return f"{e['path']}{' (last step included)' if e['include_last_profiler_step'] else ''}"
 
 
-def _source(e: dict) -> Path | None:
-    if e["location"] == "repo":
-        return REPO / e["path"]
-    root = shared_root()
-    if root:
-        return root / e["path"]
-    rel = e["path"].removeprefix("corpus/hta/")
-    return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
-
-@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=_entry_id)
+@pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
 def test_agrees_with_hta_idle_time_breakdown(entry, tmp_path_factory):
-    src = _source(entry)
+    src = hta_entry_source(entry)
     if src is None or not src.exists():
         pytest.skip(f"{entry['path']} is not here (shared/ beside the clone)")
     path = imported(src, tmp_path_factory)

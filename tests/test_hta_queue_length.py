@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,15 @@ from dlscope.analysis import queue_length
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.gpu_work import gpu_work_sql
 
-from .conftest import CORPUS, CUT_IN_BUNDLE, DATA, REPO
-from .report_helpers import US, hta_selection, imported, make_profile, shared_root
+from .conftest import DATA
+from .report_helpers import (
+    US,
+    hta_entry_id,
+    hta_entry_source,
+    hta_selection,
+    imported,
+    make_profile,
+)
 
 REFERENCE = json.loads((DATA / "hta" / "queue_length.json").read_text())
 # HTA works in the trace's microseconds (float where the trace has ns resolution), dlscope in
@@ -37,9 +43,6 @@ REL = 1e-9
 KNOWN_DIFFERENCES = {"corpus/hta/ns_resolution_trace": ("unexplained: one value of 9,752 differs by 2", 1)}
 
 
-def _entry_id(e: dict) -> str:
-    return f"{e['path']}{' (last step included)' if e['include_last_profiler_step'] else ''}"
-
 
 # Entries that do not yet agree within the bounds above (work in progress, issue 23): marked, not
 # hidden; each is listed with what differs in the helper's report.
@@ -51,23 +54,15 @@ OPEN_BLOCKED = {"corpus/hta/critical_path/cuda_event_sync_multi_stream"}
 
 
 def _params(open_paths: set[str]) -> list:
-    return [pytest.param(e, id=_entry_id(e), marks=pytest.mark.xfail(
+    return [pytest.param(e, id=hta_entry_id(e), marks=pytest.mark.xfail(
                 reason="differs from HTA beyond the tie bound; not yet explained (issue 23)", strict=True))
-            if e["path"] in open_paths else pytest.param(e, id=_entry_id(e)) for e in REFERENCE["entries"]]
+            if e["path"] in open_paths else pytest.param(e, id=hta_entry_id(e)) for e in REFERENCE["entries"]]
 
 
-def _source(e: dict) -> Path | None:
-    if e["location"] == "repo":
-        return REPO / e["path"]
-    root = shared_root()
-    if root:
-        return root / e["path"]
-    rel = e["path"].removeprefix("corpus/hta/")
-    return CORPUS / rel if rel != e["path"] and not rel.startswith(CUT_IN_BUNDLE) else None
 
 
 def _open(entry, tmp_path_factory) -> ProfileData:
-    src = _source(entry)
+    src = hta_entry_source(entry)
     if src is None or not src.exists():
         pytest.skip(f"{entry['path']} is not here (shared/ beside the clone)")
     path = imported(src, tmp_path_factory)

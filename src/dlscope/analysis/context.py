@@ -68,10 +68,8 @@ class ProfileData:
         self._shared: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
-        if statistics:  # the analysis commands; an export reads every row once, streaming
-            self._load_in_memory()
-        else:
-            self._verify_files()
+        if statistics:  # the analysis commands; an export reads every row once, streaming (and
+            self._load_in_memory()  # turns a damaged file into one line itself: cli/export.py)
         if self.selection.key_node:
             from .iterations import apply_key_node
 

@@ -14,7 +14,7 @@ from .nsys_conventions import (
     MEMORY_LABELS,
     MEMSET_NAME,
     AnyOfReport,
-    in_selection,
+    gpu_in_selection,
     label_sql,
     megabytes,
     memcpy_name_sql,
@@ -52,19 +52,19 @@ def compute(data: ProfileData) -> ReportResult:
         kcols = ", ".join(f"k.{c}" for c in _KERNEL_ONLY)
         parts.append(f"""SELECT k.rank, k.start_ns, k.end_ns, k.correlation_id, {kcols}, NULL::BIGINT AS bytes,
                                 NULL AS src, NULL AS dst, k.device, k.context, k.stream, k.name
-                         FROM kernels k WHERE {in_selection(data, 'k')}""")
+                         FROM kernels k WHERE {gpu_in_selection(data, 'k')}""")
     if data.has("memcpy"):
         parts.append(f"""SELECT m.rank, m.start_ns, m.end_ns, m.correlation_id, {nulls}, m.bytes,
                                 {label_sql('m.src_kind', MEMORY_LABELS)} AS src,
                                 {label_sql('m.dst_kind', MEMORY_LABELS)} AS dst, m.device, m.context, m.stream,
                                 {memcpy_name_sql('m.copy_kind')} AS name
-                         FROM memcpy m WHERE {in_selection(data, 'm')}""")
+                         FROM memcpy m WHERE {gpu_in_selection(data, 'm')}""")
     if data.has("memset"):
         parts.append(f"""SELECT m.rank, m.start_ns, m.end_ns, m.correlation_id, {nulls}, m.bytes,
                                 CASE WHEN m.mem_kind IS NULL THEN NULL
                                      ELSE {label_sql('m.mem_kind', MEMORY_LABELS)} END AS src,
                                 NULL AS dst, m.device, m.context, m.stream, '{MEMSET_NAME}' AS name
-                         FROM memset m WHERE {in_selection(data, 'm')}""")
+                         FROM memset m WHERE {gpu_in_selection(data, 'm')}""")
     union = " UNION ALL ".join(parts)
     table = data.table(f"""
         WITH g AS ({union})

@@ -17,6 +17,11 @@ correlation id, or a name with "launch" in it: ``cudaLaunchKernel``, ``cuLaunchK
   ``small_kernels``, ``small_kernel_pct`` (of kernels), ``small_kernel_time_pct`` (of kernel time).
 
 Percentiles interpolate linearly (numpy's default).
+
+Checked against HTA's ``get_cuda_kernel_launch_stats`` in ``tests/test_hta_launch_stats.py``. HTA's
+launch delay is measured from the *end* of the call and clipped at 0, and HTA takes four runtime
+calls only (cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync): the delay
+here starts with the call, and every call that launched GPU work has a row (docs/hta.md).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ values; the formatters below reproduce nsys's text.
 Scope: nsys has no iterations, so by default these reports cover the whole profile, as nsys does
 (warm-up steps included). When the user selects iterations (``--iter-start``/``--iter-stop`` or
 ``--key-node``), they cover only the events of the selected steps (GPU work counts in the step
-that launched it).
+that launched it; work whose launch was not recorded although it names one, launched before
+tracing began, is in no step, as in :mod:`.gpu_work` and HTA).
 """
 
 from __future__ import annotations
@@ -100,6 +101,19 @@ def in_selection(data: ProfileData, alias: str) -> str:
     return f"EXISTS (SELECT 1 FROM sel_steps s WHERE s.rank = {alias}.rank AND s.step = {alias}.step)"
 
 
+def gpu_in_selection(data: ProfileData, alias: str) -> str:
+    """SQL condition on GPU rows of ``alias`` (kernels, copies, sets): :func:`in_selection`, and
+    when iterations are chosen, a recorded launch where the row names one. GPU work carries the
+    step of the call that launched it, but work launched before tracing began carries the step
+    it ran in; it was launched in no selected step (:func:`.gpu_work.selected_sql` and HTA drop
+    it too)."""
+    cond = in_selection(data, alias)
+    if cond == "TRUE" or not data.has("api"):
+        return cond
+    return (f"{cond} AND ({alias}.correlation_id IS NULL OR EXISTS (SELECT 1 FROM raw_api a_ "
+            f"WHERE a_.rank = {alias}.rank AND a_.correlation_id = {alias}.correlation_id))")
+
+
 def scope_note(data: ProfileData) -> str:
     if selects_steps(data):
         return f"covers the events of the selected iterations ({data.selection.describe()})"
@@ -145,8 +159,8 @@ def memops_sql(data: ProfileData) -> str:
     parts = []
     if data.has("memcpy"):
         parts.append(f"SELECT {memcpy_name_sql('m.copy_kind')} AS name, m.end_ns - m.start_ns AS d, m.bytes "
-                     f"FROM memcpy m WHERE {in_selection(data, 'm')}")
+                     f"FROM memcpy m WHERE {gpu_in_selection(data, 'm')}")
     if data.has("memset"):
         parts.append(f"SELECT '{MEMSET_NAME}' AS name, m.end_ns - m.start_ns AS d, m.bytes "
-                     f"FROM memset m WHERE {in_selection(data, 'm')}")
+                     f"FROM memset m WHERE {gpu_in_selection(data, 'm')}")
     return " UNION ALL ".join(parts)

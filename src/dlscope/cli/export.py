@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from .base import Command
@@ -63,8 +67,7 @@ class ExportCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..capture.schedule import parse_steps
-        from ..render.progress import progress
-        from ..render.timeline import StepWindow, TimelineOptions, export_timeline, split_suffix
+        from ..render.timeline import StepWindow, split_suffix
 
         window = StepWindow(*parse_steps(args.steps)) if args.steps else None
         out = Path(args.output) if args.output else default_output(args.profile, args.type)
@@ -78,6 +81,13 @@ class ExportCommand(Command):
             raise UsageError(f"{out} is a file; --type {args.type} writes a directory of tables")
         # the timeline and the tables show every event: no step selection for statistics
         data = open_for_analysis(args.profile, statistics=False)
+        with _damaged_tables_refused(data, out):
+            return self._export(args, data, out, window)
+
+    def _export(self, args: argparse.Namespace, data: Any, out: Path, window: Any) -> int:
+        from ..render.progress import progress
+        from ..render.timeline import TimelineOptions, export_timeline
+
         if args.type != "perfetto":
             from ..render.raw import export_tables
 
@@ -101,3 +111,39 @@ class ExportCommand(Command):
             print(f"dlscope: timeline written to {out} ({res.events:,} events, {_mb(res.bytes)} of JSON); "
                   "open it in https://ui.perfetto.dev or chrome://tracing", file=sys.stderr)
         return 0
+
+
+@contextlib.contextmanager
+def _damaged_tables_refused(data: Any, out: Path) -> Iterator[None]:
+    """A table file damaged past its footer (a compressed page, an encoding) fails the export's
+    streaming read halfway: what was written is removed and the file named in one line, without
+    reading every row twice to find it first."""
+    import duckdb
+    import pyarrow as pa
+
+    from ..store.reader import corrupt_table
+
+    existed = out.exists()
+    try:
+        yield
+    except (duckdb.Error, pa.ArrowException) as e:
+        if not existed:
+            if out.is_dir():
+                shutil.rmtree(out, ignore_errors=True)
+            else:
+                out.unlink(missing_ok=True)
+        text = str(e)
+        table = next((t for t, fs in data.stored.files.items() if any(f.name in text for f in fs)), None)
+        if table is None:  # DuckDB did not name the file: the first table that fails to read
+            table = next((t for t in data.stored.files if not _reads(data, t)), None)
+        raise corrupt_table(data.stored, table or "?", e) from None
+
+
+def _reads(data: Any, table: str) -> bool:
+    import duckdb
+
+    try:
+        data.con.execute(f"SELECT * FROM raw_{table}").fetch_arrow_table()
+    except duckdb.Error:
+        return False
+    return True
