@@ -195,3 +195,24 @@ def test_small_collectives_on_a_real_job_estimated_against_the_measured_fix():
     assert f is not None and f.what_if is not None
     assert 0.5 * real <= f.saving_ms_per_step <= 2 * real, (f.saving_ms_per_step, real)
     assert small_collectives.RULE.check(Context(data)).saving_ms_per_step < 0.5 * real  # the GPU-time bound alone
+
+
+def test_the_rank_waits_report_shows_the_verdicts_evidence():
+    """Per rank: the lag against the verdict's, both waits' medians by hand, and the verdict."""
+    from dlscope.analysis import rank_waits
+    from dlscope.analysis.rank_waits import gpu_waits
+
+    data = ProfileData.open(REAL / "lease3_ddp2_straggler.dlscope")
+    res = rank_waits.compute(data)
+    rows = {r["rank"]: r for r in res.table.to_pylist()}
+    v = untraced_straggler(data)
+    assert rows[v.rank]["lag_ms"] == pytest.approx(v.lag_ms) and rows[v.rank]["lag_jitter_ms"] == pytest.approx(v.jitter_ms)
+    assert rows[0]["lag_ms"] == pytest.approx(-v.lag_ms)  # two ranks: each one's lag is the other's, negated
+    w = _waits_by_hand(data)
+    common = sorted(set.intersection(*(set(x) for x in w.values())))
+    for r in (0, 1):
+        assert rows[r]["host_wait_ms"] == pytest.approx(float(np.median([w[r][s] for s in common])), abs=0.01)
+    steps = np.array(common)
+    g = gpu_waits(data, np.ones(len(steps), int), steps)
+    assert rows[1]["gpu_wait_ms"] == pytest.approx(float(np.median(g)) / 1e6)
+    assert any("rank 1 is a straggler" in n for n in res.notes)

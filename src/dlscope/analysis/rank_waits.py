@@ -38,6 +38,7 @@ import numpy as np
 from .context import ProfileData
 from .host_classes import HostClass
 from .phase_times import step_class_times
+from .report import Report, ReportResult, fixed, integer
 
 # A pattern, not chance: the sign test's one-sided p-value under this (after the Bonferroni
 # correction for the ranks compared) -- the usual 1% level.
@@ -89,37 +90,12 @@ def untraced_straggler(data: ProfileData, prefer: str | None = None) -> Straggle
     :data:`MIN_STEPS` untraced steps shared by every rank, or no wait measured on every rank
     (host waits in most steps, or GPU phase marks). ``prefer='GPU waits'`` judges from the GPU
     marks even where the host waits too."""
-    if not data.traced_excluded:
+    got = wait_grid(data, prefer)
+    if got is None:
         return None
-    t = step_class_times(data, "stat_steps", waits_apart=True)
-    ranks = np.unique(t["rank"])
-    if len(ranks) < 2:
-        return None
-    basis, t["wait_ns"] = "host waits", t["sync_ns"]
-    if prefer == "GPU waits" or not _every_rank_waits(t, ranks):
-        gpu = gpu_waits(data, t["rank"], t["step"])
-        if gpu is None:
-            return None
-        basis, t["wait_ns"] = "GPU waits", gpu
-    steps = np.unique(t["step"])
-    grid = {name: np.full((len(ranks), len(steps)), np.nan) for name in
-            ("step_ns", "wait_ns", *(f"{c.label}_ns" for c in HostClass))}
-    ri = np.searchsorted(ranks, t["rank"])
-    si = np.searchsorted(steps, t["step"])
-    for name, g in grid.items():
-        g[ri, si] = t[name]
-    whole = ~(np.isnan(grid["step_ns"]) | np.isnan(grid["wait_ns"])).any(axis=0)  # steps every rank measured
-    if whole.sum() < MIN_STEPS:
-        return None
-    grid = {k: v[:, whole] for k, v in grid.items()}
-    wait = grid["wait_ns"]
-    n_ranks, n_steps = wait.shape
-    lag = np.empty_like(wait)
-    others_wait = np.empty_like(wait)
-    for r in range(n_ranks):
-        others = np.delete(wait, r, axis=0)
-        others_wait[r] = np.median(others, axis=0)
-        lag[r] = others_wait[r] - wait[r]
+    basis, ranks, grid = got
+    lag, others_wait = lags(grid["wait_ns"])
+    n_ranks, n_steps = lag.shape
     r = int(np.argmax(np.median(lag, axis=1)))
     positive, nonzero = int((lag[r] > 0).sum()), int((lag[r] != 0).sum())
     p = min(1.0, sign_test_p(positive, nonzero) * n_ranks)
@@ -127,13 +103,58 @@ def untraced_straggler(data: ProfileData, prefer: str | None = None) -> Straggle
     for c in HostClass:
         own = grid[f"{c.label}_ns"]
         excess[c] = float(np.median(own[r] - np.median(np.delete(own, r, axis=0), axis=0))) / 1e6
-    # the lag's own step-to-step spread: a balanced job's ranks take turns being last (or one is
-    # steadily a little later, within that spread); a straggler's lag stands clear of it
-    jitter = MAD_TO_SD * float(np.median(np.abs(lag[r] - np.median(lag[r]))))
     return StragglerVerdict(rank=int(ranks[r]), ranks=n_ranks, steps=n_steps, lag_ms=float(np.median(lag[r])) / 1e6,
                             others_wait_ms=float(np.median(others_wait[r])) / 1e6,
                             step_ms=float(grid["step_ns"].mean()) / 1e6, lagging_steps=positive, p_value=p,
-                            jitter_ms=jitter / 1e6, excess_ms=excess, basis=basis)
+                            jitter_ms=lag_jitter(lag[r]) / 1e6, excess_ms=excess, basis=basis)
+
+
+def lag_jitter(lag: np.ndarray) -> float:
+    """A lag's own step-to-step spread (robust standard deviation): a balanced job's ranks take
+    turns being last (or one is steadily a little later, within that spread); a straggler's lag
+    stands clear of it."""
+    return MAD_TO_SD * float(np.median(np.abs(lag - np.median(lag))))
+
+
+def lags(wait: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank and step (rows, columns of ``wait``): the other ranks' median wait minus its own,
+    and the other ranks' median wait."""
+    lag = np.empty_like(wait)
+    others_wait = np.empty_like(wait)
+    for r in range(wait.shape[0]):
+        others_wait[r] = np.median(np.delete(wait, r, axis=0), axis=0)
+        lag[r] = others_wait[r] - wait[r]
+    return lag, others_wait
+
+
+def wait_grid(data: ProfileData, prefer: str | None = None) -> tuple[str, np.ndarray, dict[str, np.ndarray]] | None:
+    """(basis, ranks, per-name rank x step arrays of the untraced steps every rank measured:
+    ``step_ns``, ``wait_ns``, ``sync_ns``, ``gpu_wait_ns`` and each host class's ``*_ns``), or
+    None (see :func:`untraced_straggler`)."""
+    if not data.traced_excluded:
+        return None
+    t = step_class_times(data, "stat_steps", waits_apart=True)
+    ranks = np.unique(t["rank"])
+    if len(ranks) < 2:
+        return None
+    gpu = gpu_waits(data, t["rank"], t["step"])
+    t["gpu_wait_ns"] = gpu if gpu is not None else np.full(len(t["rank"]), np.nan)
+    basis, t["wait_ns"] = "host waits", t["sync_ns"]
+    if prefer == "GPU waits" or not _every_rank_waits(t, ranks):
+        if gpu is None:
+            return None
+        basis, t["wait_ns"] = "GPU waits", gpu
+    steps = np.unique(t["step"])
+    grid = {name: np.full((len(ranks), len(steps)), np.nan) for name in
+            ("step_ns", "wait_ns", "sync_ns", "gpu_wait_ns", *(f"{c.label}_ns" for c in HostClass))}
+    ri = np.searchsorted(ranks, t["rank"])
+    si = np.searchsorted(steps, t["step"])
+    for name, g in grid.items():
+        g[ri, si] = t[name]
+    whole = ~(np.isnan(grid["step_ns"]) | np.isnan(grid["wait_ns"])).any(axis=0)  # steps every rank measured
+    if whole.sum() < MIN_STEPS:
+        return None
+    return basis, ranks, {k: v[:, whole] for k, v in grid.items()}
 
 
 def _every_rank_waits(t: dict[str, np.ndarray], ranks: np.ndarray) -> bool:
@@ -181,3 +202,47 @@ def gpu_waits(data: ProfileData, rank: np.ndarray, step: np.ndarray) -> np.ndarr
     if set(np.unique(rank).tolist()) - {r for r, _ in by}:
         return None
     return np.array([by.get((int(r), int(s)), np.nan) for r, s in zip(rank, step)])
+
+
+# ---- the report ------------------------------------------------------------------------------
+def compute(data: ProfileData) -> ReportResult:
+    import pyarrow as pa
+
+    got = wait_grid(data)
+    if got is None:
+        return ReportResult("rank_waits", REPORT.title, pa.table({"rank": pa.array([], pa.int32())}), FORMATS,
+                            ["no verdict: fewer than two ranks, too few steps measured without tracing, or no wait "
+                             "measured on every rank (host waits in most steps, or GPU phase marks)"])
+    basis, ranks, grid = got
+    lag, _ = lags(grid["wait_ns"])
+
+    def med(a: np.ndarray) -> float | None:
+        return None if np.isnan(a).all() else float(np.nanmedian(a)) / 1e6
+
+    rows = [{"rank": int(ranks[i]), "steps": int(grid["step_ns"].shape[1]), "step_ms": med(grid["step_ns"][i]),
+             "host_wait_ms": med(grid["sync_ns"][i]), "gpu_wait_ms": med(grid["gpu_wait_ns"][i]),
+             "lag_ms": float(np.median(lag[i])) / 1e6, "lag_jitter_ms": lag_jitter(lag[i]) / 1e6,
+             "lagging_steps": int((lag[i] > 0).sum())} for i in range(len(ranks))]
+    v = untraced_straggler(data)
+    notes = [f"from the steps measured without tracing, on every rank; lag: the other ranks' median wait minus this "
+             f"rank's ({basis}), median over the steps; a straggler lags consistently (sign test) and by over "
+             f"{OUTLIER_MADS:g} of its lag's robust standard deviations (lag_jitter_ms)"]
+    if v is not None:
+        notes.append(f"verdict: rank {v.rank} {'is' if v.significant else 'is not'} a straggler (lag {v.lag_ms:.3f} ms, "
+                     f"p = {v.p_value:.2g}, {v.lag_ms / v.jitter_ms if v.jitter_ms else float('inf'):.1f} deviations)")
+    return ReportResult("rank_waits", REPORT.title, pa.Table.from_pylist(rows), FORMATS, notes)
+
+
+FORMATS = {"rank": integer(), "steps": integer(), "step_ms": fixed(3), "host_wait_ms": fixed(3),
+           "gpu_wait_ms": fixed(3), "lag_ms": fixed(3), "lag_jitter_ms": fixed(3), "lagging_steps": integer()}
+
+def _why_not(data: ProfileData) -> str | None:
+    if int(data.scalar("SELECT count(DISTINCT rank) FROM steps") or 0) < 2:
+        return "fewer than two ranks with steps: nothing to compare"
+    return None
+
+
+REPORT = Report("rank_waits", "Waits per rank, measured without the tracer: who keeps the others waiting", compute,
+                needs=("steps", "phases"), precondition=_why_not,
+                doc="per rank over the untraced steps: the host's and the GPU's waits, and how much longer the "
+                    "others waited than this rank (the straggler verdict's evidence)")
