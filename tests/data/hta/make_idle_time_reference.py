@@ -23,10 +23,8 @@ import datetime
 import json
 import logging
 import os
-import tempfile
-from pathlib import Path
 
-from make_reference import TRACES
+from make_reference import trace_analyses
 
 
 def main() -> None:
@@ -36,16 +34,9 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from importlib.metadata import version
 
-    from hta.trace_analysis import TraceAnalysis
 
     entries = []
-    for where, rel, include_last in TRACES:
-        path = (Path(args.shared) if where == "shared" else Path.cwd()) / rel
-        trace_dir = path
-        if path.is_file():  # HTA reads directories
-            trace_dir = Path(tempfile.mkdtemp())
-            (trace_dir / path.name).symlink_to(path.resolve())
-        ta = TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=include_last)
+    for where, rel, include_last, ta in trace_analyses(args.shared):
         try:
             df, _ = ta.get_idle_time_breakdown(ranks=ta.t.get_ranks(), visualize=False)
             rows, error = json.loads(df.to_json(orient="records")), None

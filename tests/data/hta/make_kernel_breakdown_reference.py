@@ -29,10 +29,8 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-from pathlib import Path
 
-from make_reference import TRACES
+from make_reference import trace_analyses
 
 TOP = 3
 NAME_CHARS = 48
@@ -78,16 +76,9 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from importlib.metadata import version
 
-    from hta.trace_analysis import TraceAnalysis
 
     entries = []
-    for where, rel, include_last in TRACES:
-        path = (Path(args.shared) if where == "shared" else Path.cwd()) / rel
-        trace_dir = path
-        if path.is_file():  # HTA reads directories
-            trace_dir = Path(tempfile.mkdtemp())
-            (trace_dir / path.name).symlink_to(path.resolve())
-        ta = TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=include_last)
+    for where, rel, include_last, ta in trace_analyses(args.shared):
         types, kernels = ta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=10**9,
                                                      include_memory_kernels=True)
         totals, top = [], []

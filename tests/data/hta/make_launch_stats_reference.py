@@ -30,10 +30,8 @@ import datetime
 import json
 import logging
 import os
-import tempfile
-from pathlib import Path
 
-from make_reference import TRACES
+from make_reference import trace_analyses
 
 
 def stats(s) -> dict:
@@ -61,17 +59,10 @@ def main() -> None:
     from importlib.metadata import version
 
     import pandas as pd
-    from hta.trace_analysis import TraceAnalysis
     from hta.utils.utils import KernelType, get_kernel_type
 
     entries = []
-    for where, rel, include_last in TRACES:
-        path = (Path(args.shared) if where == "shared" else Path.cwd()) / rel
-        trace_dir = path
-        if path.is_file():  # HTA reads directories
-            trace_dir = Path(tempfile.mkdtemp())
-            (trace_dir / path.name).symlink_to(path.resolve())
-        ta = TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=include_last)
+    for where, rel, include_last, ta in trace_analyses(args.shared):
         ranks = sorted(ta.t.traces)
         result = ta.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
         sym = ta.t.symbol_table.get_sym_table()

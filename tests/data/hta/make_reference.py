@@ -58,6 +58,21 @@ TRACES = [
 ]
 
 
+def trace_analyses(shared: str):  # noqa: ANN201 - an iterator of HTA objects (HTA is not a dependency)
+    """(location, path, include_last_profiler_step, HTA's TraceAnalysis) for each trace of
+    :data:`TRACES`, read from the repository or from ``shared``; a single trace file is put in a
+    folder of its own (HTA reads folders). Shared by every reference maker here."""
+    from hta.trace_analysis import TraceAnalysis
+
+    for where, rel, include_last in TRACES:
+        path = (Path(shared) if where == "shared" else Path.cwd()) / rel
+        trace_dir = path
+        if path.is_file():
+            trace_dir = Path(tempfile.mkdtemp())
+            (trace_dir / path.name).symlink_to(path.resolve())
+        yield where, rel, include_last, TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=include_last)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", required=True, help="the project's shared/ directory")
@@ -66,16 +81,10 @@ def main() -> None:
     from importlib.metadata import version
 
     import hta  # noqa: F401
-    from hta.trace_analysis import TraceAnalysis
 
     entries = []
-    for where, rel, include_last in TRACES:
-        path = (Path(args.shared) if where == "shared" else Path.cwd()) / rel
-        trace_dir = path
-        if path.is_file():  # HTA reads directories
-            trace_dir = Path(tempfile.mkdtemp())
-            (trace_dir / path.name).symlink_to(path.resolve())
-        df = TraceAnalysis(trace_dir=str(trace_dir), include_last_profiler_step=include_last).get_temporal_breakdown(
+    for where, rel, include_last, ta in trace_analyses(args.shared):
+        df = ta.get_temporal_breakdown(
             visualize=False)
         entries.append({"location": where, "path": rel, "include_last_profiler_step": include_last,
                         "rows": json.loads(df.to_json(orient="records"))})
