@@ -160,9 +160,10 @@ def test_long_runs_keep_microsecond_precision_by_moving_the_anchor(tmp_path):
     assert err < 2_000, err
 
 
-def test_clock_drift_is_corrected_whenever_the_gpu_is_idle_at_a_marker(tmp_path, monkeypatch):
-    # a GPU timer 20 ppm fast: over 100 s, 2 ms off without resyncs. The steps here leave the GPU
-    # idle at some markers (a host-bound optimizer), as a step ending in .item() does
+def _drifting_run(tmp_path: Path) -> tuple[PhaseGpuClock, int]:
+    """Ten bursts of 5 steps, 10 s apart, on a GPU timer 20 ppm fast (over 100 s, 2 ms off without
+    resyncs); the steps leave the GPU idle at some markers (a host-bound optimizer), as a step
+    ending in .item() does. Returns the clock and the largest error of a mark, in ns."""
     gpu = FakeGpu()
     gpu.drift_ppm = 20.0
     clock = PhaseGpuClock(gpu, GPU_PHASES, clock=gpu.clock)
@@ -171,22 +172,19 @@ def test_clock_drift_is_corrected_whenever_the_gpu_is_idle_at_a_marker(tmp_path,
         run_steps(gpu, clock, 5, expected, gpu_ms={"forward": 3.0137, "backward": 6.0011, "optimizer": 0.1})
         gpu.advance(10 * 10**9)
     clock.poll()
+    tmp_path.mkdir(exist_ok=True)
     rows = decoded(clock, tmp_path)
-    err = max(max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge)) for r, (_, _, _, gs, ge) in zip(rows, expected))
+    assert len(rows) == len(expected)
+    return clock, max(max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge))
+                      for r, (_, _, _, gs, ge) in zip(rows, expected))
+
+
+def test_clock_drift_is_corrected_whenever_the_gpu_is_idle_at_a_marker(tmp_path, monkeypatch):
+    clock, err = _drifting_run(tmp_path / "a")
     assert clock.resyncs >= 9 and err < 50_000, (clock.resyncs, err)  # 20 ppm of the 10 s between resyncs: 0.2 ms
-    # without the resyncs the error grows with the run
-    monkeypatch.setattr(phase_events, "RESYNC_NS", 10**15)
-    gpu2 = FakeGpu()
-    gpu2.drift_ppm = 20.0
-    clock2 = PhaseGpuClock(gpu2, GPU_PHASES, clock=gpu2.clock)
-    expected2: list = []
-    for _ in range(10):
-        run_steps(gpu2, clock2, 5, expected2, gpu_ms={"forward": 3.0137, "backward": 6.0011, "optimizer": 0.1})
-        gpu2.advance(10 * 10**9)
-    clock2.poll()
-    rows2 = decoded(clock2, tmp_path / "x") if (tmp_path / "x").mkdir() is None else []
-    err2 = max(abs(r["gpu_end_ns"] - ge) for r, (_, _, _, _, ge) in zip(rows2, expected2))
-    assert err2 > 1_000_000
+    monkeypatch.setattr(phase_events, "RESYNC_NS", 10**15)  # without the resyncs the error grows with the run
+    clock, err = _drifting_run(tmp_path / "b")
+    assert clock.resyncs == 0 and err > 1_000_000
 
 
 def test_nothing_is_recorded_before_cuda_is_initialized_or_while_capturing(tmp_path):

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 
-from make_reference import trace_analyses
+from make_reference import compact, trace_analyses
 
 TOP = 3
 NAME_CHARS = 48
@@ -57,25 +57,12 @@ def types_in_ns(ta) -> list[dict]:
     return [{"kernel_type": n, "sum (ns)": int(v)} for n, v in t.sort_values(ascending=False).items()]
 
 
-def compact(doc: dict) -> str:
-    """The document with one line per row of its entries (the file stays small and diffs well)."""
-    def entry(e: dict) -> str:
-        head = {k: v for k, v in e.items() if not isinstance(v, list) or k == "ranks"}
-        lists = "".join(f',\n  "{k}": [\n   ' + ",\n   ".join(json.dumps(r) for r in v) + "]"
-                        for k, v in e.items() if isinstance(v, list) and k != "ranks")
-        return json.dumps(head)[:-1] + lists + "}"
-
-    head = json.dumps({k: v for k, v in doc.items() if k != "entries"}, indent=1)[:-2]
-    return head + ',\n "entries": [\n ' + ",\n ".join(entry(e) for e in doc["entries"]) + "\n ]\n}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", required=True, help="the project's shared/ directory")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     from importlib.metadata import version
-
 
     entries = []
     for where, rel, include_last, ta in trace_analyses(args.shared):

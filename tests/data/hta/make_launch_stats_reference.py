@@ -27,28 +27,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import logging
 import os
 
-from make_reference import trace_analyses
+from make_reference import compact, trace_analyses
 
 
 def stats(s) -> dict:
     return {"sum": float(s.sum()), "mean": float(s.mean()), "p50": float(s.quantile(0.5)),
             "p95": float(s.quantile(0.95)), "max": float(s.max())}
-
-
-def compact(doc: dict) -> str:
-    """The document with one line per row of its entries (the file stays small and diffs well)."""
-    def entry(e: dict) -> str:
-        head = {k: v for k, v in e.items() if not isinstance(v, list) or k == "ranks"}
-        lists = "".join(f',\n  "{k}": [\n   ' + ",\n   ".join(json.dumps(r) for r in v) + "]"
-                        for k, v in e.items() if isinstance(v, list) and k != "ranks")
-        return json.dumps(head)[:-1] + lists + "}"
-
-    head = json.dumps({k: v for k, v in doc.items() if k != "entries"}, indent=1)[:-2]
-    return head + ',\n "entries": [\n ' + ",\n ".join(entry(e) for e in doc["entries"]) + "\n ]\n}"
 
 
 def main() -> None:

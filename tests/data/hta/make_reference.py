@@ -58,6 +58,18 @@ TRACES = [
 ]
 
 
+def compact(doc: dict) -> str:
+    """The document with one line per row of its entries (the file stays small and diffs well)."""
+    def entry(e: dict) -> str:
+        head = {k: v for k, v in e.items() if not isinstance(v, list) or k == "ranks"}
+        lists = "".join(f',\n  "{k}": [\n   ' + ",\n   ".join(json.dumps(r) for r in v) + "]"
+                        for k, v in e.items() if isinstance(v, list) and k != "ranks")
+        return json.dumps(head)[:-1] + lists + "}"
+
+    head = json.dumps({k: v for k, v in doc.items() if k != "entries"}, indent=1)[:-2]
+    return head + ',\n "entries": [\n ' + ",\n ".join(entry(e) for e in doc["entries"]) + "\n ]\n}"
+
+
 def trace_analyses(shared: str):  # noqa: ANN201 - an iterator of HTA objects (HTA is not a dependency)
     """(location, path, include_last_profiler_step, HTA's TraceAnalysis) for each trace of
     :data:`TRACES`, read from the repository or from ``shared``; a single trace file is put in a
