@@ -25,8 +25,17 @@ and ``get_time_spent_blocked_on_full_queue``):
 Unlike HTA, which keeps one row per rank (the last stream it looked at, where a rank has several
 streams at the capacity), every stream gets its row here.
 
-Events at the same instant on one stream are ordered GPU start first, then launch (HTA's order is
-that of an unstable sort: ties may come out either way there).
+Events at the same instant on one stream are ordered GPU start first, then launch. HTA's order
+there is an artifact: it sorts the merged launches and GPU starts with pandas' default sort
+(numpy's unstable quicksort), so a launch and a start at one instant come out either way (about
+half each on HTA's corpus), and it compares times as the trace's microseconds parsed to float64,
+whose step is 0.25 us for stamps since the epoch (finer where the trace's stamps are relative
+to its baseTimeNanoseconds): in a trace with ns epoch stamps, events up to 0.25 us apart become
+such ties there. Only the order within an instant differs (the value after each instant,
+hence the blocked time, does not): ``tests/test_hta_queue_length.py`` bounds HTA's statistics by
+both orders. Another artifact of HTA not copied here: a GPU operation that is the very first
+event of its trace file gets index 0, which HTA's ``index_correlation > 0`` takes for "no linked
+event", so HTA leaves it and its launch out.
 
 Comparison with HTA: ``tests/data/hta/queue_length.json`` (``tests/data/hta/make_queue_length_reference.py``)
 and ``tests/test_hta_queue_length.py``.
@@ -50,8 +59,8 @@ KEYS = "rank, stream"
 
 def series_sql(data: ProfileData, work: str) -> str:
     """SQL: the queue-length series, one row per event: rank, device, stream, ts_ns, delta (+1 a
-    launch, -1 a GPU start), queue_length (after the event) and dur_ns (until the stream's next
-    event; NULL for the last)."""
+    launch, -1 a GPU start), correlation_id (the launch's), queue_length (after the event) and
+    dur_ns (until the stream's next event; NULL for the last)."""
     names = ", ".join(f"'{n}'" for n in LAUNCH_CALLS)
     order = f"PARTITION BY {KEYS} ORDER BY ts_ns, delta, correlation_id"
     return f"""
@@ -64,8 +73,9 @@ def series_sql(data: ProfileData, work: str) -> str:
                 UNION ALL
                 SELECT g.rank, g.device, g.stream, g.start_ns, -1, g.correlation_id
                 FROM g JOIN a ON g.rank = a.rank AND g.correlation_id = a.correlation_id)
-    SELECT rank, device, stream, ts_ns, delta,
-           sum(delta) OVER ({order} ROWS UNBOUNDED PRECEDING) AS queue_length,
+    SELECT rank, device, stream, ts_ns, delta, correlation_id,
+           -- BIGINT: DuckDB's sum of integers is a HUGEINT, which reaches Python as a Decimal
+           (sum(delta) OVER ({order} ROWS UNBOUNDED PRECEDING))::BIGINT AS queue_length,
            lead(ts_ns) OVER ({order}) - ts_ns AS dur_ns
     FROM ev"""
 
