@@ -100,3 +100,17 @@ def test_bad_paths_and_names_are_one_line_errors():
             p.report("no_such_report")
         with pytest.raises(UsageError):
             p.table("no_such_table")
+
+
+def test_a_diff_shows_in_a_notebook_with_the_step_change_it_explains():
+    """dlscope.open(a).diff(b) is the CLI's diff (its JSON) and shows, in a notebook, the HTML diff's
+    cards, step times, the explained change of the mean step time, and the advice; no script."""
+    from dlscope.render.diff_numbers import change
+
+    other = DATA / "advice_truth_hooks" / "gpt2_bf16_default.dlscope"
+    with dlscope.open(SINGLE) as p:
+        d = p.diff(other)
+        html = d._repr_html_()
+    assert f"What changed the mean step time ({change(d.total_delta_ms)} ms)" in html
+    assert "<script" not in html.lower() and 'class="dlscope"' in html
+    assert sum(c.delta for c in d.explain) == pytest.approx(d.total_delta_ms, rel=1e-6)

@@ -23,6 +23,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .analysis.compare.diff import ProfileDiff
 from .analysis.report import ReportResult as _ReportResult
 from .errors import InputError, UsageError
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .advice.finding import Finding
-    from .analysis.compare.diff import ProfileDiff
     from .analysis.context import ProfileData
     from .analysis.report import ReportResult
     from .analysis.summary import Summary
@@ -126,7 +126,8 @@ class Analysis:
         from .analysis.compare.diff import compare
 
         theirs = other if isinstance(other, Analysis) else Analysis(other)
-        return compare(self.data, theirs.data)
+        d = compare(self.data, theirs.data)
+        return DiffView(**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)})
 
     # ---- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -162,6 +163,16 @@ class ReportView(_ReportResult):
         from .render.notebook import report_html
 
         return report_html(self)
+
+
+class DiffView(ProfileDiff):
+    """A diff (``.as_dict()``, ``.explain``, ...), shown in a notebook as the HTML diff's cards, step
+    times, what changed the step and the advice."""
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import diff_html
+
+        return diff_html(self)
 
 
 class Findings(list):  # type: ignore[type-arg]

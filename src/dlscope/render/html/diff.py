@@ -121,16 +121,21 @@ def _advice(d: ProfileDiff) -> str:
         ["", "rule", "finding", "A saving ms/step", "B saving ms/step"], rows, [False, False, False, True, True]))
 
 
-def render_diff_page(d: ProfileDiff) -> str:
+def diff_sections(d: ProfileDiff, brief: bool = False) -> list[str]:
+    """The page's sections; ``brief`` (a notebook's view): the cards, the step times, what changed
+    the step and the advice."""
     explain_intro = ("The change of the mean step time, split into parts that add up to it: GPU busy time by "
                      "kernel, copy and set, and GPU idle time by cause (or the outermost phases, without GPU "
                      "data). Where a side's step statistics use untraced steps, its busy rows come from the "
                      "traced steps and its idle rows split the rest of the untraced step as the traced steps' "
                      "idle time was split (tracing slows the host, not the GPU). "
                      "Share: each row's part of the total change.")
-    parts = [
-        _cards(d), _steps(d),
-        _changes("explain", f"What changed the mean step time ({_d(d.total_delta_ms)} ms)", d.explain, explain_intro),
+    explain = _changes("explain", f"What changed the mean step time ({_d(d.total_delta_ms)} ms)", d.explain,
+                       explain_intro)
+    if brief:
+        return [_cards(d), _steps(d), explain, _advice(d)]
+    return [
+        _cards(d), _steps(d), explain,
         _changes("kernels", "Kernels, copies and sets (GPU time per step)", d.kernels).replace(
             "</section>", _links(d) + "</section>", 1),
         _changes("ops", f"Ops ({'self GPU' if d.ops_basis == 'self_gpu' else 'self CPU'} time per step)", d.ops),
@@ -138,6 +143,10 @@ def render_diff_page(d: ProfileDiff) -> str:
         _gpu(d), _advice(d),
         blocks.section("notes", "Notes", "".join(blocks.note(n) for n in d.notes) or blocks.note("None.")),
     ]
+
+
+def render_diff_page(d: ProfileDiff) -> str:
+    parts = diff_sections(d)
     css = resources.files("dlscope.render.html").joinpath("style.css").read_text(encoding="utf-8")
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in SECTIONS)
