@@ -295,3 +295,19 @@ def test_the_phase_report_gives_every_steps_gpu_span():
         assert got[name]["gpu_span_ms"] == pytest.approx(want, rel=1e-9)
     for name in ("forward", "backward"):
         assert got[name]["gpu_span_ms"] == pytest.approx(got[name]["gpu_ms"], rel=0.05)
+
+
+def test_a_program_without_step_boundaries_does_not_pile_up_events(tmp_path):
+    """An inference loop has no step boundary to read the marks at: a phase's end reads them once
+    POLL_PENDING are waiting, so the pending events (a CUDA resource each) stay bounded."""
+    gpu = FakeGpu()
+    clock = PhaseGpuClock(gpu, GPU_PHASES, clock=gpu.clock)
+    for _ in range(500):  # forward only, never a poll from outside
+        tok = clock.begin("forward")
+        gpu.advance(500_000)
+        gpu.launch(400_000)
+        gpu.advance(500_000)
+        clock.end(tok)
+    assert phase_events.POLL_PENDING < 100
+    assert len(clock._pending) <= 100 and clock.marks >= 400
+    assert len(clock._pool) < 200  # events are reused, not made anew for every mark

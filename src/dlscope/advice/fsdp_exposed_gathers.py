@@ -22,7 +22,8 @@ than it would untraced (FSDP prefetches from the host's hooks): on a balanced 2-
 forward's GPU span was 25.2 ms traced and 21.6 ms untraced (the phase marks), about the 3.1-3.5 ms
 of "exposed" gathers. So where the profile has GPU phase marks, each pass's exposure is reduced by
 how much longer the pass took on the GPU traced than untraced; without marks, the finding rests
-on the traced steps alone and is at most LOW.
+on the traced steps alone and is at most LOW. Until the estimate is checked against a measured
+prefetch change it is at most MEDIUM.
 
 Saving (upper bound): those exposed gathers on the rank that has the least of them (a step
 shortens only if every rank's does); prefetching that hid them entirely would save that much.
@@ -83,8 +84,9 @@ class FsdpExposedGathers(Rule):
                   "memory. FSDP1: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
                   "limit_all_gathers=False if memory allows. Wrapping larger units makes fewer, larger gathers.")
         f = self.finding(ctx, saving, Evidence(text, how, worst), advice, url=URL)
-        if inflation is None:
-            f.severity = cap_severity(f.severity, "low")
+        # an upper bound from the traced steps' kernels, never compared with a measured prefetch
+        # change: at most MEDIUM; at most LOW where no GPU marks correct the tracer's share
+        f.severity = cap_severity(f.severity, "medium" if inflation is not None else "low")
         return f
 
 

@@ -50,6 +50,9 @@ REANCHOR_MS = 10_000.0  # a float32 of 10 s in ms still resolves 1 us
 RESYNC_NS = 2_000_000_000
 RESYNC_WINDOW_NS = 30_000
 POOL_LIMIT = 4096       # events kept for reuse; a program that never lets the GPU catch up gets more
+# Marks are read at step boundaries; a program without steps (an inference loop under dlscope
+# profile) would pile up pending events, so a phase's end also reads them past this many
+POLL_PENDING = 64
 
 
 class EventBackend(Protocol):
@@ -137,6 +140,7 @@ class PhaseGpuClock:
         self.resyncs = 0
         self._done: list[bytes] = []
         self._lock = threading.Lock()
+        self._polling = threading.Lock()  # one reader at a time (step boundaries, phase ends)
         self.marks = 0
         self.failed: str | None = None
 
@@ -186,6 +190,9 @@ class PhaseGpuClock:
             self._pending.append((threading.get_native_id(), idx, dev, host_start, start_ev, ev, self.clock(), anchor_ns))
         except Exception as e:
             self.failed = f"{e.__class__.__name__}: {e}"
+            return
+        if len(self._pending) > POLL_PENDING:
+            self.poll()
 
     def _anchor(self, dev: int) -> None:
         b = self.backend
@@ -199,8 +206,14 @@ class PhaseGpuClock:
     def poll(self, wait: bool = False) -> None:
         """Read every pending mark the GPU has passed, oldest first (the stream runs them in
         order); with ``wait``, wait for them all (at stop)."""
-        if self.failed is not None:
-            return
+        if self.failed is not None or not self._polling.acquire(blocking=False):
+            return  # another thread is reading them now
+        try:
+            self._poll(wait)
+        finally:
+            self._polling.release()
+
+    def _poll(self, wait: bool) -> None:
         b = self.backend
         out: list[bytes] = []
         try:
