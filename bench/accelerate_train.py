@@ -4,11 +4,18 @@
 Every rank does the same work; the loss is logged every 20 steps (the host never blocks on the GPU
 in between, so the straggler analysis must read the GPU's own waits). Issue 21 saw a CRITICAL
 straggler on such a job.
+
+``--times-out PREFIX`` writes each rank's own host time per step and phase (``next()`` of the
+loader, forward with the loss, backward, optimizer; ``time.perf_counter``, nothing synchronized)
+to ``PREFIX.rankN.json``: the same job's per-rank times with and without ``dlscope profile``, to
+tell a rank that is slower by itself from one the profiler slows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 
 import torch
 from accelerate import Accelerator
@@ -18,6 +25,7 @@ from torch import nn
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--times-out", metavar="PREFIX")
     a = ap.parse_args()
     acc = Accelerator()
     torch.manual_seed(0)
@@ -32,17 +40,32 @@ def main() -> None:
     loader = torch.utils.data.DataLoader(data, batch_size=256, shuffle=True)
     model, opt, loader = acc.prepare(model, opt, loader)
     step = 0
+    phases: dict[str, list[float]] = {"loader": [], "forward": [], "backward": [], "optimizer": [], "step": []}
+    clock = time.perf_counter
     while step < a.steps:
-        for x, y in loader:
+        batches = iter(loader)
+        while step < a.steps:
+            t0 = clock()
+            try:
+                x, y = next(batches)
+            except StopIteration:
+                break
+            t1 = clock()
             loss = nn.functional.cross_entropy(model(x), y)
+            t2 = clock()
             opt.zero_grad(set_to_none=True)
             acc.backward(loss)
+            t3 = clock()
             opt.step()
+            t4 = clock()
             step += 1
             if step % 20 == 0:
                 acc.print(f"step {step}: loss {loss.item():.4f}")
-            if step >= a.steps:
-                break
+            for name, d in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, clock() - t0)):
+                phases[name].append(d * 1e3)
+    if a.times_out:
+        with open(f"{a.times_out}.rank{acc.process_index}.json", "w") as f:
+            json.dump({"rank": acc.process_index, "ms": phases}, f)
 
 
 if __name__ == "__main__":

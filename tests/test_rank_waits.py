@@ -139,14 +139,14 @@ def test_gpu_waits_name_the_straggler_without_the_hosts_waits(job):
     still name the straggler, with a lag close to the host waits' and to the real cost."""
     truth = json.loads((LEASE3 / f"dist_{job}.json").read_text())["straggler_real_cost_ms"]
     slow = ProfileData.open(REAL / f"lease3_{job}_straggler.dlscope")
-    gpu = untraced_straggler(slow, prefer="GPU waits")
-    host = untraced_straggler(slow)
+    gpu = untraced_straggler(slow)  # the marks are preferred where every rank has them
+    host = untraced_straggler(slow, prefer="host waits")
     assert gpu is not None and gpu.basis == "GPU waits" and host is not None and host.basis == "host waits"
-    assert gpu.rank == host.rank == 1 and gpu.significant
-    assert gpu.lag_ms == pytest.approx(host.lag_ms, rel=0.1)
+    assert gpu.rank == host.rank == 1 and gpu.significant and host.significant
+    assert gpu.lag_ms == pytest.approx(host.lag_ms, rel=0.2)
     assert 0.5 * truth <= gpu.lag_ms <= 2 * truth
     balanced = ProfileData.open(REAL / f"lease3_{job}_balanced_a.dlscope")
-    for prefer in (None, "GPU waits"):
+    for prefer in (None, "host waits"):
         v = untraced_straggler(balanced, prefer=prefer)
         assert v is not None and not v.significant
 
@@ -156,17 +156,24 @@ def test_gpu_waits_by_hand():
     from dlscope.analysis.rank_waits import gpu_waits
 
     d = ProfileData.open(REAL / "lease3_fsdp2_straggler.dlscope")
-    marks = q(d.con, """SELECT rank, tid, step, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
+    marks = q(d.con, """SELECT rank, tid, step, name, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
                        ORDER BY rank, tid, start_ns""")
-    want: dict[tuple[int, int], float] = {}
+    span: dict[tuple[int, int, str], list[int]] = {}  # (rank, step, phase) -> [GPU span, host span, between]
     prev: dict[tuple[int, int], int] = {}
-    for rank, tid, step, hs, he, gs, ge in marks:
-        x = max(0, (ge - gs) - (he - hs))
-        if (rank, tid) in prev:
-            x += max(0, gs - max(prev[rank, tid], hs))
+    for rank, tid, step, name, hs, he, gs, ge in marks:
+        between = max(0, gs - max(prev[rank, tid], hs)) if (rank, tid) in prev else 0
         prev[rank, tid] = ge
         if step is not None:
-            want[rank, step] = want.get((rank, step), 0) + x
+            x = span.setdefault((rank, step, name), [0, 0, 0])
+            x[0] += ge - gs
+            x[1] += he - hs
+            x[2] += between
+    quickest: dict[tuple[int, str], int] = {}
+    for (rank, step, name), (g, _, _) in span.items():
+        quickest[step, name] = min(g, quickest.get((step, name), g))
+    want: dict[tuple[int, int], float] = {}
+    for (rank, step, name), (g, h, between) in span.items():
+        want[rank, step] = want.get((rank, step), 0) + max(0, g - max(h, quickest[step, name])) + between
     keys = sorted(want)
     got = gpu_waits(d, np.array([k[0] for k in keys]), np.array([k[1] for k in keys]))
     assert got is not None
@@ -174,6 +181,7 @@ def test_gpu_waits_by_hand():
     # rank 0 waits for rank 1 (25 ms of Python a batch): its GPU stalls about that much more
     med = {r: float(np.median([want[k] for k in keys if k[0] == r and k[1] > 8])) / 1e6 for r in (0, 1)}
     assert 15 < med[0] - med[1] < 40, med
+    assert med[1] < 0.1 * med[0], med  # the straggler itself hardly stalls
 
 
 def test_small_collectives_on_a_real_job_estimated_against_the_measured_fix():
@@ -216,3 +224,39 @@ def test_the_rank_waits_report_shows_the_verdicts_evidence():
     g = gpu_waits(data, np.ones(len(steps), int), steps)
     assert rows[1]["gpu_wait_ms"] == pytest.approx(float(np.median(g)) / 1e6)
     assert any("rank 1 is a straggler" in n for n in res.notes)
+
+
+@pytest.mark.parametrize("name", ["lease4_fsdp2_prefetch", "lease4_ddp2_balanced"])
+def test_balanced_jobs_whose_hosts_differ_are_not_stragglers(name):
+    """Two balanced 2-GPU jobs of lease 4 (FSDP2 with explicit prefetch, DDP): one rank's host ran
+    4.7-7.1 ms slower ahead of its busy GPU, so it waited that much less in its .item() and the
+    host waits named it a straggler (4.0 and 2.6 deviations). The GPUs' spans of each phase matched
+    within 0.1 ms: the GPU waits see nobody waiting, and the rule says nothing."""
+    data = ProfileData.open(REAL / f"{name}.dlscope")
+    host = untraced_straggler(data, prefer="host waits")
+    assert host is not None and host.significant  # the old basis's false alarm, kept as evidence
+    v = untraced_straggler(data)
+    assert v is not None and v.basis == "GPU waits" and not v.significant and v.lag_ms < 0.1
+    assert straggler.RULE.check(Context(data)) is None
+    spans = q(data.con, """SELECT name, rank, median(gpu_end_ns - gpu_start_ns) FROM phase_gpu
+                          WHERE name IN ('forward', 'backward') GROUP BY ALL""")
+    by = {}
+    for n, r, x in spans:
+        by.setdefault(n, []).append(x)
+    assert all(max(x) - min(x) < 0.3e6 for x in by.values()), by
+
+
+def test_a_rank_slower_in_every_phase_is_told_to_look_at_its_machine():
+    """The verdict's excess per class decides the advice: slower in input, model and optimizer
+    alike is a slower host (accelerate's balanced MLP once ran so on lease 5, and not on the four
+    runs of lease 4); slower in one class is that class's work."""
+    from dlscope.analysis.rank_waits import StragglerVerdict
+
+    def verdict(**excess: float) -> StragglerVerdict:
+        return StragglerVerdict(rank=0, ranks=2, steps=40, lag_ms=3.0, others_wait_ms=3.0, step_ms=10.0,
+                                lagging_steps=40, p_value=1e-9, jitter_ms=0.3,
+                                excess_ms={HostClass[k.upper()]: x for k, x in excess.items()}, basis="GPU waits")
+
+    assert verdict(input=0.9, model=0.5, optimizer=0.3, other=-1.7).slower_everywhere
+    assert not verdict(input=0.0, model=0.5, optimizer=0.3, other=25.0).slower_everywhere
+    assert verdict(input=0.9, model=0.5, optimizer=0.3, other=-1.7).culprit is HostClass.INPUT

@@ -9,7 +9,9 @@ forward, backward and the optimizer, and logs the loss with ``.item()`` as most 
 do. ``--slow-rank`` makes a real straggler: that rank spends ``--python-ms`` of pure Python
 (a busy loop, not a sleep) on each batch before its forward, so the other ranks wait for it at
 the gradient all-reduce (DDP) or the all-gathers and reduce-scatters (FSDP2). ``--times-out``
-writes every step's wall time as rank 0 saw it.
+writes every step's wall time as rank 0 saw it. ``--prefetch N`` and ``--keep-last`` (FSDP2) are the
+settings ``fsdp_exposed_gathers`` advises: explicit prefetch of the next N blocks' all-gathers, and
+the last block kept gathered between forward and backward.
 
 ``--grad-sync naive`` replaces DDP by one all-reduce per parameter's gradient after backward (the
 many small collectives ``small_collectives`` names); ``--grad-sync bucketed`` by one all-reduce of
@@ -47,6 +49,12 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--times-out", metavar="PATH")
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--grad-sync", choices=("ddp", "naive", "bucketed"), default="ddp")
+    ap.add_argument("--prefetch", type=int, default=0,
+                    help="FSDP2: each block prefetches the next N blocks' all-gathers in forward and backward "
+                         "(explicit prefetch; 0 = FSDP2's implicit one-ahead)")
+    ap.add_argument("--keep-last", action="store_true",
+                    help="FSDP2: the last block keeps its parameters gathered between forward and backward "
+                         "(reshard_after_forward=False)")
     return ap.parse_args()
 
 
@@ -94,9 +102,14 @@ def main() -> None:
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard
 
-        for block in model.blocks:
-            fully_shard(block)
+        blocks = list(model.blocks)
+        for i, block in enumerate(blocks):
+            fully_shard(block, reshard_after_forward=not (a.keep_last and i == len(blocks) - 1))
         fully_shard(model)
+        if a.prefetch > 0:  # the fix fsdp_exposed_gathers advises, as FSDP2's documentation writes it
+            for i, block in enumerate(blocks):
+                block.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + a.prefetch])
+                block.set_modules_to_backward_prefetch(blocks[max(0, i - a.prefetch):i][::-1])
         train_model = model
     elif a.grad_sync != "ddp":
         train_model = model

@@ -19,20 +19,27 @@ no prefetch setting moves it.
 
 The exposure is measured on the traced steps, whose slowed host issues each next gather later
 than it would untraced (FSDP prefetches from the host's hooks): on a balanced 2-GPU FSDP2 job the
-forward's GPU span was 25.2 ms traced and 21.6 ms untraced (the phase marks), about the 3.1-3.5 ms
-of "exposed" gathers. So where the profile has GPU phase marks, each pass's exposure is reduced by
-how much longer the pass took on the GPU traced than untraced; without marks, the finding rests
-on the traced steps alone and is at most LOW. Until the estimate is checked against a measured
-prefetch change it is at most MEDIUM.
+forward's GPU span was 27.2 ms traced and 21.1 ms untraced (the phase marks). So where the profile
+has GPU phase marks, each pass's exposure is capped by the time the compute stream can have
+waited in that pass untraced: the pass's untraced GPU span less its compute kernels' time (GPU
+time, which the tracer does not slow). Nothing hidden can exceed that; the gathers' share of it is
+the traced one where that is smaller. Without marks the finding rests on the traced steps alone
+and is at most LOW.
+
+Checked on 2 H100s (FSDP2 GPT, 6 blocks, ``bench/gpu_dist_run3.sh``): 2.19 ms per step predicted,
+and prefetching the next two blocks in both passes with the last block kept gathered saved
+1.49-3.46 ms (3 alternations, untraced). One job is not a calibration: at most MEDIUM.
 
 Saving (upper bound): those exposed gathers on the rank that has the least of them (a step
 shortens only if every rank's does); prefetching that hid them entirely would save that much.
-Not yet checked against a measured prefetch change on a GPU (issue 24): the evidence says so.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..analysis import fsdp_units
+from ..analysis import interval_arrays as ia
 from .context import Context
 from .finding import Evidence, Finding, cap_severity
 from .rule import MIN_SAVING_PCT, Rule
@@ -57,10 +64,9 @@ class FsdpExposedGathers(Rule):
         per_rank = prefetchable_by_rank(rows)
         if not per_rank:
             return None
-        inflation = tracer_inflation(ctx)
-        if inflation is not None:
-            per_rank = {r: (max(f - inflation.get((r, "forward"), 0.0), 0.0),
-                            max(b - inflation.get((r, "backward"), 0.0), 0.0), t)
+        idle = untraced_idle(ctx)
+        if idle is not None:
+            per_rank = {r: (min(f, idle.get((r, "forward"), f)), min(b, idle.get((r, "backward"), b)), t)
                         for r, (f, b, t) in per_rank.items()}
         rank, (fwd, bwd, tail) = min(per_rank.items(), key=lambda kv: kv[1][0] + kv[1][1])
         saving = fwd + bwd
@@ -72,10 +78,9 @@ class FsdpExposedGathers(Rule):
         text = (f"on rank {rank} (the rank with the least), the compute waited {ms(fwd)} per step for forward "
                 f"all-gathers after the first and {ms(bwd)} for backward re-gathers ({pct(p)} of the step); "
                 f"the reduce-scatter tail after the last compute is {ms(tail)} more")
-        how = ("if prefetching hid those gathers under the previous unit's compute: an upper bound, not yet checked "
-               "against a measured prefetch change on a GPU; "
-               + ("less what the tracer added to each pass's GPU span (traced against untraced, from the CUDA events "
-                  "at the phases)" if inflation is not None else
+        how = ("if prefetching hid those gathers under the previous unit's compute: an upper bound; "
+               + ("each pass's at most the time its compute stream was idle in the steps measured without tracing (the "
+                  "pass's GPU span from the CUDA events at the phases, less its compute kernels)" if idle is not None else
                   "measured on the traced steps only (no GPU phase marks): at most LOW"))
         advice = ("Issue the next units' all-gathers earlier. FSDP2: model.blocks[i].set_modules_to_forward_prefetch("
                   "[blocks[i + 1], blocks[i + 2]]) and set_modules_to_backward_prefetch([blocks[i - 1], ...]); keep "
@@ -84,25 +89,42 @@ class FsdpExposedGathers(Rule):
                   "memory. FSDP1: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
                   "limit_all_gathers=False if memory allows. Wrapping larger units makes fewer, larger gathers.")
         f = self.finding(ctx, saving, Evidence(text, how, worst), advice, url=URL)
-        # an upper bound from the traced steps' kernels, never compared with a measured prefetch
-        # change: at most MEDIUM; at most LOW where no GPU marks correct the tracer's share
-        f.severity = cap_severity(f.severity, "medium" if inflation is not None else "low")
+        # an upper bound checked against one measured prefetch change (a single job): at most MEDIUM;
+        # at most LOW where no GPU marks bound the traced exposure
+        f.severity = cap_severity(f.severity, "medium" if idle is not None else "low")
         return f
 
 
-def tracer_inflation(ctx: Context) -> dict[tuple[int, str], float] | None:
-    """Per (rank, pass): how much longer the pass took on the GPU in the traced steps than in the
-    untraced ones (median GPU spans from ``phase_gpu``), ms; None without marks in both."""
+def untraced_idle(ctx: Context) -> dict[tuple[int, str], float] | None:
+    """Per (rank, pass): how long the compute stream can have waited in the pass per step without
+    the tracer, ms: the median untraced GPU span of the pass (``phase_gpu``) less the median
+    compute-kernel time inside its traced spans; None without marks in both kinds of step."""
     d = ctx.data
     if not d.has("phase_gpu"):
         return None
-    got = d.con.execute("""
-        SELECT g.rank, g.name,
-               median(g.gpu_end_ns - g.gpu_start_ns) FILTER (WHERE s.traced) AS traced,
-               median(g.gpu_end_ns - g.gpu_start_ns) FILTER (WHERE NOT s.traced AND NOT s.warmup) AS untraced
+    marks = d.con.execute("""
+        SELECT g.rank, g.step, g.name, g.gpu_start_ns, g.gpu_end_ns, s.traced
         FROM phase_gpu g JOIN steps s ON s.rank = g.rank AND s.step = g.step
-        WHERE g.name IN ('forward', 'backward') GROUP BY ALL""").fetchall()
-    out = {(int(r), n): (t - u) / 1e6 for r, n, t, u in got if t is not None and u is not None}
+        WHERE g.name IN ('forward', 'backward') AND (s.traced OR NOT s.warmup)""").fetchnumpy()
+    if not len(marks["rank"]):
+        return None
+    rank = marks["rank"].astype(np.int64)
+    start, end = marks["gpu_start_ns"].astype(np.int64), marks["gpu_end_ns"].astype(np.int64)
+    traced = marks["traced"].astype(bool)
+    busy = ia.covered(rank, start, end, fsdp_units.compute_islands(d))
+    spans: dict[tuple[int, str], list[float]] = {}
+    work: dict[tuple[int, str], list[float]] = {}
+    # per (rank, pass, step): a pass that occurs more than once in a step (gradient accumulation)
+    # counts as the sum of its occurrences
+    per_step: dict[tuple[int, str, int, bool], list[float]] = {}
+    for i, key in enumerate(zip(rank.tolist(), marks["name"].tolist(), marks["step"].tolist(), traced.tolist())):
+        x = per_step.setdefault(key, [0.0, 0.0])
+        x[0] += float(end[i] - start[i])
+        x[1] += float(busy[i])
+    for (r, name, _, was_traced), (span, b) in per_step.items():
+        (work if was_traced else spans).setdefault((r, name), []).append(b if was_traced else span)
+    out = {key: max(float(np.median(spans[key])) - float(np.median(work[key])), 0.0) / 1e6
+           for key in spans if key in work}
     return out or None
 
 

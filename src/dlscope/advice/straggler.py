@@ -66,7 +66,13 @@ class Straggler(Rule):
                    f"{phase or culprit.label}" if culprit is not None else ""))
         how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its median lag per step"
         rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
-        f = self.finding(ctx, v.lag_ms, Evidence(text, how, rows), _advice(v.rank, phase), url=URL)
+        advice = _advice(v.rank, phase)
+        if v.slower_everywhere:
+            advice = (f"Rank {v.rank}'s host is slower in every phase of the step (input, forward/backward, optimizer), "
+                      "not in one: that is the machine more often than the work (another process on its CPUs, its NUMA "
+                      "placement or clock frequency). Re-run to see whether the same rank lags, and pin each rank to "
+                      "the CPUs near its GPU (nvidia-smi topo -m; numactl or taskset). " + advice)
+        f = self.finding(ctx, v.lag_ms, Evidence(text, how, rows), advice, url=URL)
         f.untraced = True
         return f
 

@@ -49,6 +49,11 @@ def _islands(data: ProfileData, where: str) -> dict[str, np.ndarray]:
     return ia.union(data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({gpu}) WHERE {where}").fetchnumpy())
 
 
+def compute_islands(data: ProfileData) -> dict[str, np.ndarray]:
+    """The union of each rank's compute kernels (the time its compute stream ran)."""
+    return _islands(data, "category = 'compute'")
+
+
 def _phase_islands(data: ProfileData, name: str) -> dict[str, np.ndarray]:
     return ia.union(data.con.execute(
         f"SELECT rank, start_ns, end_ns FROM phases WHERE name = '{name}' AND source = 'hook'").fetchnumpy())
@@ -62,7 +67,7 @@ def compute(data: ProfileData) -> ReportResult:
                             ["no FSDP all-gather kernels in the traced steps"])
     rank = rows["rank"].astype(np.int64)
     s, e = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
-    compute_isl = _islands(data, "category = 'compute'")
+    compute_isl = compute_islands(data)
     exposed = (e - s) - ia.covered(rank, s, e, compute_isl)
     launch = rows["launch_ns"].astype(np.int64)
     bw = ia.covered(rank, launch, launch + 1, _phase_islands(data, "backward")) > 0

@@ -16,16 +16,21 @@ balanced 2- and 4-GPU jobs one rank was often steadily 2-8 ms later, at most 1.8
 deviations; the real stragglers stood 3.3-18 out, ``bench/RESULTS.md``).
 The saving is its median lag: what the other ranks really wait in a typical step.
 
-Two measures of a rank's waiting, the first that every rank has:
+Two measures of a rank's waiting; the second wherever every rank has GPU phase marks:
 
-* ``host waits``: the hook ``sync`` phases (the host blocked in ``.item()`` and the like);
-* ``GPU waits``: from the CUDA events at the phase boundaries (``phase_gpu``, every step), how much
-  longer the GPU took for each phase than its host took to launch it (``max(0, GPU span - host
-  span)``), summed per step. A rank's stream stalled in a collective until the last rank arrives
-  stretches the phase on the GPU (a DDP backward ends after its all-reduce); a rank whose *host* is
-  slow in a phase does not, its GPU merely keeps pace. So it needs no ``.item()`` in the step. On a
-  2-GPU DDP job with a 25 ms Python straggler, the other rank's backward took 25.4 ms longer on the
-  GPU than the straggler's (H100, ``bench/advice_truth/results/dist_lease3``).
+* ``host waits``: the hook ``sync`` phases (the host blocked in ``.item()`` and the like). A host
+  wait is also a wait for the rank's own queued GPU work, so on a GPU-bound job a rank whose host
+  merely runs slower waits less there and looks like a straggler: used only without marks;
+* ``GPU waits``: from the CUDA events at the phase boundaries (``phase_gpu``, every step), the time
+  each phase took on the GPU beyond both what its host took to launch it and the phase's GPU time
+  on the quickest rank of that step (``max(0, GPU span - max(host span, quickest rank's GPU
+  span))``), summed per step with the stalls queued between phases. A rank's stream stalled in a
+  collective until the last rank arrives stretches the phase on the GPU (a DDP backward ends after
+  its all-reduce); a rank whose *host* is slow in a phase does not, its GPU merely keeps pace; and
+  the quickest rank's span is the phase's own GPU work where every rank has the same (a balanced
+  job), so a busy GPU's queue is not counted as waiting. It needs no ``.item()`` in the step. On
+  2-GPU DDP and 2- and 4-GPU FSDP2 jobs with a 25 ms Python straggler, the others' lag measured
+  24.7-25.7 ms; balanced jobs 0.0-0.4 ms (H100, ``bench/advice_truth/results/``).
 """
 
 from __future__ import annotations
@@ -71,6 +76,12 @@ class StragglerVerdict:
     @property
     def significant(self) -> bool:
         return self.p_value < ALPHA and self.lag_ms > max(OUTLIER_MADS * self.jitter_ms, 0.0)
+
+    @property
+    def slower_everywhere(self) -> bool:
+        """Its host took longer than the others' in each class of the step's own work (input, model,
+        optimizer): a slower host (placement, contention) rather than more work in one place."""
+        return all(self.excess_ms.get(c, 0.0) > 0 for c in (HostClass.INPUT, HostClass.MODEL, HostClass.OPTIMIZER))
 
     @property
     def culprit(self) -> HostClass | None:
@@ -139,11 +150,16 @@ def wait_grid(data: ProfileData, prefer: str | None = None) -> tuple[str, np.nda
         return None
     gpu = gpu_waits(data, t["rank"], t["step"])
     t["gpu_wait_ns"] = gpu if gpu is not None else np.full(len(t["rank"]), np.nan)
-    basis, t["wait_ns"] = "host waits", t["sync_ns"]
-    if prefer == "GPU waits" or not _every_rank_waits(t, ranks):
-        if gpu is None:
-            return None
+    # the GPU's own stalls where every rank has marks: a host wait is also a wait for the rank's own
+    # queued GPU work, so a rank whose host merely runs slower ahead of a busy GPU waits less there
+    # and looks like a straggler to the others (a balanced FSDP2 job: 7.1 ms "lag", 4 deviations,
+    # while every rank's GPU spans matched within 0.1 ms; bench/RESULTS.md)
+    if gpu is not None and prefer != "host waits":
         basis, t["wait_ns"] = "GPU waits", gpu
+    elif _every_rank_waits(t, ranks):
+        basis, t["wait_ns"] = "host waits", t["sync_ns"]
+    else:
+        return None
     steps = np.unique(t["step"])
     grid = {name: np.full((len(ranks), len(steps)), np.nan) for name in
             ("step_ns", "wait_ns", "sync_ns", "gpu_wait_ns", *(f"{c.label}_ns" for c in HostClass))}
@@ -168,15 +184,16 @@ def _every_rank_waits(t: dict[str, np.ndarray], ranks: np.ndarray) -> bool:
 
 
 def gpu_waits(data: ProfileData, rank: np.ndarray, step: np.ndarray) -> np.ndarray | None:
-    """Per (rank, step) pair given: the GPU's time that its host's launching does not explain, from
-    the phase markers (``phase_gpu``), in ns; None when some rank has no marks (a profile recorded
-    without them, or a rank without CUDA).
+    """Per (rank, step) pair given: the GPU's stalls, from the phase markers (``phase_gpu``), in ns;
+    None when some rank has no marks (a profile recorded without them, or a rank without CUDA).
 
     Two parts, summed over the step:
 
-    * inside a phase, how much longer the GPU took for it than the host took to launch it
-      (``max(0, GPU span - host span)``): the phase's GPU work plus any stall, such as DDP's
-      backward waiting for its all-reduce;
+    * per phase (its occurrences in the step summed), how much longer the GPU took for it than both
+      the host took to launch it and the quickest rank's GPU took for the same phase of the same
+      step (``max(0, GPU span - max(host span, quickest GPU span))``): a stall such as DDP's
+      backward waiting for its all-reduce. A GPU that is simply busy (its host ahead of it) spans
+      the phase's own work, as the quickest rank's does;
     * between a phase's end and the next one's start, where a step queues little work (the loss,
       ``zero_grad``, the batch's copy, FSDP's all-gather for the next forward): how long after both
       the host recorded the next start and the GPU passed the previous end the GPU still needed
@@ -184,18 +201,22 @@ def gpu_waits(data: ProfileData, rank: np.ndarray, step: np.ndarray) -> np.ndarr
       the next all-gather before the forward's first module runs.
 
     A rank slow on its host shows no more than the others (its GPU keeps pace); a rank stalled on a
-    late one shows the stall; the GPU work is the same on every rank of a balanced job."""
+    late one shows the stall; the GPU work is the same on every rank of a balanced job. A rank
+    whose GPU has more work than the others (or runs slower) is not found this way: the others'
+    spans stretch by exactly its extra work, so no span stands out."""
     if not data.has("phase_gpu"):
         return None
     got = data.con.execute("""
-        WITH p AS (SELECT rank, step, start_ns, end_ns, gpu_start_ns, gpu_end_ns,
+        WITH p AS (SELECT rank, step, name, start_ns, end_ns, gpu_start_ns, gpu_end_ns,
                           lag(gpu_end_ns) OVER w AS prev_gpu_end
-                   FROM phase_gpu WINDOW w AS (PARTITION BY rank, tid, device ORDER BY start_ns))
-        SELECT rank, step,
-               sum(greatest(0, (gpu_end_ns - gpu_start_ns) - (end_ns - start_ns))
-                   + CASE WHEN prev_gpu_end IS NULL THEN 0  -- (greatest() skips NULLs)
-                     ELSE greatest(0, gpu_start_ns - greatest(prev_gpu_end, start_ns)) END)
-        FROM p WHERE step IS NOT NULL GROUP BY rank, step""").fetchall()
+                   FROM phase_gpu WINDOW w AS (PARTITION BY rank, tid, device ORDER BY start_ns)),
+             per AS (SELECT rank, step, name, sum(gpu_end_ns - gpu_start_ns) AS gpu, sum(end_ns - start_ns) AS host,
+                            sum(CASE WHEN prev_gpu_end IS NULL THEN 0  -- (greatest() skips NULLs)
+                                ELSE greatest(0, gpu_start_ns - greatest(prev_gpu_end, start_ns)) END) AS between
+                     FROM p WHERE step IS NOT NULL GROUP BY ALL),
+             floor AS (SELECT step, name, min(gpu) AS work FROM per GROUP BY ALL)
+        SELECT rank, step, sum(greatest(0, gpu - greatest(host, work)) + between)
+        FROM per JOIN floor USING (step, name) GROUP BY rank, step""").fetchall()
     if not got:
         return None
     by = {(int(r), int(s)): float(v) for r, s, v in got}
