@@ -123,3 +123,51 @@ def test_a_job_of_two_launches_merges_into_one(tmp_path):
     job = ProfileData.open(tmp_path / "job.dlscope")
     assert job.meta.ranks == [0, 1]
     assert job.scalar("SELECT count(DISTINCT rank) FROM steps") == 2
+
+
+def _by_hand_transfer(data: ProfileData) -> dict[tuple[str, int], float]:
+    """(operation, size) -> median over the operations every rank recorded of the shortest rank's
+    duration, us; the k-th operation of a kind on each rank is the same collective."""
+    rows = data.con.execute("""SELECT rank, name, in_bytes, start_ns, end_ns FROM comms
+                               WHERE step IN (SELECT step FROM sel_steps) ORDER BY rank, start_ns""").fetchall()
+    every = data.con.execute("SELECT rank, name, start_ns FROM comms ORDER BY rank, start_ns").fetchall()
+    nth: dict[tuple[int, str, int], int] = {}
+    count: dict[tuple[int, str], int] = {}
+    for rank, name, start in every:
+        count[rank, name] = count.get((rank, name), 0) + 1
+        nth[rank, name, start] = count[rank, name]
+    ranks = {r for r, *_ in rows}
+    inst: dict[tuple[str, int], dict[int, dict[int, int]]] = {}
+    for rank, name, size, s, e in rows:
+        inst.setdefault((name, size), {}).setdefault(nth[rank, name, s], {})[rank] = e - s
+    return {k: float(np.median([min(v.values()) for v in by.values() if set(v) == ranks])) / 1e3
+            for k, by in inst.items() if any(set(v) == ranks for v in by.values())}
+
+
+def test_two_launches_on_h100s_merge_into_the_one_launch_jobs_collectives(tmp_path):
+    """2 H100s (lease 4, bench/gpu_dist_run3.sh): the DDP job launched as two "hosts" of one GPU
+    each (torchrun --nnodes 2, each under its own dlscope profile), merged, against the same job in
+    one launch. Which rank arrives last differs from run to run, and with it the waits inside each
+    collective (mean 774 us against 157 us for the 28 MB all-reduce); the collectives' own time, the
+    last-arriving rank's (transfer_us), agrees within 5% for every kind and size."""
+    real = Path(__file__).parent / "data" / "advice_truth_dist"
+    m = run_dlscope("merge", real / "lease4_twolaunch_host0.dlscope", real / "lease4_twolaunch_host1.dlscope",
+                    "-o", tmp_path / "job.dlscope")
+    assert m.returncode == 0, m.stderr
+    job = ProfileData.open(tmp_path / "job.dlscope")
+    one = ProfileData.open(real / "lease4_ddp2_balanced.dlscope")
+    got = {}
+    for name, d in (("job", job), ("one", one)):
+        rows = comm_sum.compute(d).table.to_pylist()
+        got[name] = {(r["operation"], r["size_bytes"]): r for r in rows}
+        by_hand = _by_hand_transfer(d)
+        for (op, size), r in got[name].items():
+            if op == "allreduce":  # its message is the rank's buffer: size_bytes = in_bytes
+                assert r["transfer_us"] == pytest.approx(by_hand[op, size], rel=1e-9), (name, op, size)
+    assert set(got["job"]) == set(got["one"])
+    for key, r in got["job"].items():
+        o = got["one"][key]
+        assert r["count"] == o["count"] and r["ranks_in_group"] == o["ranks_in_group"] == 2
+        if key[0] == "allreduce":
+            assert r["transfer_us"] == pytest.approx(o["transfer_us"], rel=0.05), key
+            assert r["transfer_us"] <= r["mean_us"]

@@ -52,6 +52,10 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--prefetch", type=int, default=0,
                     help="FSDP2: each block prefetches the next N blocks' all-gathers in forward and backward "
                          "(explicit prefetch; 0 = FSDP2's implicit one-ahead)")
+    ap.add_argument("--gpu-offset", type=int, default=0,
+                    help="use GPU LOCAL_RANK + N: a launch that plays a second host on one machine, with every GPU "
+                         "visible (NCCL's peer-to-peer path needs the peers' GPUs visible; hiding them with "
+                         "CUDA_VISIBLE_DEVICES sends the collectives through host memory)")
     ap.add_argument("--keep-last", action="store_true",
                     help="FSDP2: the last block keeps its parameters gathered between forward and backward "
                          "(reshard_after_forward=False)")
@@ -89,10 +93,10 @@ def main() -> None:
     # the ranks of this launch each need a GPU of this host (a multi-node launch has fewer here
     # than the job has ranks: LOCAL_WORLD_SIZE, not WORLD_SIZE)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= local
+    gpu = torch.cuda.is_available() and torch.cuda.device_count() >= local + a.gpu_offset
     dist.init_process_group("nccl" if gpu else "gloo")
     rank = dist.get_rank()
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if gpu else "cpu")
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank)) + a.gpu_offset}" if gpu else "cpu")
     if gpu:
         torch.cuda.set_device(device)
     torch.manual_seed(0)
