@@ -260,3 +260,25 @@ def test_a_rank_slower_in_every_phase_is_told_to_look_at_its_machine():
     assert verdict(input=0.9, model=0.5, optimizer=0.3, other=-1.7).slower_everywhere
     assert not verdict(input=0.0, model=0.5, optimizer=0.3, other=25.0).slower_everywhere
     assert verdict(input=0.9, model=0.5, optimizer=0.3, other=-1.7).culprit is HostClass.INPUT
+
+
+def test_a_straggler_inside_the_forward_costs_what_the_others_wait():
+    """2 H100s (lease 4, bench/gpu_dist_run5.sh): rank 1 spends 25 ms of Python in a hook on the
+    middle block, inside the forward. Measured without any profiler (2 alternations against the
+    balanced job) it costs 20.7-22.1 ms a step. Rank 0's backward stalls that long on its GPU;
+    rank 1's own GPU finishes its forward about 10 ms after its host (work queued behind the late
+    launches, not a wait), so its lag alone would say 11 ms: the saving is the others' wait."""
+    runs = Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / "dist_lease4b"
+
+    def median_ms(name: str) -> float:
+        return 1e3 * float(np.median(json.loads((runs / name).read_text())[5:]))
+
+    real = [median_ms(f"fwd_t_straggler_{r}.json") - median_ms(f"fwd_t_balanced_{r}.json") for r in (0, 1)]
+    data = ProfileData.open(REAL / "lease4_ddp2_straggler_in_forward.dlscope")
+    v = untraced_straggler(data)
+    assert v is not None and v.basis == "GPU waits" and v.rank == 1 and v.significant
+    assert v.lag_ms < 0.6 * min(real)  # what the lag alone would have said
+    f = straggler.RULE.check(Context(data))
+    assert f is not None and f.saving_ms_per_step == pytest.approx(v.others_wait_ms)
+    assert 0.5 * max(real) <= f.saving_ms_per_step <= 2 * min(real), (f.saving_ms_per_step, real)
+    assert v.culprit is HostClass.MODEL and v.excess_ms[HostClass.MODEL] > 20  # found in the forward

@@ -46,6 +46,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block) instead of DDP")
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--python-ms", type=float, default=25.0)
+    ap.add_argument("--slow-where", choices=("before", "forward"), default="before",
+                    help="where the slow rank spends its Python: before the forward (outside every phase), or "
+                         "inside it, in a hook on the middle block (its host then launches the forward late)")
     ap.add_argument("--times-out", metavar="PATH")
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--grad-sync", choices=("ddp", "naive", "bucketed"), default="ddp")
@@ -119,6 +122,11 @@ def main() -> None:
         train_model = model
     else:
         train_model = nn.parallel.DistributedDataParallel(model)
+    if rank == a.slow_rank and a.slow_where == "forward":
+        def slow_block(*_: object) -> None:
+            busy_python(a.python_ms)  # (a pre-hook's result, unless None, replaces the block's input)
+
+        model.blocks[len(model.blocks) // 2].register_forward_pre_hook(slow_block)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=gpu)
     g = torch.Generator(device=device).manual_seed(rank)
     times = []
@@ -126,7 +134,7 @@ def main() -> None:
         t0 = time.perf_counter()
         idx = torch.randint(0, vocab, (a.batch, a.seq + 1), device=device, generator=g)
         x, y = idx[:, :-1], idx[:, 1:]
-        if rank == a.slow_rank:
+        if rank == a.slow_rank and a.slow_where == "before":
             busy_python(a.python_ms)
         out = train_model(x)
         loss = nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))

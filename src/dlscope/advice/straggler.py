@@ -1,9 +1,11 @@
 """straggler: one rank keeps the others waiting at every collective.
 
 Judged from the steps measured without the tracer (``analysis.rank_waits``): per step, how much
-longer the other ranks waited for the GPU on the host than this rank did; a straggler only when
-that lag is positive in significantly more steps than chance gives (sign test) and at least
-:data:`MIN_LAG_PCT` of the step. The saving is the mean lag: what the others really wait.
+longer the other ranks' GPUs stalled (or, without GPU phase marks, their hosts waited) than this
+rank's; a straggler only when that lag is positive in significantly more steps than chance gives
+(sign test), stands out of its own jitter, and what the others wait is at least
+:data:`MIN_LAG_PCT` of the step. The saving is what the others really wait
+(``StragglerVerdict.saving_ms``).
 
 Profiles without untraced waits (recorded before dlscope's hooks, imported traces, or every step
 traced) fall back to the traced steps' collective waits (``analysis.straggler``). The tracer's
@@ -53,18 +55,21 @@ class Straggler(Rule):
         return self._from_traced(ctx)
 
     def _from_untraced(self, ctx: Context, v: StragglerVerdict) -> Finding | None:
-        if not v.significant or not v.step_ms or 100 * v.lag_ms / v.step_ms < MIN_LAG_PCT:
+        if not v.significant or not v.step_ms or 100 * v.saving_ms / v.step_ms < MIN_LAG_PCT:
             return None
         culprit = v.culprit
         phase = CLASS_PHASE.get(culprit) if culprit is not None else None
         who = "rank(s) waited" if v.basis == "host waits" else "rank(s)' GPUs waited (CUDA events at the phases)"
-        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} {who} "
-                f"{ms(v.lag_ms)} longer than rank {v.rank} in the median step ({pct(100 * v.lag_ms / v.step_ms)} "
-                f"of the {ms(v.step_ms)} step; rank {v.rank} waited less in {v.lagging_steps} of {v.steps} steps, "
-                f"sign test p = {v.p_value:.2g}; the waits' own jitter is {ms(v.jitter_ms)})"
+        waited = (f"{ms(v.saving_ms)} in the median step, {ms(v.lag_ms)} longer than rank {v.rank}"
+                  if v.basis == "GPU waits" else f"{ms(v.lag_ms)} longer than rank {v.rank} in the median step")
+        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} {who} {waited} "
+                f"({pct(100 * v.saving_ms / v.step_ms)} of the {ms(v.step_ms)} step; rank {v.rank} waited less in "
+                f"{v.lagging_steps} of {v.steps} steps, sign test p = {v.p_value:.2g}; the waits' own jitter is "
+                f"{ms(v.jitter_ms)})"
                 + (f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "
                    f"{phase or culprit.label}" if culprit is not None else ""))
-        how = f"if rank {v.rank} kept pace, the others would stop waiting for it: its median lag per step"
+        how = (f"if rank {v.rank} kept pace, the others would stop waiting for it: "
+               + ("their GPUs' median wait per step" if v.basis == "GPU waits" else "its median lag per step"))
         rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
         advice = _advice(v.rank, phase)
         if v.slower_everywhere:
@@ -72,7 +77,7 @@ class Straggler(Rule):
                       "not in one: that is the machine more often than the work (another process on its CPUs, its NUMA "
                       "placement or clock frequency). Re-run to see whether the same rank lags, and pin each rank to "
                       "the CPUs near its GPU (nvidia-smi topo -m; numactl or taskset). " + advice)
-        f = self.finding(ctx, v.lag_ms, Evidence(text, how, rows), advice, url=URL)
+        f = self.finding(ctx, v.saving_ms, Evidence(text, how, rows), advice, url=URL)
         f.untraced = True
         return f
 
