@@ -10,6 +10,13 @@ steps (the mean step, as a training loop sees it: steps that do not synchronize 
 next one). The result per variant: the median over rounds, the spread (min..max over rounds) as
 the noise, and for ``batch2x`` the time per sample. ``saving_pct`` is relative to the baseline,
 per sample.
+
+Each step's own wall time is kept too (``steps_ms``; meaningful for variants that synchronize every
+step, as every ``.item()``-per-step variant does): ``median_step_ms`` is the median over all timed
+steps of all rounds and ``median_saving_pct`` its saving, the statistic ``dlscope try`` reports
+(the median untraced step), for comparing the two (``try_vs_measure.py``).
+
+    --variants workers_fix,workers    any variants of programs.config, e.g. the try-fix ones
 """
 
 from __future__ import annotations
@@ -34,13 +41,16 @@ def sync(device: str) -> None:
 
 
 def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cuda",
-            variants: list[str] | None = None) -> dict:
+            variants: list[str] | None = None, on_round=None) -> dict:
+    """Per variant, the summary of :func:`summarize`; ``on_round(summary)`` after every round (so a
+    run stopped by a time limit keeps the rounds it finished)."""
     names = ["baseline", *(variants or programs.MODEL_FIXES[model])]
     # torch.compile caches per code object: a compiled variant is built once and kept (rebuilding it
     # would recompile every round); every other variant is built fresh for each block, so only one
     # model, optimizer and DataLoader is alive while a block is timed, as in the real program
     kept = {v: programs.build(model, v, device) for v in names if programs.config(model, v).compile}
     times: dict[str, list[float]] = {v: [] for v in names}
+    steps: dict[str, list[float]] = {v: [] for v in names}
     if block <= 0:  # about a second of baseline steps per block: short steps need many to average out
         probe = programs.build(model, "baseline", device)
         for _ in range(warmup + 3):
@@ -54,6 +64,7 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
         del probe
         gc.collect()
         print(f"  {model}: {block} steps per block", flush=True)
+    out: dict = {}
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for v in order:
@@ -61,16 +72,32 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
             for _ in range(warmup):
                 t.step()
             sync(device)
-            t0 = time.perf_counter()
+            t0 = s0 = time.perf_counter()
             for _ in range(block):
                 t.step()
+                s1 = time.perf_counter()
+                steps[v].append((s1 - s0) * 1e3)
+                s0 = s1
             sync(device)
             times[v].append((time.perf_counter() - t0) / block * 1e3)
             if v not in kept:
                 del t
                 gc.collect()
         print(f"  {model}: round {r + 1}/{rounds} done", flush=True)
+        out = summarize(model, names, times, steps, block)
+        if on_round is not None:
+            on_round(out)
+    for v, o in out.items():
+        print(f"  {model}/{v}: {o['step_ms']:.2f} ms/step (IQR {o['iqr_pct']:.1f}%), "
+              f"saving {o['saving_pct']:.1f}%; median step {o['median_step_ms']:.2f} ms, "
+              f"saving {o['median_saving_pct']:.1f}%", flush=True)
+    return out
+
+
+def summarize(model: str, names: list[str], times: dict[str, list[float]], steps: dict[str, list[float]],
+              block: int) -> dict:
     base_per_sample = statistics.median(times["baseline"]) / programs.samples(model, "baseline")
+    base_step = statistics.median(steps["baseline"]) / programs.samples(model, "baseline")
     out = {}
     for v in names:
         med = statistics.median(times[v])
@@ -81,9 +108,11 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
                   "samples": programs.samples(model, v),
                   "saving_pct": 100 * (1 - per_sample / base_per_sample),
                   "saving_ms": (base_per_sample - per_sample) * programs.samples(model, "baseline"),
-                  "block_steps": block}
-        print(f"  {model}/{v}: {med:.2f} ms/step (IQR {out[v]['iqr_pct']:.1f}%), "
-              f"saving {out[v]['saving_pct']:.1f}%", flush=True)
+                  "block_steps": block,
+                  "median_step_ms": statistics.median(steps[v]),
+                  "mean_step_ms": statistics.fmean(steps[v]),
+                  "median_saving_pct": 100 * (1 - statistics.median(steps[v]) / programs.samples(model, v) / base_step),
+                  "steps_ms": [round(x, 3) for x in steps[v]]}
     return out
 
 
@@ -94,14 +123,25 @@ def main() -> int:
     p.add_argument("--block", type=int, default=0, help="steps per block; 0: about 1 s of baseline steps")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--variants", default="")
+    p.add_argument("--variants", default="", help="comma-separated variants (default: the model's suite fixes); "
+                   "any of programs.config's, e.g. workers_fix, compile_graphs_fix, bf16_fix")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
-    res = {"model": a.model, "method": "fresh variant per block", "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
+    for v in (v for v in a.variants.split(",") if v):
+        try:
+            programs.config(a.model, v)
+        except KeyError as e:
+            p.error(str(e))
+    res: dict = {"model": a.model, "method": "fresh variant per block", "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
            "torch": torch.__version__, "rounds": a.rounds, "block": a.block,
-           "variants": measure(a.model, a.rounds, a.block, a.warmup, a.device,
-                               [v for v in a.variants.split(",") if v] or None)}
-    Path(a.output).write_text(json.dumps(res, indent=1))
+           "rounds_done": 0}
+
+    def write(variants: dict) -> None:
+        res["variants"] = variants
+        res["rounds_done"] += 1
+        Path(a.output).write_text(json.dumps(res, indent=1))
+
+    measure(a.model, a.rounds, a.block, a.warmup, a.device, [v for v in a.variants.split(",") if v] or None, write)
     return 0
 
 

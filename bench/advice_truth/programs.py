@@ -14,7 +14,9 @@ Three models, built from torch/torchvision only (random weights, synthetic data,
 
 Every baseline also copies its batch from pageable memory, calls ``.item()`` on the loss every
 step, computes in fp32, and uses the per-parameter ("for-loop") optimizer. A *variant* changes one
-thing (:data:`FIXES`); :func:`build` returns a :class:`Trainer` whose ``step()`` runs one
+thing (:data:`FIXES`); the ``*_fix`` variants (:data:`TRY_FIXES`) are, instead, exactly what
+``dlscope try``'s injected fix of that name makes of the baseline (issue 22), so that ``measure.py``
+can time the same change ``dlscope try`` measures. :func:`build` returns a :class:`Trainer` whose ``step()`` runs one
 training iteration. ``train.py`` runs one (model, variant) as a program, so that ``dlscope
 profile`` sees an ordinary training script; ``measure.py`` times them all alternated in one
 process.
@@ -50,6 +52,26 @@ EXPECTED_RULES: dict[str, tuple[str, ...]] = {
     "compile": ("launch_bound", "fusion_candidates"),
     "batch2x": ("memory_underused",),
 }
+# ``dlscope try``'s fixes (src/dlscope/capture/fixes) as they act on these programs, as variants: the
+# same change made in the source, to measure with measure.py next to ``dlscope try --fixes NAME``.
+# Not in MODEL_FIXES (the suite's own fixes, whose results are recorded); ask for them with
+# ``measure.py --variants``. Each maps to the suite's variant that fixes the same problem.
+TRY_FIXES: dict[str, str] = {
+    "workers_fix": "try's 'workers': DataLoader(num_workers=min(8, CPUs-1), pin_memory=True on CUDA, "
+                   "persistent_workers=True, prefetch_factor=2); the copy stays blocking",
+    "compile_graphs_fix": "try's 'compile_graphs': model.forward = torch.compile(model.forward, "
+                          "mode='reduce-overhead'); the loss stays outside",
+    "compile_fix": "try's 'compile': model.forward = torch.compile(model.forward) (default mode)",
+    "bf16_fix": "try's 'bf16': bf16 autocast from the step's start (the batch's loading included) to "
+                "the loss, closed before backward, and the program's own autocast switch turned on",
+}
+TRY_FIX_OF: dict[str, str] = {"workers_fix": "workers", "compile_graphs_fix": "compile_graphs",
+                              "compile_fix": "compile", "bf16_fix": "bf16"}
+SUITE_VARIANT_OF: dict[str, str] = {"workers_fix": "workers", "compile_graphs_fix": "compile",
+                                    "compile_fix": "compile", "bf16_fix": "bf16"}
+# the try workers fix: at most this many workers, one CPU left to the training process
+TRY_MAX_WORKERS = 8
+
 MODEL_FIXES: dict[str, tuple[str, ...]] = {
     "cnn": ("workers", "pin", "no_item", "bf16", "fused_opt", "channels_last", "batch2x"),
     "gpt": ("workers", "pin", "no_item", "bf16", "fused_opt", "batch2x"),
@@ -69,6 +91,20 @@ class Config:
     optimizer: str = "per_parameter"  # or 'fused'
     channels_last: bool = False
     compile: bool = False
+    # fields the try-fix variants set (the defaults keep every older variant as it was)
+    prefetch: int = 4                  # prefetch_factor when workers > 0
+    pin_memory: bool | None = None     # the DataLoader's pin_memory; None: as ``pin`` (which also sets non_blocking)
+    compile_mode: str | None = "reduce-overhead"
+    compile_forward: bool = False      # compile model.forward in place (try's fix), not torch.compile(model)
+    bf16_from_step_start: bool = False  # an outer autocast region from the step's start to the loss (try's fix)
+
+
+def try_workers() -> int:
+    """The workers try's fix gives a loader: the CPUs this process may use less one, 1..8."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(TRY_MAX_WORKERS, cpus - 1))
 
 
 BASE_BATCH = {"cnn": 64, "gpt": 8, "mlp": 64, "gpt2": 8}
@@ -86,8 +122,14 @@ def config(model: str, variant: str) -> Config:
         "channels_last": {"channels_last": True},
         "compile": {"compile": True},
         "batch2x": {"batch": c.batch * (4 if model == "mlp" else 2)},
-    }[variant]
-    return replace(c, **changes)
+        "workers_fix": {"workers": try_workers(), "prefetch": 2, "pin_memory": torch.cuda.is_available()},
+        "compile_graphs_fix": {"compile": True, "compile_forward": True, "compile_mode": "reduce-overhead"},
+        "compile_fix": {"compile": True, "compile_forward": True, "compile_mode": None},
+        "bf16_fix": {"bf16": True, "bf16_from_step_start": True},
+    }
+    if variant not in changes:
+        raise KeyError(f"unknown variant {variant!r} (known: {', '.join(changes)})")
+    return replace(c, **changes[variant])
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -238,16 +280,31 @@ class Trainer:
             opt = torch.optim.Adam(model.parameters(), lr=1e-3,
                                    **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
         self.model, self.opt = model, opt
-        self.forward = torch.compile(model, mode="reduce-overhead") if c.compile else model
+        mode = {"mode": c.compile_mode} if c.compile_mode else {}
+        if c.compile and c.compile_forward:
+            # as try's fix leaves it: the outermost module's forward compiled in place, the module
+            # called as before (its hooks, if any, outside the compiled code)
+            model.forward = torch.compile(model.forward, **mode)
+            self.forward = model
+        else:
+            self.forward = torch.compile(model, **mode) if c.compile else model
         loader = torch.utils.data.DataLoader(
-            data, batch_size=None if c.model == "mlp" else c.batch, num_workers=c.workers, pin_memory=c.pin,
-            persistent_workers=c.workers > 0, prefetch_factor=4 if c.workers else None)
+            data, batch_size=None if c.model == "mlp" else c.batch, num_workers=c.workers,
+            pin_memory=c.pin if c.pin_memory is None else c.pin_memory,
+            persistent_workers=c.workers > 0, prefetch_factor=c.prefetch if c.workers else None)
         self.batches = iter(loader)
         self.n = 0
         self.losses: list[torch.Tensor] = []
 
     def step(self) -> None:
         c = self.c
+        outer = None
+        if c.bf16_from_step_start:
+            # try's bf16 fix opens its region at the step boundary (after the previous optimizer
+            # step) and closes it right before backward; the program's own enabled=False region
+            # inside it is turned on (below, as c.bf16), as the fix does with an AMP switch
+            outer = torch.autocast("cuda", dtype=torch.bfloat16)
+            outer.__enter__()
         x, y = next(self.batches)
         x = x.to(self.device, non_blocking=c.pin)
         y = y.to(self.device, non_blocking=c.pin)
@@ -260,6 +317,8 @@ class Trainer:
             else:
                 loss = nn.functional.cross_entropy(out, y)
         self.opt.zero_grad(set_to_none=True)
+        if outer is not None:
+            outer.__exit__(None, None, None)  # the fix closes its region before torch.autograd.backward
         loss.backward()
         self.opt.step()
         self.n += 1
