@@ -292,7 +292,7 @@ def _idle_by_hand(data: ProfileData) -> dict[tuple[int, str], float]:
     kernels = data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' "
                                "ORDER BY rank, start_ns").fetchall()
     spans, work = {}, {}
-    for rank, step, name, a, b, traced, warmup in marks:
+    for rank, _step, name, a, b, traced, warmup in marks:
         if traced:
             covered, last = 0, a
             for r, ks, ke in kernels:  # the union of the rank's compute kernels, clipped to [a, b)

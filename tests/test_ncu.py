@@ -240,3 +240,24 @@ def test_kernel_bound_rule_silent_when_the_gpu_is_not_the_limit(tmp_path, cli, s
     assert cli("ncu", small_profile, "--top", "3", "--ncu", ncu, "--", "true").code == 0
     run = advice.run(ProfileData.open(small_profile))
     assert "kernel_bound" in run.clean and "kernel_bound" not in {f.id for f in run.findings}
+
+
+@pytest.mark.parametrize("mangled,bare", [
+    # CUPTI's names of cuBLAS's, cuRAND's and CUB's kernels on the H100 (tests/data/gpu_h100/cupy_cupti.dlscope)
+    ("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE", "Kernel2"),
+    ("_Z20generate_seed_pseudoI10rng_configI17curandStateXORWOWL14curandOrdering101EEEvyyyS2_PS1_Pj",
+     "generate_seed_pseudo"),
+    ("_ZN3cub43CUB_300102_SM_750_800_860_890_900_1000_12006detail6reduce18DeviceReduceKernelINS2_10policy_hubIfjN4cuda3"
+     "std3__44plusIvEEE10Policy1000EPfjS9_fNS7_8identityEEEvT0_PT3_T1_NS0_13GridEvenShareISH_EET2_T4_",
+     "DeviceReduceKernel"),
+    ("_ZL5myKerPf", "myKer"), ("_ZN2ns1kEv", "k"), ("_ZNK3Foo3barEv", "bar"),
+])
+def test_the_function_name_retry_reads_mangled_names(mangled, bare):
+    """The issue: `dlscope ncu --top 2` on a CuPy program measured 1 of 2 kernels on the H100: the
+    cuBLAS SGEMM, known by its mangled name, matched nothing, and the retry by function name
+    searched for the whole mangled string. The retry now names the function as ncu's 'function'
+    base does (c++filt on these names gives ``cutlass::Kernel2<...>(...)``, ``generate_seed_pseudo<...>``,
+    ``cub::...::DeviceReduceKernel<...>``, ``myKer(float*)``, ``ns::k()``, ``Foo::bar() const``)."""
+    from dlscope.cli.ncu import function_name
+
+    assert function_name(mangled) == bare

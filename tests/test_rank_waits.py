@@ -169,7 +169,7 @@ def test_gpu_waits_by_hand():
             x[1] += he - hs
             x[2] += between
     quickest: dict[tuple[int, str], int] = {}
-    for (rank, step, name), (g, _, _) in span.items():
+    for (_rank, step, name), (g, _, _) in span.items():
         quickest[step, name] = min(g, quickest.get((step, name), g))
     want: dict[tuple[int, int], float] = {}
     for (rank, step, name), (g, h, between) in span.items():
@@ -241,7 +241,7 @@ def test_balanced_jobs_whose_hosts_differ_are_not_stragglers(name):
     spans = q(data.con, """SELECT name, rank, median(gpu_end_ns - gpu_start_ns) FROM phase_gpu
                           WHERE name IN ('forward', 'backward') GROUP BY ALL""")
     by = {}
-    for n, r, x in spans:
+    for n, _rank, x in spans:
         by.setdefault(n, []).append(x)
     assert all(max(x) - min(x) < 0.3e6 for x in by.values()), by
 

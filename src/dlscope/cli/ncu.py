@@ -61,8 +61,38 @@ def find_ncu(explicit: str | None) -> str:
                      "or give --ncu PATH)")
 
 
+def mangled_function_name(name: str) -> str | None:
+    """The bare function name inside an Itanium-mangled name (what CUPTI reports for cuBLAS's and
+    CUB's kernels): '_ZN7cutlass7Kernel2I43cutlass_80_simt...EEvNT_6ParamsE' -> 'Kernel2',
+    '_Z20generate_seed_pseudoI...' -> 'generate_seed_pseudo'; None where it is not that simple
+    (operators, constructors, substitutions before the name)."""
+    if not name.startswith("_Z"):
+        return None
+    i, last = 2, None
+    i += name.startswith("L", i)  # internal linkage
+    nested = name.startswith("N", i)
+    i += nested
+    while i < len(name):
+        while nested and i < len(name) and name[i] in "KVrRO":  # qualifiers of a nested member
+            i += 1
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        if j == i:
+            break
+        n = int(name[i:j])
+        last, i = name[j:j + n], j + n
+        if not nested or not name[i:i + 1].isdigit():
+            break
+    return last or None
+
+
 def function_name(name: str) -> str:
-    """The bare function name of a demangled kernel name: 'void ns::k<4, T>(int, T)' -> 'k'."""
+    """The bare function name of a kernel name: 'void ns::k<4, T>(int, T)' -> 'k'; a mangled name's
+    through :func:`mangled_function_name`."""
+    bare = mangled_function_name(name)
+    if bare:
+        return bare
     head = name.removeprefix("void ").split("(", 1)[0]
     depth, out = 0, []
     for c in head:  # drop template arguments, which may nest and hold '::'
