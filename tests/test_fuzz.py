@@ -387,3 +387,66 @@ def test_a_profile_whose_kernels_table_is_empty_runs_every_command(cli, tmp_path
             assert_one_line_error(r.err)
     r = cli("advise", prof, "--what-if")
     assert r.code == 0, r.err
+
+
+# ---- found by the faster long run (issue 25, parallel jobs) ----------------------------------------
+
+CPU_ONLY = CORPUS / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+
+
+@pytest.mark.parametrize("value", ["", "abc", 5, {"a": 1}])
+def test_a_gloo_annotation_whose_inputs_are_not_json_imports(cli, tmp_path, value):
+    """Found by the fuzzer: a gloo annotation whose "Input Dims" was an empty string failed the
+    import in DuckDB's json_extract (InvalidInputException, exit 1). The operation's size is
+    then unknown; the operation is still a comms row."""
+    doc = json.loads(gzip.decompress(CPU_ONLY.read_bytes()))
+    gloo = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("gloo:")]
+    assert gloo
+    for e in gloo:
+        e["args"]["Input Dims"] = value
+        e["args"]["Input type"] = value
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(doc))
+    work = tmp_path / "w"
+    work.mkdir()
+    ran, problems = fuzz_inputs.check_input(trace, work, _runner(cli))
+    assert ran and problems == []
+    r = cli("sql", work / "p.dlscope", "select count(*) as n, count(in_bytes) as sized from comms where backend = 'gloo'",
+            "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"n": len(gloo), "sized": 0}]
+
+
+def test_a_profile_whose_strings_table_lacks_the_names_runs_every_command(cli, tmp_path):
+    """Found by the fuzzer: with the strings table emptied (valid Parquet, no rows) every name
+    read as NULL, and summary, report and diff failed on them (TypeError, exit 1). A name whose
+    id strings lacks now reads as ``<unknown string ID>``."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "strings.parquet"
+    pq.write_table(pq.read_table(f).slice(0, 0), f)
+    work = tmp_path / "w"
+    work.mkdir()
+    for args in fuzz_inputs.profile_commands(prof, work, MLP_PROFILE):
+        r = cli(*args)
+        if args[0] == "merge":  # refused whatever the names: both profiles hold rank 0
+            assert r.code == 2 and "rank 0 is in both" in r.err, r.err
+        else:
+            assert r.code == 0, (args[0], r.code, r.err)
+    r = cli("sql", prof, "select count(*) as n, count(*) filter (where name like '<unknown string %>') as unknown "
+                         "from kernels", "--format", "json")
+    row = json.loads(r.out)[0]
+    assert row["n"] > 0 and row["unknown"] == row["n"]
+
+
+@pytest.mark.parametrize("base", [1e300, 10**30, -(2**64)])
+def test_a_base_time_no_int64_holds_is_one_line(cli, tmp_path, base):
+    """Found by the fuzzer: ``baseTimeNanoseconds`` of 1e300 made every event's time a number
+    past int64, and the import failed converting it (ConversionException, exit 1). Refused."""
+    doc = json.loads(gzip.decompress(SIMPLE_ADD.read_bytes()))
+    doc["baseTimeNanoseconds"] = base
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(doc))
+    r = cli("import", trace, "-o", tmp_path / "p.dlscope")
+    assert r.code == 2
+    assert_one_line_error(r.err)
+    assert "baseTimeNanoseconds" in r.err and "out of range" in r.err

@@ -46,7 +46,12 @@ class Selection:
 
 
 MIN_UNTRACED_STEPS = 3
-# tables held in memory up to this many rows in all (see ProfileData._load_in_memory): about
+# a profile of at most this many rows in all is queried on one DuckDB thread: DuckDB splits a scan
+# into tasks of one row group (122,880 rows), so queries over tables this small run on one thread
+# anyway, and more threads only add their start-up and scheduling (10-20% of the CPU time of each
+# command over a small profile, most of it spent on ~100 queries of a few milliseconds)
+ONE_THREAD_ROWS = 122_880
+# tables held in memory up to this many rows in all (see ProfileData._fits_in_memory): about
 # 250 MB of DuckDB memory
 MEMORY_ROWS = 2_000_000
 # tables recorded only while detailed tracing runs; runtime calls are not among them because
@@ -64,12 +69,17 @@ class ProfileData:
         self.stored = stored
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
-        self.con = attach(stored, con)
         self._shared: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
-        if statistics:  # the analysis commands; an export reads every row once, streaming (and
-            self._load_in_memory()  # turns a damaged file into one line itself: cli/export.py)
+        # the analysis commands; an export reads every row once, streaming (and turns a damaged
+        # file into one line itself: cli/export.py)
+        in_memory = statistics and self._fits_in_memory()
+        if con is None and sum(stored.rows.values()) <= ONE_THREAD_ROWS:
+            con = db.connect(threads=1)
+        self.con = attach(stored, con, in_memory=in_memory)
+        if statistics and not in_memory:
+            self._verify_files()
         if self.selection.key_node:
             from .iterations import apply_key_node
 
@@ -77,27 +87,16 @@ class ProfileData:
         if statistics:
             self._select_steps()
 
-    def _load_in_memory(self) -> None:
-        """Read the tables into DuckDB's memory once, unless they hold more than
-        :data:`MEMORY_ROWS` rows together. Every query that names a view over Parquet files
-        binds it again (opens the files, reads their footers and schemas): tens of
-        milliseconds per query on a loaded machine, however small the query, and a report runs
-        about a hundred queries. Reading the tables takes about as long as three such binds on
-        the 504k-event profile. Beyond the limit the views stay on the files: there the
-        queries' own work outweighs binding, and memory matters more."""
+    def _fits_in_memory(self) -> bool:
+        """Whether the tables are read into DuckDB's memory once (by :func:`attach`): unless they
+        hold more than :data:`MEMORY_ROWS` rows together (the files' own counts). Every query
+        that names a view over Parquet files binds it again (opens the files, reads their
+        footers and schemas): tens of milliseconds per query on a loaded machine, however small
+        the query, and a report runs about a hundred queries. Reading the tables takes about as
+        long as three such binds on the 504k-event profile. Beyond the limit the views stay on
+        the files: there the queries' own work outweighs binding, and memory matters more."""
         tables = [s.name for s in TABLES if s.name != "strings" and self.stored.files.get(s.name)]
-        if sum(self.count(t) for t in tables) > MEMORY_ROWS:
-            self._verify_files()
-            return
-        for t in tables:
-            try:
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE mem_{t} AS SELECT * FROM raw_{t}")
-            except duckdb.Error as e:  # a file damaged past its footer (compressed pages, encodings)
-                raise corrupt_table(self.stored, t, e) from None
-            self.con.execute(f"CREATE OR REPLACE VIEW raw_{t} AS SELECT * FROM mem_{t}")
-        # counted again from memory: the footers' counts include rows the views leave out (NULL in
-        # a required column)
-        self._counts.clear()
+        return sum(int(self.stored.rows.get(t) or 0) for t in tables) <= MEMORY_ROWS
 
     def _verify_files(self) -> None:
         """Read every table file once, streaming, where the tables stay on the files: a file
@@ -143,7 +142,10 @@ class ProfileData:
         something was recorded. The step in which tracing stopped is flagged (the stop slowed
         it) but may hold nothing: counting it would add an empty step to every average."""
         tables = [t for t in DETAIL_TABLES if self.has(t)] or (["api"] if self.has("api") else [])
-        recorded = [f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL" for t in tables]
+        # raw_<table> unless a key node re-derived the views' steps: the decoded views join the
+        # names in (four joins for ops), which a step number does not need (a third of opening)
+        src = "" if self.selection.key_node else "raw_"
+        recorded = [f"SELECT DISTINCT rank, step FROM {src}{t} WHERE step IS NOT NULL" for t in tables]
         holds = (f"OR (traced AND (rank, step) IN ({' UNION '.join(recorded)}))" if recorded else "")
         self.con.execute("CREATE OR REPLACE TEMP TABLE detail_steps AS SELECT * FROM sel_steps "
                          f"WHERE traced IS NULL {holds}")

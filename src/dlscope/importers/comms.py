@@ -19,8 +19,11 @@ def comms_sql(ev: str, launch: str, rank: int, world_size: int | None, host_pid:
     """SQL over the normalized events ``ev`` (see kineto._create_ev) giving comms rows."""
     world = "NULL" if world_size is None else str(int(world_size))
     pid = "NULL" if host_pid is None else str(int(host_pid))
-    gloo_type = "json_extract_string(e.input_types, '$[0]')"
-    gloo_nelems = "list_aggregate(TRY_CAST(json_extract(e.input_shapes, '$[0]') AS BIGINT[]), 'product')::BIGINT"
+    # the op's "Input type"/"Input Dims" as the trace gave them: text that is not JSON (an empty
+    # string, a damaged trace) gives no size rather than failing the import (json_extract raises)
+    gloo_type = "CASE WHEN json_valid(e.input_types) THEN json_extract_string(e.input_types, '$[0]') END"
+    gloo_nelems = ("list_aggregate(TRY_CAST(CASE WHEN json_valid(e.input_shapes) THEN json_extract(e.input_shapes, '$[0]') "
+                   "END AS BIGINT[]), 'product')::BIGINT")
     return f"""
     WITH params AS (
         SELECT external_id, any_value(coll_name) AS coll_name, any_value(in_nelems) AS in_nelems,

@@ -25,7 +25,7 @@ import duckdb
 
 from ..errors import InputError
 from ..store import db
-from ..store.build import ProfileBuilder, key_node_steps_sql
+from ..store.build import MAX_TIME_NS, ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
 from .base import Importer, ImportOptions
 from .comms import comms_sql
@@ -187,6 +187,7 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
         say("parsing", 0.4)
         t = clock()
         md = carved.metadata
+        _check_base(path, md)
         if rank is None:
             rank = _rank_of(path, md)
         try:
@@ -275,6 +276,21 @@ def _is_legacy(events: list[Path]) -> bool:
     with open(events[0], "rb") as f:
         head = f.read(1 << 20)
     return b'"external id"' in head and b'"External id"' not in head
+
+
+def _check_base(path: Path, md: dict[str, Any]) -> None:
+    """Refuse a ``baseTimeNanoseconds`` that no stored time can hold (a damaged trace's 1e300 or
+    inf): every event's time would be past it, and the import failed converting them to int64
+    (ConversionException, exit 1). A base that is not a number is ignored, as before."""
+    base = md.get("baseTimeNanoseconds")
+    try:
+        base_ns = int(base) if base is not None else 0
+    except (TypeError, ValueError):
+        return
+    except OverflowError:  # inf
+        base_ns = MAX_TIME_NS + 1
+    if abs(base_ns) > MAX_TIME_NS:
+        raise InputError(f"{path}: baseTimeNanoseconds {base!r} is out of range (not a time in nanoseconds)")
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, md: dict[str, Any]) -> list[str]:

@@ -19,9 +19,10 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
     tables are small enough that more threads only add start-up cost). With ``memory_limit``
     DuckDB spills what does not fit to a directory under the system's temporary directory
     (never the user's working directory, DuckDB's default)."""
-    con = duckdb.connect(":memory:")
     n = threads or default_threads()
-    con.execute(f"SET threads = {int(n)}")
+    # the thread count as the database starts: set afterwards, DuckDB first started a worker per
+    # core and then stopped the extra ones (on every command's connection)
+    con = duckdb.connect(":memory:", config={"threads": int(n)})
     con.execute("SET preserve_insertion_order = true")
     # DuckDB runs an ASOF join whose probe side is small (under 64 rows by default) as a nested
     # loop over the whole build side: with one row per step against every kernel or host island
@@ -38,8 +39,13 @@ def connect(threads: int | None = None, memory_limit: str | None = None) -> duck
 
 
 def default_threads() -> int:
-    """The machine's cores, at most 8."""
-    return min(os.cpu_count() or 1, 8)
+    """The cores this process may run on (its CPU affinity: taskset, a container's or a batch
+    job's CPU set; all the machine's cores otherwise), at most 8."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
 
 
 def threads(con: duckdb.DuckDBPyConnection) -> int:
