@@ -20,25 +20,19 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..collectives import bus_factor_sql, size_bytes_sql
+from . import comm_instances
 from .context import ProfileData
-from .gpu_work import selected_sql
 from .report import Report, ReportResult, fixed, integer
 
 
 def compute(data: ProfileData) -> ReportResult:
-    # each operation's ordinal in its group and kind, counted over the whole profile so that a
-    # step selection keeps the same ordinals on every rank
-    numbered = ("(SELECT *, row_number() OVER (PARTITION BY rank, group_name, backend, name ORDER BY start_ns) "
-                "AS nth_ FROM comms)")
-    rows = selected_sql(data, numbered, launched=True)
+    rows = comm_instances.selected_numbered_sql(data)
     size = size_bytes_sql("name", "in_bytes", "out_bytes", "group_size")
     table = data.table(f"""
         WITH c AS (SELECT *, {size} AS size_bytes, {bus_factor_sql('name', 'group_size')} AS factor FROM ({rows})),
-             last_in AS (SELECT name, backend, "where", size_bytes, group_size, group_name, nth_,
-                                min(end_ns - start_ns) AS transfer_ns
-                         FROM c GROUP BY ALL HAVING count(DISTINCT rank) = any_value(group_size)),
-             transfer AS (SELECT name, backend, "where", size_bytes, group_size, median(transfer_ns) AS transfer_ns
-                          FROM last_in GROUP BY ALL),
+             transfer AS (SELECT name, backend, "where", size_bytes, group_size,
+                                 median(transfer_ns) AS transfer_ns
+                          FROM ({comm_instances.transfer_sql(data, 'SELECT * FROM c')}) GROUP BY ALL),
              summary AS (
         SELECT name AS operation, backend, "where", size_bytes, group_size AS ranks_in_group,
                count(DISTINCT rank) AS ranks_recorded, count(*) AS count,
