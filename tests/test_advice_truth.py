@@ -73,6 +73,12 @@ def test_replay_by_hand():
     # a larger batch: GPU work and input double, per sample the step is 46/2 = 23 ms
     two = R.Fix("x", batch=2.0).apply(c)
     assert R.step_ms(two, per_sample_of=2.0) == pytest.approx((20 + 1 + 30) / 2)
+    # ... but an optimizer's kernels work per parameter: a 4 ms optimizer kernel launched last
+    # (host 1 ms after the last model launch) stays 4 ms: 20 input + 1 + 30 model GPU + 4 = 55
+    opt = replay_input(wid=[1] * 5, gap_input=[10e6, 0, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0, 0],
+                       gap_optimizer=[0, 0, 0, 1e6, 0], cls=[0, 2, 2, 1, 2], blocking=[0, 0, 0, 0, 1],
+                       gpu_ns=[5e6, 5e6, 5e6, 4e6, 0])
+    assert R.step_ms(R.Fix("x", batch=2.0).apply(opt), per_sample_of=2.0) == pytest.approx((20 + 1 + 30 + 4) / 2)
 
 
 def test_criteria_on_the_measured_table():
