@@ -450,3 +450,109 @@ def test_a_base_time_no_int64_holds_is_one_line(cli, tmp_path, base):
     assert r.code == 2
     assert_one_line_error(r.err)
     assert "baseTimeNanoseconds" in r.err and "out of range" in r.err
+
+
+# ---- found by the long run of seed 40 -------------------------------------------------------------
+
+def _profile_commands_pass(cli, prof: Path, tmp_path: Path) -> None:
+    """Every command of the property over ``prof`` exits 0 (merge: 2, both profiles hold rank 0)."""
+    work = tmp_path / "w"
+    work.mkdir(exist_ok=True)
+    for args in fuzz_inputs.profile_commands(prof, work, MLP_PROFILE):
+        r = cli(*args)
+        if args[0] == "merge":
+            assert r.code == 2 and "rank 0 is in both" in r.err, r.err
+        else:
+            assert r.code == 0, (args[0], r.code, r.err)
+
+
+def test_a_device_whose_index_is_null_is_left_out_not_a_crash(cli, tmp_path):
+    """Found by the fuzzer (crash 1100, meta_shape): a device with ``"index": null`` in meta.json
+    (a trace's deviceProperties without "id" writes the same) broke summary and report in the GPU
+    headline (int(None), exit 1). A null index is left out, as if the source had not said it."""
+    prof = _damaged_copy(tmp_path)
+    meta = json.loads((prof / "meta.json").read_text())
+    assert meta["devices"][0]["index"] == 0
+    meta["devices"][0]["index"] = None
+    (prof / "meta.json").write_text(json.dumps(meta))
+    from dlscope.store.meta import load_meta
+
+    dev = load_meta(prof / "meta.json").devices[0]
+    assert "index" not in dev and dev["name"] == meta["devices"][0]["name"]
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def _narrowed(f: Path, column: str) -> pa.Table:
+    """Rewrite ``f`` with ``column`` cast to int8 as fuzz_inputs' wrong_parquet does (wrapping),
+    returning the table before."""
+    import pyarrow.compute as pc
+
+    t = pq.read_table(f)
+    i = t.schema.get_field_index(column)
+    pq.write_table(t.set_column(i, pa.field(column, pa.int8()), pc.cast(t.column(i), pa.int8(), safe=False)), f)
+    return t
+
+
+def test_step_starts_stored_as_int8_are_malformed_rows_not_a_regression(cli, tmp_path):
+    """Found by the fuzzer (crash 2083, wrong_parquet): steps.parquet's start_ns narrowed to int8
+    read as times in 1970 (-128..127 ns), and check saw 57-year steps: a regression, exit 1 with
+    nothing on stderr (check's verdict, not an error). The reader now leaves out the rows whose
+    times the builder would not have stored (before the epoch, longer than 2**52 ns): no steps."""
+    prof = _damaged_copy(tmp_path)
+    _narrowed(prof / "steps.parquet", "start_ns")
+    r = cli("sql", prof, "select count(*) as n from steps", "--format", "json")
+    assert r.code == 0 and json.loads(r.out) == [{"n": 0}], r.err
+    r = cli("check", prof, "--baseline", MLP_PROFILE, "--max-regression", "999999%")
+    assert r.code == 0 and "this profile has no steps" in r.out, (r.code, r.out, r.err)
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def test_op_ends_stored_as_int8_do_not_overflow_the_sums(cli, tmp_path):
+    """Found by the fuzzer (crash 3021, wrong_parquet): ops.parquet's end_ns narrowed to int8
+    gave every op an end 57 years before its start, and sum(end_ns - start_ns)::BIGINT overflowed
+    in stats and report (ConversionException, exit 1). Those rows are malformed: not read."""
+    prof = _damaged_copy(tmp_path)
+    _narrowed(prof / "ops.parquet", "end_ns")
+    r = cli("sql", prof, "select count(*) as n from ops", "--format", "json")
+    assert r.code == 0 and json.loads(r.out) == [{"n": 0}], r.err
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def test_the_reader_leaves_out_rows_of_absurd_times_and_keeps_the_rest(cli, tmp_path):
+    """The reader's rule is the builder's (schema.TIME_RULE): in int64, a few ops made to start at
+    0 (so lasting ~57 years), to end before they start, or to end past 2**62 are left out; every
+    other row reads as stored, and the sums of durations that overflowed no longer do."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "ops.parquet"
+    t = pq.read_table(f)
+    starts, ends = t.column("start_ns").to_pylist(), t.column("end_ns").to_pylist()
+    bad = {5: (0, ends[5]), 6: (starts[6], 0), 7: (starts[7], 2**63 - 1), 8: (-(2**63), ends[8])}
+    for k, (s, e) in bad.items():
+        starts[k], ends[k] = s, e
+    for col, vals in (("start_ns", starts), ("end_ns", ends)):
+        i = t.schema.get_field_index(col)
+        t = t.set_column(i, t.schema.field(i), pa.array(vals, pa.int64()))
+    pq.write_table(t, f)
+    q = "select count(*) as n, sum(end_ns - start_ns)::BIGINT as d from ops"
+    want = json.loads(cli("sql", MLP_PROFILE, q, "--format", "json").out)[0]
+    kept = [e - s for k, (s, e) in enumerate(zip(t.column("start_ns").to_pylist(), ends)) if k not in bad]
+    r = cli("sql", prof, q, "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == [{"n": want["n"] - len(bad), "d": sum(kept)}]
+    for args in (["stats", prof, "--report", "all", "--format", "json"], ["summary", prof]):
+        r = cli(*args)
+        assert r.code == 0, (args[0], r.err)
+
+
+def test_builder_drops_rows_longer_than_2_pow_52_ns(tmp_path):
+    from dlscope.store.meta import Meta
+    from dlscope.store.schema import MAX_DURATION_NS
+
+    b = ProfileBuilder()
+    b.add("kernels", pa.table({"rank": [0] * 3, "start_ns": [10, 10, 2**62 - 2],
+                               "end_ns": [10 + MAX_DURATION_NS, 11 + MAX_DURATION_NS, 2**62 - 1],
+                               "name": ["a", "b", "c"]}))
+    out = b.write(tmp_path / "p.dlscope", Meta(), durable=False)
+    b.close()
+    assert pq.read_table(out / "kernels.parquet").column("name_id").length() == 2
+    assert b.dropped == {"kernels": 1}

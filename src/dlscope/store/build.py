@@ -26,7 +26,15 @@ import duckdb
 from ..errors import InputError
 from . import db
 from .meta import Meta
-from .schema import DUCK_TYPES, NAME_COLUMNS, TABLES, TABLES_BY_NAME, Table
+from .schema import (  # MAX_TIME_NS re-exported: importers check a base time against it
+    DUCK_TYPES,
+    MAX_TIME_NS,  # noqa: F401
+    NAME_COLUMNS,
+    TABLES,
+    TABLES_BY_NAME,
+    Table,
+    malformed_time_sql,
+)
 from .writer import write_profile
 
 if TYPE_CHECKING:
@@ -100,7 +108,6 @@ class Interner:
                     "unnest($2::INTEGER[]) AS id", [values, ids])
 
 
-MAX_TIME_NS = (1 << 62) - 1  # the latest time a stored row may have (see _drop_malformed)
 
 
 class ProfileBuilder:
@@ -190,15 +197,13 @@ class ProfileBuilder:
 
     def _drop_malformed(self, spec: Table) -> None:
         """Delete the rows of ``in_rows_<table>`` that the schema does not allow (NULL in a
-        required column, a time out of range, an end before the start) and count them in :attr:`dropped`: an importer
+        required column, a time out of range, an end before the start, a duration over 2**52 ns) and count them in :attr:`dropped`: an importer
         that let one through must not leave every analysis to trip on it."""
         bad = [f'"{c.name}" IS NULL' for c in spec.columns if not c.nullable]
-        names = {c.name for c in spec.columns}
-        # a time before the epoch or past 2**62 ns (year 2116) is garbage, and would overflow
-        # int64 in a difference of two times
-        bad += [f'"{t}" NOT BETWEEN 0 AND {MAX_TIME_NS}' for t in ("start_ns", "end_ns", "ts_ns") if t in names]
-        if {"start_ns", "end_ns"} <= names:
-            bad.append("end_ns < start_ns")
+        # a time before the epoch or past 2**62 ns (year 2116), an end before the start, a row
+        # lasting over 2**52 ns: garbage that would overflow int64 in a difference or a sum of
+        # times (schema.TIME_RULE; the reader applies the same rule)
+        bad += malformed_time_sql([c.name for c in spec.columns])
         if not bad:
             return
         cond = " OR ".join(bad)
@@ -212,7 +217,7 @@ class ProfileBuilder:
     def _note_dropped(self, meta: Meta) -> None:
         for table, n in sorted(self.dropped.items()):
             meta.note(f"{n} malformed row(s) of {table} not stored (a required value missing, a time out "
-                      "of range, or an end before the start)")
+                      "of range, an end before the start, or a duration over 2**52 ns)")
 
     def _intern_column(self, relation: str, column: str) -> str:
         """A (value, id) table for the distinct values of one text column (sorted: the same input

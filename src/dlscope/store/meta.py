@@ -158,7 +158,8 @@ FIELD_TYPES: dict[str, str] = {
 }
 # the keys of a device (Meta.add_device leaves out those of the wrong type) and of a collector
 # that the commands read, and their types
-DEVICE_TYPES = {"rank": "int?", "index": "int?", "nvml_index": "int?", "name": "str?", "memory_bytes": "int?",
+# (an index of null is left out too: the GPU's number is unknown, as when the source did not say it)
+DEVICE_TYPES = {"rank": "int?", "index": "int", "nvml_index": "int?", "name": "str?", "memory_bytes": "int?",
                 "sms": "int?", "compute_capability": "str?"}
 COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
 

@@ -22,7 +22,17 @@ import pyarrow.parquet as pq
 from ..errors import InputError, ProfileFormatError
 from . import db
 from .meta import Meta, load_meta
-from .schema import NAME_COLUMNS, OPTIONAL_COLUMNS, OPTIONAL_TABLES, TABLES, TABLES_BY_NAME
+from .schema import (
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
+    NAME_COLUMNS,
+    OPTIONAL_COLUMNS,
+    OPTIONAL_TABLES,
+    TABLES,
+    TABLES_BY_NAME,
+    Table,
+    malformed_time_sql,
+)
 
 TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns")
 
@@ -38,6 +48,10 @@ class StoredProfile:
     # columns stored as a narrower signed integer than the schema's, cast by the views
     narrow_columns: dict[str, set[str]] = field(default_factory=dict)
     rows: dict[str, int] = field(default_factory=dict)  # rows stored per table, from the files' footers
+    # tables whose files' statistics do not rule out malformed times (schema.TIME_RULE): the
+    # views leave such rows out (a filter on every table would change DuckDB's plans, and so the
+    # order of unordered rows, for every valid profile)
+    check_times: set[str] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -65,12 +79,14 @@ def open_profile(path: str | Path) -> StoredProfile:
         if not files and spec.name not in OPTIONAL_TABLES:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         rows = 0
+        footers = []
         for f in files:
             try:
                 md = pq.read_metadata(f)
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
             rows += md.num_rows  # (the footer was read a second time for this)
+            footers.append(md)
             missing = set(spec.column_names()) - set(md.schema.names)
             optional = missing & set(OPTIONAL_COLUMNS.get(spec.name, ()))
             if optional:
@@ -93,7 +109,37 @@ def open_profile(path: str | Path) -> StoredProfile:
                     prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
         prof.files[spec.name] = files
         prof.rows[spec.name] = rows
+        if not _times_plausible(spec, footers):
+            prof.check_times.add(spec.name)
     return prof
+
+
+def _times_plausible(spec: Table, footers: list[pq.FileMetaData]) -> bool:
+    """Whether the footers' statistics show every time of the table within ``[0, MAX_TIME_NS]``
+    and the whole table within ``MAX_DURATION_NS`` of its first start (so no row can be malformed
+    by schema.TIME_RULE but for an end before its start, which only the builder refuses: its
+    duration is within the same bound). Missing statistics prove nothing."""
+    cols = [c for c in ("start_ns", "end_ns", "ts_ns") if c in spec.column_names()]
+    if not cols:
+        return True
+    lo, hi = None, None
+    for md in footers:
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            if rg.num_rows == 0:
+                continue
+            for j in range(rg.num_columns):
+                col = rg.column(j)
+                if col.path_in_schema not in cols:
+                    continue
+                st = col.statistics
+                if st is None or not st.has_min_max or not isinstance(st.min, int) or not isinstance(st.max, int):
+                    return False
+                lo = st.min if lo is None else min(lo, st.min)
+                hi = st.max if hi is None else max(hi, st.max)
+    if lo is None:
+        return True
+    return lo >= 0 and hi <= MAX_TIME_NS and hi - lo <= MAX_DURATION_NS
 
 
 def _type_fit(stored: pa.DataType, want: pa.DataType) -> str | None:
@@ -140,10 +186,17 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None,
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
             # rows with NULL in a column the schema requires (times in a profile written before the
-            # builder refused them, a damaged file's rank) would trip every analysis: not read
+            # builder refused them, a damaged file's rank) would trip every analysis: not read;
+            # nor rows whose times the builder would not have stored (out of range, an end before
+            # the start, too long: schema.TIME_RULE), whose sums overflow int64 in the reports
             required = [c.name for c in spec.columns if not c.nullable and c.name not in absent]
-            if required:
-                src += " WHERE " + " AND ".join(f'"{c}" IS NOT NULL' for c in required)
+            keep = [f'"{c}" IS NOT NULL' for c in required]
+            bad_times = malformed_time_sql([c.name for c in spec.columns if c.name not in absent]) \
+                if spec.name in profile.check_times else []
+            if bad_times:
+                keep.append(f"NOT ({' OR '.join(bad_times)})")
+            if keep:
+                src += " WHERE " + " AND ".join(keep)
         else:  # a table this profile predates (see schema.OPTIONAL_TABLES), or one without rows
             src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
                 + " WHERE FALSE"

@@ -355,6 +355,36 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+# ---- malformed rows ---------------------------------------------------------------------------
+# The rule both the builder (rows not stored, counted in a note) and the reader (rows of a damaged
+# or foreign file not read) apply to every table's times; docs/format.md states it (see describe).
+
+MAX_TIME_NS = (1 << 62) - 1  # the latest time a row may have: 2**62 ns after the epoch is year 2116
+MAX_DURATION_NS = 1 << 52  # the longest a row may last: about 52 days
+TIME_RULE = (
+    "A row whose `start_ns`, `end_ns` or `ts_ns` lies outside `[0, 2**62)` ns (before the epoch or after "
+    "2116), whose end is before its start, or which lasts more than `2**52` ns (about 52 days) is "
+    "malformed: no collector records one, and its times would overflow int64 in the sums the reports "
+    "take. An importer that lets one through does not store it (`dlscope import` notes how many per "
+    "table); the reader leaves them out of a damaged or foreign file, as it does rows with NULL in a "
+    "required column (it checks the times of a table whose Parquet statistics do not show all of them "
+    "within `[0, 2**62)` and within `2**52` ns of each other, which rules out all but an end before the "
+    "start). With every time in range and no row longer than `2**52` ns, a sum of "
+    "durations overflows int64 only past 2,048 rows of the maximum length.")
+
+
+def malformed_time_sql(columns: set[str] | list[str]) -> list[str]:
+    """SQL conditions over a table's ``columns``, any of which makes a row malformed (see
+    :data:`TIME_RULE`); none overflows int64 whatever the values (a damaged file's included)."""
+    names = set(columns)
+    bad = [f'"{t}" NOT BETWEEN 0 AND {MAX_TIME_NS}' for t in ("start_ns", "end_ns", "ts_ns") if t in names]
+    if {"start_ns", "end_ns"} <= names:
+        bad.append('"end_ns" < "start_ns"')
+        # least(): the sum stays within int64 even for a start out of range
+        bad.append(f'"end_ns" > least("start_ns", {MAX_TIME_NS}) + {MAX_DURATION_NS}')
+    return bad
+
+
 def empty_table(name: str) -> pa.Table:
     """A zero-row table with the table's schema."""
     return TABLES_BY_NAME[name].schema.empty_table()
@@ -387,6 +417,7 @@ def describe() -> str:
         lines += [f"## `{t.name}` ({t.layer})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
         lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in t.columns]
         lines.append("")
+    lines += ["## malformed rows", "", TIME_RULE, ""]
     lines += ["## counter metrics", "", "| metric | unit | meaning |", "|---|---|---|"]
     lines += [f"| `{m}` | {u} | {d} |" for m, (u, d) in METRICS.items()]
     return "\n".join(lines) + "\n"
