@@ -45,7 +45,7 @@ def test_every_report_on_the_fixtures_and_a_narrow_selection(cli, tmp_path_facto
     assert all(isinstance(v, list) and v for v in ran.values()), {k: v for k, v in ran.items() if not v}
     # no counters, no ncu, one rank without collectives
     assert set(out) - set(ran) <= {"step_sum", "gpu_metrics", "kernel_metrics", "comm_sum", "overlap", "straggler", "fsdp_units",
-                                   "memory_by_rank", "rank_waits",
+                                   "memory_by_rank", "rank_waits", "collective_overlap",
                                    "rank_balance"}
     # one step only, then a selection with no steps at all: reports still answer
     first = ProfileData.open(path).scalar("SELECT min(step) FROM steps")

@@ -11,6 +11,7 @@ from .report import Report
 
 def _reports() -> dict[str, Report]:
     from . import (
+        collective_overlap,
         comm_sum,
         cuda_api_sum,
         cuda_gpu_kern_sum,
@@ -46,6 +47,7 @@ def _reports() -> dict[str, Report]:
         kernel_metrics.REPORT,
         gpu_time_breakdown.REPORT,
         comm_sum.REPORT,
+        collective_overlap.REPORT,
         overlap.REPORT,
         fsdp_units.REPORT,
         straggler.REPORT,
