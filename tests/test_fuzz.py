@@ -556,3 +556,92 @@ def test_builder_drops_rows_longer_than_2_pow_52_ns(tmp_path):
     b.close()
     assert pq.read_table(out / "kernels.parquet").column("name_id").length() == 2
     assert b.dropped == {"kernels": 1}
+
+
+# ---- found by the long run of seed 44 -------------------------------------------------------------
+
+def _cut_in_data_pages(f: Path, column: str) -> None:
+    """Delete a few bytes inside ``column``'s pages (the footer, at the end, still reads, its
+    offsets now off): as fuzz_inputs' byte deletion did to memset.parquet."""
+    md = pq.read_metadata(f)
+    col = next(md.row_group(0).column(j) for j in range(md.num_columns)
+               if md.row_group(0).column(j).path_in_schema == column)
+    start = col.dictionary_page_offset or col.data_page_offset
+    b = f.read_bytes()
+    f.write_bytes(b[:start + 1] + b[start + 22:])
+
+
+def test_a_damaged_page_read_through_the_timeline_stream_is_one_line(cli, tmp_path, monkeypatch):
+    """Found by the fuzzer (crash 3922, parquet_bytes on memset.parquet): the export's streaming
+    read got DuckDB's error through the Arrow stream as a plain OSError ("Invalid Error:
+    TProtocolException: Invalid data", no errno), which _damaged_tables_refused did not catch
+    (exit 1), and when DuckDB's own error came instead, the file was looked for on the export's
+    connection, still holding the failed stream: strings.parquet was named. Which of the two
+    errors comes depends on DuckDB's threads, so the OSError is also raised deterministically."""
+    prof = _damaged_copy(tmp_path)
+    _cut_in_data_pages(prof / "memset.parquet", "bytes")
+    out = tmp_path / "x.json.gz"
+    for _ in range(3):
+        r = cli("export", prof, "-o", out, "-f")
+        assert r.code == 2, r.err
+        assert_one_line_error(r.err)
+        assert "memset.parquet: corrupt or truncated table file" in r.err, r.err
+        assert not out.exists() and not out.with_name(out.name + ".tmp").exists()
+
+    import dlscope.render.timeline as timeline
+
+    def stream_fails(data, path, options=None):
+        raise OSError("Invalid Error: TProtocolException: Invalid data")
+
+    monkeypatch.setattr(timeline, "export_timeline", stream_fails)
+    r = cli("export", prof, "-o", out, "-f")
+    assert r.code == 2, r.err
+    assert_one_line_error(r.err)
+    assert "memset.parquet: corrupt or truncated table file (TProtocolException: Invalid data)" in r.err
+
+    def disk_full(data, path, options=None):  # a failed write of the output is no damaged table
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(timeline, "export_timeline", disk_full)
+    r = cli("export", prof, "-o", out, "-f")
+    assert r.code == 1 and "corrupt" not in r.err and "No space left on device" in r.err, r.err
+
+
+def test_a_footer_whose_column_path_is_not_utf8_is_refused(cli, tmp_path):
+    """Found by the fuzzer (crash 5247, parquet_bytes on steps.parquet): a flipped byte in the
+    footer made a column chunk's path invalid UTF-8; the schema's names still read, but the
+    statistics check of the times decoded the path (path_in_schema) and raised
+    UnicodeDecodeError in summary and stats (exit 1). The file is now refused as corrupt."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "steps.parquet"
+    b = bytearray(f.read_bytes())
+    footer_len = int.from_bytes(b[-8:-4], "little")
+    footer = len(b) - 8 - footer_len
+    # the schema names each column first, the column chunks repeat its path after: the second
+    # "start_ns" of the footer is the path (same length, so the footer's structure holds)
+    first = b.index(b"start_ns", footer)
+    second = b.index(b"start_ns", first + 1)
+    b[second + 7] = 0xF3
+    f.write_bytes(bytes(b))
+    assert "start_ns" in pq.read_metadata(f).schema.names  # the footer reads, its names too
+    _every_command_refuses(cli, prof, tmp_path, "steps.parquet: corrupt table file (UnicodeDecodeError)")
+
+
+def test_counters_without_a_device_are_no_gpus_headline(cli, tmp_path):
+    """Found by the fuzzer (crash 8234, wrong_parquet on counters.parquet): counters' device
+    column all NULL (the schema allows it: PyTorch's memory timeline does not say which device)
+    broke the GPU headline of summary and report (int(None), exit 1). A sample without a device
+    belongs to no GPU's headline; the counters still read and every command runs."""
+    prof = _damaged_copy(tmp_path)
+    f = prof / "counters.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("device")
+    pq.write_table(t.set_column(i, pa.field("device", pa.int32()), pa.nulls(t.num_rows, pa.int32())), f)
+    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.gpu_metrics import headline
+
+    assert headline(ProfileData.open(MLP_PROFILE))  # the seed has a headline
+    assert headline(ProfileData.open(prof)) == []
+    r = cli("sql", prof, "select count(*) as n from counters where device is null", "--format", "json")
+    assert r.code == 0 and json.loads(r.out) == [{"n": t.num_rows}], r.err
+    _profile_commands_pass(cli, prof, tmp_path)

@@ -115,7 +115,9 @@ def headline(data: ProfileData) -> list[dict[str, Any]]:
     if not data.has("counters"):
         return []
     steps = _n_steps(data)
-    src = f"SELECT device, metric, value, ts_ns FROM counters WHERE metric IN {HEADLINE}"
+    # per GPU: a sample that names no device (NULL: a source that did not say which, or a damaged
+    # file's column) is nobody's headline
+    src = f"SELECT device, metric, value, ts_ns FROM counters WHERE metric IN {HEADLINE} AND device IS NOT NULL"
     if steps:
         src = points_in_sql(src, "SELECT start_ns, end_ns FROM sel_steps", "p.device, p.metric, p.value")
     rows = data.rows(f"""

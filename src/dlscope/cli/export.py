@@ -113,20 +113,31 @@ class ExportCommand(Command):
         return 0
 
 
+def _read_error(e: BaseException) -> bool:
+    """Whether ``e`` is a failed read of a table file: DuckDB's error, pyarrow's, or the OSError
+    without an errno that pyarrow raises for an error DuckDB passes through an Arrow stream
+    ("Invalid Error: TProtocolException: ..."; a failed write of the output has an errno)."""
+    import duckdb
+    import pyarrow as pa
+
+    if isinstance(e, (duckdb.Error, pa.ArrowException)):
+        return True
+    return isinstance(e, OSError) and e.errno is None
+
+
 @contextlib.contextmanager
 def _damaged_tables_refused(data: Any, out: Path) -> Iterator[None]:
     """A table file damaged past its footer (a compressed page, an encoding) fails the export's
     streaming read halfway: what was written is removed and the file named in one line, without
     reading every row twice to find it first."""
-    import duckdb
-    import pyarrow as pa
-
     from ..store.reader import corrupt_table
 
     existed = out.exists()
     try:
         yield
-    except (duckdb.Error, pa.ArrowException) as e:
+    except Exception as e:
+        if not _read_error(e):
+            raise
         if not existed:
             if out.is_dir():
                 shutil.rmtree(out, ignore_errors=True)
@@ -135,15 +146,27 @@ def _damaged_tables_refused(data: Any, out: Path) -> Iterator[None]:
         text = str(e)
         table = next((t for t, fs in data.stored.files.items() if any(f.name in text for f in fs)), None)
         if table is None:  # DuckDB did not name the file: the first table that fails to read
-            table = next((t for t in data.stored.files if not _reads(data, t)), None)
+            table = _unreadable_table(data.stored)
         raise corrupt_table(data.stored, table or "?", e) from None
 
 
-def _reads(data: Any, table: str) -> bool:
+def _unreadable_table(stored: Any) -> str | None:
+    """The first table whose files fail to read whole. On a connection of its own: the export's
+    connection may still hold the result stream that failed, and then takes no other query."""
     import duckdb
 
+    from ..store import db
+
+    con = db.connect(threads=1)
     try:
-        data.con.execute(f"SELECT * FROM raw_{table}").fetch_arrow_table()
-    except duckdb.Error:
-        return False
-    return True
+        for table, files in stored.files.items():
+            if not files:
+                continue
+            try:
+                db.query_arrow(con, "SELECT * FROM read_parquet(["
+                               + ", ".join(db.sql_str(str(f)) for f in files) + "])")
+            except duckdb.Error:
+                return table
+    finally:
+        con.close()
+    return None

@@ -79,15 +79,15 @@ def open_profile(path: str | Path) -> StoredProfile:
         if not files and spec.name not in OPTIONAL_TABLES:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         rows = 0
-        footers = []
+        ranges: list[tuple[int, int] | tuple[()] | None] = []
         for f in files:
             try:
                 md = pq.read_metadata(f)
+                names = md.schema.names
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
             rows += md.num_rows  # (the footer was read a second time for this)
-            footers.append(md)
-            missing = set(spec.column_names()) - set(md.schema.names)
+            missing = set(spec.column_names()) - set(names)
             optional = missing & set(OPTIONAL_COLUMNS.get(spec.name, ()))
             if optional:
                 prof.absent_columns.setdefault(spec.name, set()).update(optional)
@@ -107,38 +107,59 @@ def open_profile(path: str | Path) -> StoredProfile:
                                              f"{stored.field(col.name).type}, not {col.dtype}")
                 if fit == "narrow":
                     prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
+            try:
+                ranges.append(_time_range(spec, md))
+            except Exception as e:  # text in the footer that is not UTF-8 (a column chunk's path),
+                # which pyarrow decodes only when asked: UnicodeDecodeError
+                raise ProfileFormatError(f"{f}: corrupt table file ({e.__class__.__name__})") from None
         prof.files[spec.name] = files
         prof.rows[spec.name] = rows
-        if not _times_plausible(spec, footers):
+        if not _times_plausible(ranges):
             prof.check_times.add(spec.name)
     return prof
 
 
-def _times_plausible(spec: Table, footers: list[pq.FileMetaData]) -> bool:
-    """Whether the footers' statistics show every time of the table within ``[0, MAX_TIME_NS]``
-    and the whole table within ``MAX_DURATION_NS`` of its first start (so no row can be malformed
-    by schema.TIME_RULE but for an end before its start, which only the builder refuses: its
-    duration is within the same bound). Missing statistics prove nothing."""
-    cols = [c for c in ("start_ns", "end_ns", "ts_ns") if c in spec.column_names()]
+# a file's times by its footer's statistics: (least, greatest), EMPTY (no time column or no row)
+# or None (statistics missing, which proves nothing)
+EMPTY: tuple[()] = ()
+
+
+def _time_range(spec: Table, md: pq.FileMetaData) -> tuple[int, int] | tuple[()] | None:
+    """The least and greatest time (``start_ns``, ``end_ns``, ``ts_ns``) in one file of ``spec``
+    by its footer's statistics."""
+    cols = [c for c in TIME_COLUMNS if c in spec.column_names()]
     if not cols:
-        return True
+        return EMPTY
     lo, hi = None, None
-    for md in footers:
-        for g in range(md.num_row_groups):
-            rg = md.row_group(g)
-            if rg.num_rows == 0:
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        if rg.num_rows == 0:
+            continue
+        for j in range(rg.num_columns):
+            col = rg.column(j)
+            if col.path_in_schema not in cols:
                 continue
-            for j in range(rg.num_columns):
-                col = rg.column(j)
-                if col.path_in_schema not in cols:
-                    continue
-                st = col.statistics
-                if st is None or not st.has_min_max or not isinstance(st.min, int) or not isinstance(st.max, int):
-                    return False
-                lo = st.min if lo is None else min(lo, st.min)
-                hi = st.max if hi is None else max(hi, st.max)
-    if lo is None:
+            st = col.statistics
+            if st is None or not st.has_min_max or not isinstance(st.min, int) or not isinstance(st.max, int):
+                return None
+            lo = st.min if lo is None else min(lo, st.min)
+            hi = st.max if hi is None else max(hi, st.max)
+    return EMPTY if lo is None or hi is None else (lo, hi)
+
+
+def _times_plausible(ranges: list[tuple[int, int] | tuple[()] | None]) -> bool:
+    """Whether the footers' statistics (each file's :func:`_time_range`) show every time of the
+    table within ``[0, MAX_TIME_NS]`` and the whole table within ``MAX_DURATION_NS`` of its first
+    start (so no row can be malformed by schema.TIME_RULE but for an end before its start, which
+    only the builder refuses: its duration is within the same bound). Missing statistics prove
+    nothing."""
+    if any(r is None for r in ranges):
+        return False
+    known = [r for r in ranges if r]
+    if not known:
         return True
+    lo = min(r[0] for r in known)  # type: ignore[index]
+    hi = max(r[1] for r in known)  # type: ignore[index]
     return lo >= 0 and hi <= MAX_TIME_NS and hi - lo <= MAX_DURATION_NS
 
 
@@ -160,6 +181,7 @@ def corrupt_table(profile: StoredProfile, table: str, error: Exception) -> Profi
     where = files[0] if len(files) == 1 else f"{profile.path} (table {table})"
     reason = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
     reason = re.sub(r'Failed to read file "[^"]*": ', "", reason)
+    reason = re.sub(r"^Invalid Error: ", "", reason)  # DuckDB's error passed on through an Arrow stream
     return ProfileFormatError(f"{where}: corrupt or truncated table file ({reason[:120]})")
 
 
