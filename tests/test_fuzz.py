@@ -645,3 +645,24 @@ def test_counters_without_a_device_are_no_gpus_headline(cli, tmp_path):
     r = cli("sql", prof, "select count(*) as n from counters where device is null", "--format", "json")
     assert r.code == 0 and json.loads(r.out) == [{"n": t.num_rows}], r.err
     _profile_commands_pass(cli, prof, tmp_path)
+
+
+# ---- found by the long run of seed 46 (2-core VM) ----------------------------------------------
+def test_an_sqlite_error_that_quotes_a_damaged_schema_stays_on_one_line(cli, tmp_path):
+    """SQLite's message for a damaged schema quotes the schema's own text, newlines and all
+    ("malformed database schema (ENUM_...) - unrecognized token ... INTEGER NOT NULL ..."): the
+    refusal printed it over several lines. Every error is now one line, whatever its source."""
+    seed = tmp_path / "seed.sqlite"
+    seed.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(seed)
+    con.execute("PRAGMA writable_schema = ON")
+    # a table's CREATE statement made unparsable, over several lines, as a flipped byte can
+    name, sql = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%\n%' "
+                            "LIMIT 1").fetchone()
+    con.execute("UPDATE sqlite_master SET sql = ? WHERE name = ?", (sql.replace("(", '("\x01', 1), name))
+    con.commit()
+    con.close()
+    r = cli("import", seed, "-o", tmp_path / "x.dlscope")
+    assert r.code == 2, r.err
+    assert_one_line_error(r.err)
+    assert "\n" not in r.err.strip()

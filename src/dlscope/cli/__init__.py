@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from .. import __version__
@@ -48,6 +49,12 @@ def _command_named(args: list[str]) -> str | None:
     return args[0] if args and args[0] in {c.name for c in COMMANDS} else None
 
 
+def one_line(message: str) -> str:
+    """An error message on one line: a library's text may carry newlines (SQLite quotes the damaged
+    schema it could not parse), and an error is one line on stderr."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dlscope` script; returns the exit code."""
     args_list = sys.argv[1:] if argv is None else argv
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             block_pandas()
         return int(cmd.run(args))
     except DlscopeError as e:
-        print(f"dlscope: {e}", file=sys.stderr)
+        print(f"dlscope: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("dlscope: interrupted", file=sys.stderr)
@@ -77,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if os.environ.get("DLSCOPE_DEBUG"):
             raise
-        print(f"dlscope: internal error: {e.__class__.__name__}: {e} "
+        print(f"dlscope: internal error: {e.__class__.__name__}: {one_line(str(e))} "
               "(a dlscope bug: rerun with DLSCOPE_DEBUG=1 for the traceback and please report it)",
               file=sys.stderr)
         return 1
