@@ -22,6 +22,8 @@ def _verdict(o: FixOutcome) -> str:
     parts = ["significant" if o.significant else "not significant"]
     if o.agrees is not None:
         parts.append("prediction holds" if o.agrees else "prediction off")
+    elif o.predicted_saving_pct:
+        parts.append("prediction undecided: more rounds (--repeat) would tell")
     if o.changes_precision:
         parts.append("changes precision")
     if o.loss_diverged:

@@ -8,11 +8,14 @@
   quantile (median, P95, P99) between the two samples, resampling each sample independently.
 * :func:`bootstrap_one`: the interval of one sample's quantile, for a baseline that is a single
   number (a saved summary) rather than a sample.
-* :func:`bootstrap_runs_diff`: the same difference where each side is several runs (processes) of
-  a program: runs resampled first, then steps within each run (the hierarchical resampling of
-  Kalibera and Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013). Steps of one process
-  share its placement, clocks and allocator, so the runs, not the steps, are the independent
-  units; pooling the steps gives an interval that is too narrow when runs differ.
+* :func:`paired_rounds`: the change where each side is several runs (processes) of a program,
+  run in alternating rounds: each round's ratio of medians is one observation, and Student's t
+  over their logarithms gives the interval and the test. Steps of one process share its
+  placement, clocks and allocator, so the runs, not the steps, are the independent units (Kalibera
+  and Jones, "Rigorous Benchmarking in Reasonable Time", ISMM 2013); pairing the runs of a round
+  cancels the drift between rounds. With the two to five rounds a user can afford, resampling the
+  runs (a bootstrap over 3 values) understates their spread; t with n - 1 degrees of freedom does
+  not (Student, 1908).
 
 Why both: the U test has an exact null distribution and is robust to the outliers step times
 have (a slow first step, a GC pause), so it decides significance; the bootstrap says how large
@@ -144,22 +147,80 @@ def bootstrap_diff(a: np.ndarray | list[float], b: np.ndarray | list[float], q: 
     return float(lo), float(hi)
 
 
-def bootstrap_runs_diff(a_runs: list[list[float]], b_runs: list[list[float]], q: float = 0.5,
-                        confidence: float = CONFIDENCE, n_boot: int = N_BOOT,
-                        seed: int = SEED) -> tuple[float, float]:
-    """Percentile interval of quantile(b) - quantile(a), each side's runs resampled with
-    replacement and then each chosen run's steps (two-stage bootstrap); every run non-empty."""
-    rng = np.random.default_rng(seed)
-    a_arr = [np.asarray(r, dtype=np.float64) for r in a_runs]
-    b_arr = [np.asarray(r, dtype=np.float64) for r in b_runs]
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function, evaluated by the
+    modified Lentz method (converges fast for x < (a + 1) / (a + b + 2))."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
-    def draw(runs: list[np.ndarray]) -> float:
-        picked = rng.integers(0, len(runs), len(runs))
-        return float(np.quantile(np.concatenate([rng.choice(runs[i], len(runs[i])) for i in picked]), q))
 
-    d = np.array([draw(b_arr) - draw(a_arr) for _ in range(n_boot)])
-    lo, hi = np.quantile(d, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
-    return float(lo), float(hi)
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t (bisection on :func:`t_sf`; q in (0, 1))."""
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if 1.0 - t_sf(mid, df) < q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@dataclass
+class RoundsShift:
+    """The change from A to B over alternating rounds, as ratios B/A of each round's medians:
+    their geometric mean, its interval, and the two-sided p-value of no change."""
+
+    rounds: int
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    p_value: float
+
+
+def paired_rounds(a_medians: list[float], b_medians: list[float], confidence: float = CONFIDENCE) -> RoundsShift:
+    """Student's t over log(b_i / a_i), one pair per round (at least two rounds, every value > 0).
+    Rounds whose ratios are all equal give a zero-width interval and p = 0 (or 1 for no change)."""
+    logs = np.log(np.asarray(b_medians, dtype=float) / np.asarray(a_medians, dtype=float))
+    n = len(logs)
+    mean = float(logs.mean())
+    se = float(logs.std(ddof=1)) / math.sqrt(n)
+    if se == 0.0:
+        return RoundsShift(n, math.exp(mean), math.exp(mean), math.exp(mean), 1.0 if mean == 0.0 else 0.0)
+    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * se
+    p = min(1.0, 2.0 * t_sf(abs(mean) / se, n - 1))
+    return RoundsShift(n, math.exp(mean), math.exp(mean - half), math.exp(mean + half), p)
 
 
 def bootstrap_one(b: np.ndarray | list[float], q: float = 0.5, confidence: float = CONFIDENCE,
