@@ -88,6 +88,15 @@ def test_a_fix_that_breaks_the_program_is_reported_and_the_others_go_on(tmp_path
     assert fixes["tf32"]["applied"] and fixes["tf32"]["steps"] >= 3
 
 
+def test_the_programs_own_output_stays_out_of_the_json(tmp_path):
+    """A program that prints each step's loss (the held-out ViT on the H100 did) must not corrupt
+    --format json: its output goes to stderr."""
+    r, runs = _try(tmp_path, "tf32", env={"PROBE_PRINT": "1"}, steps=3)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["fixes"][0]["name"] == "tf32"
+    assert "step 0 loss" in r.stderr and "step 0 loss" not in r.stdout
+
+
 def test_bf16_turns_on_the_programs_own_amp_switch(tmp_path):
     """A program whose step runs inside torch.autocast(enabled=False) (an AMP switch left off)
     would turn the fix's autocast off: the switch is turned on instead."""

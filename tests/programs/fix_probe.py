@@ -68,6 +68,8 @@ while step < steps:
                         "fused": opt.defaults.get("fused")})
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records
             f.write(json.dumps(records[-1]) + "\n")
+        if os.environ.get("PROBE_PRINT"):  # a program that logs to stdout, as most do
+            print(f"step {step} loss {float(loss):.4f}", flush=True)
         step += 1
         if step >= steps:
             break

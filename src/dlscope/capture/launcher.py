@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from ..errors import UsageError
 from .base import Settings
@@ -54,9 +55,10 @@ def _interactive() -> bool:
         return False
 
 
-def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings) -> int:
+def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: TextIO | None = None) -> int:
     """Run ``cmd`` to completion under the profiler; returns its raw return code (negative:
-    killed by that signal). The caller finalizes."""
+    killed by that signal). The caller finalizes. ``stdout``: where the program's standard output
+    goes (default: ours)."""
     from . import COLLECTORS
 
     host_collectors = [c for c in COLLECTORS if c.scope == "host"]
@@ -72,7 +74,7 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings) -> int:
     try:
         run_range.__enter__()
         try:
-            proc = subprocess.Popen(cmd, env=child_env(profile_dir, settings))
+            proc = subprocess.Popen(cmd, env=child_env(profile_dir, settings), stdout=stdout)
         except OSError as e:
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
         forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}

@@ -160,7 +160,8 @@ class Trial:
         settings = (Settings(extra=extra) if traced else
                     Settings(warmup=WARMUP_STEPS, detail_steps=0, extra=extra))
         self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
-        rc = run_profiled(self.cmd, path, settings)
+        # with --format json our stdout is the result: the program's own output goes to stderr
+        rc = run_profiled(self.cmd, path, settings, stdout=sys.stderr if self.quiet else None)
         status = exit_status(rc)
         if rc in (-2, 130):  # Ctrl-C: the program was stopped; so is the trial
             self.interrupted = True
