@@ -28,6 +28,10 @@ for i in range(20):
     dlscope.step()
 print("sum", float(c.sum()))
 PY
+log "0. what the CUPTI layer finds here"
+python3 -c "import cupti; print('cupti-python', getattr(cupti, '__version__', '?'))" 2>&1 | tail -1
+python3 -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)" 2>&1 | tail -1
+python3 -c "import cupy; print('cupy', cupy.__version__)" 2>&1 | tail -1
 log "1. ncu on the CuPy program"
 timeout 90 python3 -m dlscope profile -f --quiet -o $W/cupy.dlscope -- python3 $W/cupy_prog.py > $W/cupy_profile.log 2>&1; echo "profile rc=$?"
 python3 -m dlscope sql $W/cupy.dlscope "SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels GROUP BY 1 ORDER BY ms DESC LIMIT 3" --format json > $W/cupy_top.json 2>&1
