@@ -666,3 +666,24 @@ def test_an_sqlite_error_that_quotes_a_damaged_schema_stays_on_one_line(cli, tmp
     assert r.code == 2, r.err
     assert_one_line_error(r.err)
     assert "\n" not in r.err.strip()
+
+
+# ---- found by the GPU host's run of seed 60 (16 CPUs) --------------------------------------------
+def test_phase_marks_without_a_gpu_start_are_malformed_rows(cli, tmp_path):
+    """Found by the fuzzer (crash 5717, wrong_parquet on phase_gpu.parquet of the GPT-2 profile):
+    gpu_start_ns all NULL made each phase's GPU span NULL and the phase table divided it (TypeError
+    in summary, stats, report and diff). A GPU phase mark without both GPU times says nothing: the
+    schema now requires them, so the reader leaves such rows out and every command runs."""
+    prof = tmp_path / "p.dlscope"
+    shutil.copytree(DATA / "phase_gpu" / "gpt2_baseline.dlscope", prof)
+    f = prof / "phase_gpu.parquet"
+    t = pq.read_table(f)
+    i = t.schema.get_field_index("gpu_start_ns")
+    keep = t.num_rows // 2  # half the rows lose their GPU start, half keep it
+    col = pa.array(t.column(i).to_pylist()[:keep] + [None] * (t.num_rows - keep), pa.int64())
+    pq.write_table(t.set_column(i, pa.field("gpu_start_ns", pa.int64()), col), f)
+    r = cli("sql", prof, "select count(*) as n from phase_gpu", "--format", "json")
+    assert r.code == 0 and json.loads(r.out) == [{"n": keep}], r.err
+    s = cli("summary", prof)
+    assert s.code == 0 and "GPU span" in s.out, s.err
+    _profile_commands_pass(cli, prof, tmp_path)

@@ -130,9 +130,9 @@ PHASE_GPU = Table(
     (RANK, PID, TID, START, END, NAME,
      _c("device", I32, "CUDA device of the stream the events were recorded on"),
      _c("gpu_start_ns", I64, "when the GPU reached the phase's start marker (its first work could start), on the "
-                             "host clock through one synchronized anchor event"),
+                             "host clock through one synchronized anchor event", nullable=False),
      _c("gpu_end_ns", I64, "when the GPU reached the phase's end marker: everything launched before it on that "
-                           "stream was done (gpu_end_ns - gpu_start_ns is the phase's GPU span)"),
+                           "stream was done (gpu_end_ns - gpu_start_ns is the phase's GPU span)", nullable=False),
      STEP),
     sort_by=("rank", "start_ns"),
 )
