@@ -2,7 +2,7 @@
 # Issue 25 on one H100 (device tool, nvidia-h100-x1): (1) `dlscope ncu --top 3` on a CuPy program
 # whose costliest kernel CUPTI names by its mangled name (cuBLAS's cutlass SGEMM), with ncu's own
 # log of each try kept; (2) the long fuzz run on the host's CPUs for the rest of the call.
-# Results packed under $OUT.   (carry .whl)
+# Results packed under $OUT.   (carry .whl; FUZZ_ONLY=1 SEED=N for the fuzz run alone)
 # Part (1) needs CuPy's kernels through CUPTI: carry the cupti-python, cuda-bindings, cuda-pathfinder
 # and pyelftools wheels too (../shared/tools/gpu-wheels.sh). On 2026-11-26 they did not fit beside
 # duckdb's in the 64 MiB carry, the profile had no kernels and `dlscope ncu` refused (exit 2): part (1)
@@ -28,6 +28,7 @@ for i in range(20):
     dlscope.step()
 print("sum", float(c.sum()))
 PY
+if [ -z "${FUZZ_ONLY:-}" ]; then  # FUZZ_ONLY=1: the fuzz run alone
 log "0. what the CUPTI layer finds here"
 python3 -c "import cupti; print('cupti-python', getattr(cupti, '__version__', '?'))" 2>&1 | tail -1
 python3 -c "import cuda.bindings; print('cuda.bindings', cuda.bindings.__version__)" 2>&1 | tail -1
@@ -38,6 +39,7 @@ python3 -m dlscope sql $W/cupy.dlscope "SELECT name, count(*) AS n, sum(end_ns -
 timeout 240 python3 -m dlscope ncu $W/cupy.dlscope --top 3 --timeout 70 -- python3 $W/cupy_prog.py > $W/ncu.log 2>&1; echo "ncu rc=$?"
 python3 -m dlscope sql $W/cupy.dlscope "SELECT name, count(*) AS metrics FROM kernel_metrics GROUP BY 1" --format json > $W/ncu_measured.json 2>&1
 python3 -m dlscope stats $W/cupy.dlscope --report kernel_metrics > $W/kernel_metrics.txt 2>&1
+fi
 log "2. fuzz with $(nproc) jobs"
 FS=$(( $(left) - 30 ))
 [ $FS -gt 60 ] && timeout $(( FS + 25 )) python3 bench/fuzz.py --seconds $FS --jobs $(nproc) --seed ${SEED:-40} --timeout 60 \
