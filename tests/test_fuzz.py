@@ -687,3 +687,69 @@ def test_phase_marks_without_a_gpu_start_are_malformed_rows(cli, tmp_path):
     s = cli("summary", prof)
     assert s.code == 0 and "GPU span" in s.out, s.err
     _profile_commands_pass(cli, prof, tmp_path)
+
+
+# ---- found by the GPU host's run of seed 61 (16 CPUs) --------------------------------------------
+def test_an_ncu_integer_column_past_float_range_is_unknown(cli, tmp_path):
+    """Crash 2748 (a flipped byte): the Device column of one row read "01e400", a float infinity,
+    and int() of it failed the import (OverflowError). An integer column whose value is not a
+    finite int64 is unknown, as an empty one is; the rest of the row imports."""
+    text = (DATA / "gpu" / "h100_ncu_gemm.csv").read_text()
+    first_row = text.splitlines()[21]  # a data row (line 22 of the file)
+    fields = first_row.split('","')
+    fields[9] = "01e400"  # the Device column
+    bad = tmp_path / "ncu.csv"
+    bad.write_text(text.replace(first_row, '","'.join(fields), 1))
+    r = cli("import", bad, "-o", tmp_path / "x.dlscope")
+    assert r.code == 0, r.err
+    good = cli("import", DATA / "gpu" / "h100_ncu_gemm.csv", "-o", tmp_path / "y.dlscope")
+    q = "select count(*) as n, count(device) as with_device from kernel_metrics"
+    got = json.loads(cli("sql", tmp_path / "x.dlscope", q, "--format", "json").out)[0]
+    want = json.loads(cli("sql", tmp_path / "y.dlscope", q, "--format", "json").out)[0]
+    assert good.code == 0 and got["n"] == want["n"] and got["with_device"] == want["with_device"] - 1
+
+
+def test_an_sqlite_schema_whose_error_is_not_utf8_is_refused_in_one_line(cli, tmp_path):
+    """Crash 7549: one byte of the nsys export's schema page flipped to 0xAC; SQLite's error quoted
+    it and Python could not decode the message (UnicodeDecodeError, exit 1). Now the refusal of a
+    corrupt database, exit 2, one line."""
+    data = bytearray(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    data[70753] = 0xAC
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(bytes(data))
+    r = cli("import", bad, "-o", tmp_path / "x.dlscope")
+    assert r.code == 2 and "corrupt or truncated SQLite database" in r.err, r.err
+    assert_one_line_error(r.err)
+
+
+def test_a_device_uuid_of_the_wrong_type_is_left_out(cli, tmp_path):
+    """Crashes 9332 and 10555 (meta_shape on the GPT-2 profile's meta.json): a device's uuid became
+    a list, and the summary's GPU list hashed it (TypeError). A device key of the wrong type is
+    left out, as if the source had not said it; every command runs."""
+    prof = tmp_path / "p.dlscope"
+    shutil.copytree(DATA / "phase_gpu" / "gpt2_baseline.dlscope", prof)
+    meta = json.loads((prof / "meta.json").read_text())
+    assert meta["devices"] and any(d.get("uuid") for d in meta["devices"])
+    for d in meta["devices"]:
+        d["uuid"], d["host"] = [1, 2], {"x": 1}
+    (prof / "meta.json").write_text(json.dumps(meta))
+    s = cli("summary", prof)
+    assert s.code == 0 and "NVIDIA H100" in s.out, s.err
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def test_an_nsys_name_that_is_not_utf8_imports_with_a_replacement_character(cli, tmp_path):
+    """A name whose bytes are not UTF-8 (a damaged export) reads with U+FFFD in their place, as
+    the JSON importers read such names, instead of failing the whole import."""
+    db = tmp_path / "names.sqlite"
+    db.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(db)
+    sid = con.execute("SELECT k.demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL k LIMIT 1").fetchone()[0]
+    con.execute("UPDATE StringIds SET value = CAST(X'6B65726E656CAC' AS TEXT) WHERE id = ?", (sid,))
+    con.commit()
+    con.close()
+    r = cli("import", db, "-o", tmp_path / "x.dlscope")
+    assert r.code == 0, r.err
+    q = cli("sql", tmp_path / "x.dlscope", "select count(*) as n from kernels where name = 'kernel\ufffd'",
+            "--format", "json")
+    assert json.loads(q.out)[0]["n"] > 0, q.err

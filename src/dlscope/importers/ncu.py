@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,8 +99,9 @@ def parse_ncu_csv(text: str, path: Path, rank: int = 0) -> pa.Table:
 
 
 def _int(text: str | None) -> int | None:
+    """An integer column (device, launch id): a value that is not a finite number is unknown."""
     v = _number(text or "")
-    return int(v) if v is not None else None
+    return int(v) if v is not None and math.isfinite(v) and abs(v) < 2**63 else None
 
 
 def _details(header: list[str], rows: list[list[str]], path: Path) -> list[dict[str, Any]]:

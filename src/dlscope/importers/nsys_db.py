@@ -80,6 +80,8 @@ class NsysExport:
                 yield chunk
         except sqlite3.DatabaseError as e:
             raise InputError(f"{self.path}: corrupt or truncated SQLite database ({e})") from None
+        except UnicodeDecodeError:  # SQLite's own message quoted the damaged schema's bytes
+            raise InputError(f"{self.path}: corrupt or truncated SQLite database (a damaged schema)") from None
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         r = self.rows(sql, params)
@@ -145,6 +147,9 @@ def open_export(path: Path) -> Iterator[NsysExport]:
             con = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True)
         except sqlite3.Error as e:
             raise InputError(f"{path}: cannot open as SQLite ({e})") from None
+        # a name whose bytes are not UTF-8 (a damaged export) reads with U+FFFD in their place, as
+        # the JSON importers read such names, instead of failing the whole import
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
         try:
             export = NsysExport(path, con)
             if "StringIds" not in export.columns or not any(t in export.columns for t in NSYS_MARKERS):

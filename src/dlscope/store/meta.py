@@ -160,7 +160,8 @@ FIELD_TYPES: dict[str, str] = {
 # that the commands read, and their types
 # (an index of null is left out too: the GPU's number is unknown, as when the source did not say it)
 DEVICE_TYPES = {"rank": "int?", "index": "int", "nvml_index": "int?", "name": "str?", "memory_bytes": "int?",
-                "sms": "int?", "compute_capability": "str?"}
+                "sms": "int?", "compute_capability": "str?", "uuid": "str?", "host": "str?", "source": "str?",
+                "pci_bus_id": "str?", "driver": "str?", "cuda_driver": "str?", "gpm": "bool?"}
 COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
 
 

@@ -371,6 +371,14 @@ TIME_RULE = (
     "within `[0, 2**62)` and within `2**52` ns of each other, which rules out all but an end before the "
     "start). With every time in range and no row longer than `2**52` ns, a sum of "
     "durations overflows int64 only past 2,048 rows of the maximum length.")
+# what the importers and the reader make of other malformed values (docs/format.md)
+VALUE_RULE = (
+    "Other malformed values: a name whose bytes are not UTF-8 is read with U+FFFD in their place (JSON "
+    "traces, nsys SQLite); an integer column (a device, a launch id) whose value is not a finite int64 "
+    "(ncu's `1e400`) is unknown (NULL), the rest of its row kept; a meta.json device key the commands "
+    "read whose JSON type is wrong (a list for a `uuid`) is left out, as if the source had not said it; a "
+    "GPU phase mark (`phase_gpu`) without both GPU times is left out with the rows that lack a required "
+    "column.")
 
 
 def malformed_time_sql(columns: set[str] | list[str]) -> list[str]:
@@ -417,7 +425,7 @@ def describe() -> str:
         lines += [f"## `{t.name}` ({t.layer})", "", t.doc, "", "| column | type | meaning |", "|---|---|---|"]
         lines += [f"| `{c.name}` | {c.dtype} | {c.doc} |" for c in t.columns]
         lines.append("")
-    lines += ["## malformed rows", "", TIME_RULE, ""]
+    lines += ["## malformed rows", "", TIME_RULE, "", VALUE_RULE, ""]
     lines += ["## counter metrics", "", "| metric | unit | meaning |", "|---|---|---|"]
     lines += [f"| `{m}` | {u} | {d} |" for m, (u, d) in METRICS.items()]
     return "\n".join(lines) + "\n"
