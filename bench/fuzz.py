@@ -15,7 +15,8 @@ The parent is a fork server: before the clock starts it loads every module the c
 (found by checking each kind's unmutated seed once in a child) and blocks pandas as the
 ``dlscope`` console script does for these commands, so no child pays for imports. Input number
 ``i`` is mutated with ``random.Random(f"{seed}:{i}")`` (a stable string seed): the inputs of a
-seed are the same whatever --jobs is, and a crash is replayed with ``--replay i``.
+seed are the same whatever --jobs is, and a crash is replayed with ``--replay i``. SIGINT or
+SIGTERM ends a run early with its counts written.
 
 Writes the counts per input kind, inputs per second and each kind's mean seconds per input (a
 child's wall time: making the mutant and checking it) to --out (JSON) and prints them.
@@ -31,6 +32,7 @@ import multiprocessing.connection as mpc
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -180,7 +182,21 @@ def _finish(job: Job, tally: Tally, crashes_dir: Path, t0: float) -> None:
     shutil.rmtree(job.work, ignore_errors=True)
 
 
+class StopFlag:
+    """Set by SIGINT or SIGTERM: no new input starts, the running ones finish (or time out), and
+    the counts so far are written as at the end of --seconds, so a long run can be cut short."""
+
+    def __init__(self) -> None:
+        self.set = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.set = True
+
+
 def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
+    stop = StopFlag()
     cpus = sorted(os.sched_getaffinity(0))
     tally = Tally()
     running: dict[mpc.Connection, Job] = {}
@@ -191,7 +207,8 @@ def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="dlscope-fuzz-") as tmp:
         while True:
             now = time.monotonic()
-            while (len(running) < args.jobs and now - t0 < args.seconds and (last is None or i <= last)):
+            while (len(running) < args.jobs and now - t0 < args.seconds and not stop.set
+                   and (last is None or i <= last)):
                 work = Path(tmp) / f"w{i}"
                 work.mkdir()
                 cpu = free_cpus.pop(0) if free_cpus else None
@@ -236,7 +253,8 @@ def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
     seconds = time.monotonic() - t0
     n = sum(tally.tried.values())
     tally.crashes.sort(key=lambda c: c["index"])  # type: ignore[arg-type, return-value]
-    return {"seconds": round(seconds, 1), "seed": args.seed, "jobs": args.jobs, "inputs_tried": n,
+    return {"seconds": round(seconds, 1), "seed": args.seed, "jobs": args.jobs, "stopped_early": stop.set,
+            "inputs_tried": n,
             "inputs_per_second": round(n / seconds, 2) if seconds else None,
             "tried_per_kind": dict(tally.tried), "imported_per_kind": dict(tally.imported),
             "mean_input_seconds_per_kind": {k: round(tally.seconds[k] / c, 3) for k, c in tally.tried.items()},
