@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlscope.analysis.compare.tries import Run, agrees, loss_check, measure
+from dlscope.analysis.compare.tries import Run, agrees, loss_check, measure, run_spread_pct
 
 from .conftest import run_dlscope
 
@@ -93,7 +93,9 @@ def test_the_programs_own_output_stays_out_of_the_json(tmp_path):
     --format json: its output goes to stderr."""
     r, runs = _try(tmp_path, "tf32", env={"PROBE_PRINT": "1"}, steps=3)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["fixes"][0]["name"] == "tf32"
+    out = json.loads(r.stdout)
+    assert out["fixes"][0]["name"] == "tf32"
+    assert out["baseline_spread_pct"] is None  # one round: one unchanged run
     assert "step 0 loss" in r.stderr and "step 0 loss" not in r.stdout
 
 
@@ -277,3 +279,13 @@ def test_students_t_against_scipy():
             assert t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), abs=1e-6)
     for a, b, x in ((0.5, 0.5, 0.3), (10, 0.5, 0.99), (100, 0.5, 0.999), (0.5, 30, 0.001)):
         assert incomplete_beta(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-10)
+
+
+def test_the_spread_of_the_unchanged_runs():
+    """The held-out ViT's try on the H100 (lease 11): its three unchanged runs took 84.9, 111.7 and
+    112.2 ms a median step, 32% apart: more than bf16, TF32 or a fused AdamW could save there."""
+    got = json.loads((Path(__file__).parents[1] / "bench" / "heldout" / "results_lease11" / "try_vit.json").read_text())
+    base = [Run("baseline", r["round"], 0, [r["median_ms"]]) for r in got["runs"] if r["label"] == "baseline"]
+    medians = [r.median_ms for r in base]
+    assert run_spread_pct(base) == pytest.approx(100 * (max(medians) / min(medians) - 1)) == pytest.approx(32.2, abs=0.1)
+    assert run_spread_pct(base[:1]) is None

@@ -98,7 +98,7 @@ class Trial:
             print(f"dlscope try: {msg}", file=sys.stderr, flush=True)
 
     def run(self) -> dict[str, Any]:
-        from ..analysis.compare.tries import measure
+        from ..analysis.compare.tries import measure, run_spread_pct
         from ..capture.fixes import BY_NAME, FIXES
 
         first = self._run("baseline", 0, [], traced=True)
@@ -135,7 +135,9 @@ class Trial:
         if self.interrupted:
             self.say("interrupted: the runs so far are measured; the rest did not run")
         self._store(first, outcomes)
+        spread = run_spread_pct([r for r in self.runs if r.label == "baseline"])
         result = {"command": self.cmd, "steps": self.steps, "repeat": self.repeat, "interrupted": self.interrupted,
+                  "baseline_spread_pct": spread,
                   "profiles": str(self.out), "fixes": [o.as_dict() for o in outcomes],
                   "combined": together.as_dict() if together else None,
                   "runs": [{"label": r.label, "round": r.round, "exit_code": r.exit_code, "median_ms": r.median_ms,
@@ -144,7 +146,7 @@ class Trial:
             from ..render.terminal import console
             from ..render.tries import render_tries
 
-            render_tries(outcomes, together, console(), self.interrupted)
+            render_tries(outcomes, together, console(), self.interrupted, spread)
         return result
 
     # ---- one run ------------------------------------------------------------------------------

@@ -31,8 +31,9 @@ def _verdict(o: FixOutcome) -> str:
     return "; ".join(parts)
 
 
-def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: Any, interrupted: bool = False) -> None:
-    """Print the table (``out``: a rich Console)."""
+def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: Any, interrupted: bool = False,
+                 baseline_spread_pct: float | None = None) -> None:
+    """Print the table (``out``: a rich Console), and how far apart the unchanged runs were."""
     t = Table(title="Measured with each fix applied (median step, untraced, runs alternated)", title_justify="left")
     for c in ("fix", "baseline ms", "fixed ms", "measured saving", "95% interval", "p", "predicted", "verdict"):
         t.add_column(c, justify="left" if c in ("fix", "verdict") else "right")
@@ -43,5 +44,9 @@ def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: A
                   "-" if o.fixed_ms is None else f"{o.fixed_ms:,.2f}", _pct(o.measured_saving_pct), lo_hi,
                   "-" if o.p_value is None else f"{o.p_value:.2g}", _pct(o.predicted_saving_pct), escape(_verdict(o)))
     out.print(t)
+    if baseline_spread_pct is not None:
+        out.print(f"The unchanged program's own runs differ by {baseline_spread_pct:.0f}% (median step, slowest "
+                  "against fastest): a fix that saves less than that needs more rounds (--repeat) to be told "
+                  "apart from it.")
     if interrupted:
         out.print("Interrupted: the runs so far are measured above; the rest did not run.")

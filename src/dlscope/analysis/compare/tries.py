@@ -139,6 +139,14 @@ def _round_pairs(base: list[Run], fixed: list[Run]) -> list[tuple[float, float]]
     return [(by_round[f.round], f.median_ms) for f in fixed if f.median_ms and f.round in by_round]
 
 
+def run_spread_pct(runs: list[Run]) -> float | None:
+    """How far apart the runs of one side are: (slowest median step / fastest) - 1, in %; None
+    with fewer than two measured runs. When the unchanged program's own runs differ by more than
+    a fix saves, only more rounds can tell the fix apart."""
+    medians = [r.median_ms for r in runs if r.median_ms]
+    return 100.0 * (max(medians) / min(medians) - 1.0) if len(medians) >= 2 else None
+
+
 def agrees(predicted_pct: float | None, measured_pct: float | None, significant: bool,
            interval: tuple[float, float] | None = None) -> bool | None:
     """Whether the prediction holds (see the module's doc): True, False, or None when a saving
