@@ -9,13 +9,8 @@
 # Results: $OUT/cnn_truth.tar.gz and $OUT/run.log.
 set -u
 cd "$(dirname "$0")/.."
-T0=$(date +%s); BUDGET=${BUDGET:-540}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-R=/tmp/cnn_truth; rm -rf "$R"; mkdir -p "$R"
-exec > >(tee -a "$OUT/run.log") 2>&1
 . bench/gpu_lib.sh
-trap 'pack cnn_truth' EXIT
-setup
+start cnn_truth
 lscpu | grep -E "^(Model name|CPU\(s\)|NUMA|Thread|Core|Socket)" > "$R/lscpu.txt"; cat "$R/lscpu.txt"
 nvidia-smi topo -m > "$R/topo.txt" 2>&1 || true
 

@@ -8,13 +8,8 @@
 # Results: $OUT/heldout.tar.gz and $OUT/run.log.
 set -u
 cd "$(dirname "$0")/.."
-T0=$(date +%s); BUDGET=${BUDGET:-560}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-R=/tmp/heldout; rm -rf "$R"; mkdir -p "$R"
-exec > >(tee -a "$OUT/run.log") 2>&1
 . bench/gpu_lib.sh
-trap 'pack heldout' EXIT
-setup
+start heldout
 PROG="python3 bench/heldout/vit_train.py"
 
 run "profile" 90 400 python3 -m dlscope profile -o "$R/vit_baseline.dlscope" -f -- $PROG --steps 40

@@ -1,6 +1,6 @@
-# Shared by the device scripts (source it after setting T0, BUDGET, OUT and R): a time budget for
-# the whole call, commands that each get a slice of what is left, and results packed into $OUT
-# after each part so that a call cut short still brings back what it finished.
+# Shared by the device scripts: a time budget for the whole call, commands that each get a slice of
+# what is left, and results packed into $OUT after each part so that a call cut short still brings
+# back what it finished. A script sources it from the repo root and calls `start NAME`.
 log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # run NAME WANT RESERVE CMD...: at most WANT s, and never into the last RESERVE s of the budget
@@ -22,4 +22,14 @@ setup() {
   export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
   log "setup done; $(nproc) CPUs; $(nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader | head -1)"
   python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
+}
+# start NAME: the clock (BUDGET s, 540 unless set), $OUT, a fresh $R=/tmp/NAME for the results,
+# everything printed also kept in $OUT/run.log, $R packed as $OUT/NAME.tar.gz at exit; then setup
+start() {
+  T0=$(date +%s); BUDGET=${BUDGET:-540}
+  OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+  R=/tmp/$1; rm -rf "$R"; mkdir -p "$R"
+  exec > >(tee -a "$OUT/run.log") 2>&1
+  trap "pack $1" EXIT
+  setup
 }

@@ -10,31 +10,8 @@
 #   python3 bench/advice_truth/try_vs_measure.py table try_vs_measure.tar.gz
 set -u
 cd "$(dirname "$0")/.."
-T0=$(date +%s)
-BUDGET=${BUDGET:-540}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-R=/tmp/tvm; rm -rf "$R"; mkdir -p "$R"
-exec > >(tee -a "$OUT/run.log") 2>&1
-log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-# run NAME WANT RESERVE CMD...: at most WANT s, and never into the last RESERVE s of the budget
-run() {
-  local name=$1 want=$2 reserve=$3; shift 3
-  local lim=$(( $(left) - reserve )); (( lim > want )) && lim=$want
-  if (( lim < 20 )); then log "$name: skipped (only $(left) s left)"; return 99; fi
-  log "$name: start (limit ${lim} s)"
-  local t=$(date +%s)
-  timeout -k 5 "$lim" "$@"; local rc=$?
-  log "$name: rc=$rc in $(( $(date +%s) - t )) s"
-  return $rc
-}
-pack() { tar -czf "$OUT/try_vs_measure.tar.gz.tmp" -C "$R" . && mv "$OUT/try_vs_measure.tar.gz.tmp" "$OUT/try_vs_measure.tar.gz"; }
-trap pack EXIT
-
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-log "setup done; $(nproc) CPUs; $(nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv,noheader)"
-python3 -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
+. bench/gpu_lib.sh
+start try_vs_measure
 
 TRAIN=bench/advice_truth/train.py
 MEASURE=bench/advice_truth/measure.py
@@ -49,27 +26,27 @@ try_pair() {
     > $R/try_${m}_${fix}.json 2> /tmp/try_${m}.err"
   tail -n 4 "/tmp/try_${m}.err" | cut -c1-300
   timeout 60 $STEPS "/tmp/try_$m" -o "$R/try_${m}_${fix}_steps.json" || log "steps of try $m: failed"
-  pack
+  pack try_vs_measure
 }
 
 # 1. gpt, workers (GPT step ~70-90 ms; try's runs ~12 s each: 1 profiled + 2*REPEAT-1)
 run "measure gpt" 100 400 python3 $MEASURE --model gpt --variants workers_fix,workers --rounds 4 --block 20 \
   --warmup 5 -o "$R/measure_gpt.json"
-pack
+pack try_vs_measure
 try_pair gpt workers 4 30 130 290
 
 # 2. mlp, compile_graphs (MLP step ~3-10 ms; two compiled variants warm up in measure.py, 20-40 s each;
 #    each of try's compiled runs compiles again)
 run "measure mlp" 130 200 python3 $MEASURE --model mlp --variants compile_graphs_fix,compile --rounds 4 --block 0 \
   --warmup 10 -o "$R/measure_mlp.json"
-pack
+pack try_vs_measure
 try_pair mlp compile_graphs 3 100 140 70
 
 # 3. cnn, bf16, if time is left (CNN step ~80-150 ms, a noisy host-bound step)
 if (( $(left) > 120 )); then
   run "measure cnn" 60 70 python3 $MEASURE --model cnn --variants bf16_fix,bf16 --rounds 3 --block 12 \
     --warmup 4 -o "$R/measure_cnn.json"
-  pack
+  pack try_vs_measure
   try_pair cnn bf16 2 20 $(( $(left) - 8 )) 5
 else
   log "cnn: skipped ($(left) s left)"
