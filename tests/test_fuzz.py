@@ -753,3 +753,20 @@ def test_an_nsys_name_that_is_not_utf8_imports_with_a_replacement_character(cli,
     q = cli("sql", tmp_path / "x.dlscope", "select count(*) as n from kernels where name = 'kernel\ufffd'",
             "--format", "json")
     assert json.loads(q.out)[0]["n"] > 0, q.err
+
+
+# ---- found by the VM's run of seed 70 -----------------------------------------------------------
+@pytest.mark.parametrize(("field", "value"), [("start_ns", -(2**63)), ("end_ns", 2**63 - 1)])
+def test_a_meta_time_outside_the_time_rule_is_unknown(cli, tmp_path, field, value):
+    """Crash 5825 (meta_shape on the MLP profile's meta.json): start_ns became int64's minimum, and
+    the timeline's origin overflowed DuckDB's subtraction (OutOfRangeException in stats). A
+    meta.json time outside [0, 2**62), which the row rule would call malformed, is unknown: the
+    commands fall back as for a profile that never said it."""
+    prof = _damaged_copy(tmp_path)
+    meta = json.loads((prof / "meta.json").read_text())
+    meta[field] = value
+    (prof / "meta.json").write_text(json.dumps(meta))
+    from dlscope.store.meta import load_meta
+
+    assert getattr(load_meta(prof / "meta.json"), field) is None
+    _profile_commands_pass(cli, prof, tmp_path)

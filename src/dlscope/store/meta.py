@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileFormatError
+from .schema import MAX_TIME_NS
 from .version import FORMAT_NAME, FORMAT_VERSION
 
 
@@ -65,6 +66,10 @@ class Meta:
             for k, v in (d.get("collectors") or {}).items()
         }
         devices = kwargs.pop("devices", None) or []
+        for name in ("start_ns", "end_ns"):  # a time the row rule would call malformed is unknown
+            v = kwargs.get(name)
+            if isinstance(v, int) and not 0 <= v <= MAX_TIME_NS:
+                kwargs[name] = None
         meta = cls(**kwargs)
         for dev in devices:  # profiles written before devices were merged may list a GPU twice
             if isinstance(dev, dict):
