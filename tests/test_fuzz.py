@@ -753,6 +753,13 @@ def test_an_nsys_name_that_is_not_utf8_imports_with_a_replacement_character(cli,
     q = cli("sql", tmp_path / "x.dlscope", "select count(*) as n from kernels where name = 'kernel\ufffd'",
             "--format", "json")
     assert json.loads(q.out)[0]["n"] > 0, q.err
+    # read again from the row it broke at: every table as many rows as the clean export gives
+    clean = tmp_path / "clean.sqlite"
+    clean.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    assert cli("import", clean, "-o", tmp_path / "y.dlscope").code == 0
+    count = "select (select count(*) from kernels) as k, (select count(*) from api) as a, (select count(*) from strings) as s"
+    assert (json.loads(cli("sql", tmp_path / "x.dlscope", count, "--format", "json").out)
+            == json.loads(cli("sql", tmp_path / "y.dlscope", count, "--format", "json").out))
 
 
 # ---- found by the VM's run of seed 70 -----------------------------------------------------------

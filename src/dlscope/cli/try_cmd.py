@@ -82,6 +82,16 @@ def _stem(cmd: list[str]) -> str:
     return Path(script).stem or "program"
 
 
+def _stderr_file() -> Any:
+    """Our standard error as a file a child can write to (a notebook's stream has no descriptor:
+    then the process's own)."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
+
+
 class Trial:
     """The runs of one ``dlscope try``: the baseline's profiled run, the alternations, the
     combined fixes; then the outcomes, written into the first run's profile (``tries``)."""
@@ -163,7 +173,7 @@ class Trial:
                     Settings(warmup=WARMUP_STEPS, detail_steps=0, extra=extra))
         self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
         # with --format json our stdout is the result: the program's own output goes to stderr
-        rc = run_profiled(self.cmd, path, settings, stdout=sys.stderr if self.quiet else None)
+        rc = run_profiled(self.cmd, path, settings, stdout=_stderr_file() if self.quiet else None)
         status = exit_status(rc)
         if rc in (-2, 130):  # Ctrl-C: the program was stopped; so is the trial
             self.interrupted = True
