@@ -17,20 +17,24 @@ T=bench/advice_truth/dist_train.py
 ARGS="--steps ${STEPS:-40}"
 reports() {  # reports NAME PROFILE
   for rep in comm_sum collective_overlap overlap straggler; do
-    python3 -m dlscope stats "$2" --report $rep --format json > $R/${1}_$rep.json 2> $R/${1}_$rep.err
+    timeout 60 python3 -m dlscope stats "$2" --report $rep --format json > $R/${1}_$rep.json 2> $R/${1}_$rep.err
   done
 }
 for r in $(seq 0 $(( ${ROUNDS:-3} - 1 ))); do
   (( $(left) > 150 )) || { log "round $r: skipped"; break; }
   log "round $r: two launches"
   port=$(( 29600 + r ))
+  pids=()
   for h in 0 1; do
     ( timeout 120 $P -o $PR/two${r}_h$h.dlscope -- python3 -m torch.distributed.run --nnodes 2 --node-rank $h \
         --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port $T $ARGS --gpu-offset $(( 2 * h )) \
         > $R/two${r}_h$h.log 2>&1; echo "two$r host$h rc=$?" ) &
+    pids+=($!)
   done
-  wait
-  python3 -m dlscope merge $PR/two${r}_h0.dlscope $PR/two${r}_h1.dlscope -o $PR/two$r.dlscope -f > $R/two${r}_merge.log 2>&1
+  # the launches by their PIDs: a bare `wait` also waits for gpu_lib's `tee` (bash 5.1 waits for
+  # the last process substitution), which never ends; the first try of this script hung there
+  wait "${pids[@]}"
+  timeout 120 python3 -m dlscope merge $PR/two${r}_h0.dlscope $PR/two${r}_h1.dlscope -o $PR/two$r.dlscope -f > $R/two${r}_merge.log 2>&1
   echo "merge rc=$?"; cat $R/two${r}_merge.log
   reports two$r $PR/two$r.dlscope
   log "round $r: one launch"
