@@ -85,9 +85,10 @@ def outcome(data: ProfileData, rule_id: str) -> str:
 
 def replay_input(**cols: Any) -> R.Calls:
     """The replay's input by hand: one entry per call, the columns of :data:`replay.ARRAYS` given
-    (the rest zero)."""
+    (the rest zero; a larger batch's wave factors: linear, as for a GPU the model does not know)."""
     n = len(cols["gpu_ns"])
     base = {k: np.zeros(n) for k in R.ARRAYS}
+    base.update({f"wave{f}": np.full(n, float(f)) for f in R.WAVE_FACTORS})
     base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
     base["cls"] = base["cls"].astype(np.int64)
     base["blocking"] = base["blocking"].astype(np.int64)

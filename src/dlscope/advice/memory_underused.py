@@ -11,7 +11,9 @@ host work after a sync may too, so neither counts).
 Saving (upper bound), per step of the current batch's worth of samples: those fixed costs times
 (1 - 1/k), k the batch factor that fits (the free memory over the peak, at most
 :data:`MAX_FACTOR`): k times the samples pay the fixed costs once. Kernels also get more
-efficient with more work, which this bound leaves out.
+efficient with more work, which this bound leaves out; the what-if's replay has it: each kernel
+grows by its waves on the SMs (:mod:`dlscope.analysis.occupancy`), so a kernel that fills part of
+one wave costs no more at k times the batch.
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ class MemoryUnderused(Rule):
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         k = float(finding.evidence.rows[0]["batch_factor"])
-        return Fix(self.id, f"a {k:g}x batch: GPU work and data loading {k:g}x per step, the host's launches unchanged",
-                   batch=k)
+        return Fix(self.id, f"a {k:g}x batch: data loading {k:g}x per step, each kernel by its waves on the SMs "
+                            f"(at most {k:g}x), the host's launches unchanged", batch=k)
 
 
 

@@ -38,6 +38,7 @@ from .host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
 from .host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
 from .intervals import union_sql
 from .kernel_names import kernel_names
+from .occupancy import profile_device, wave_factor_sql
 from .step_idle import windows_sql
 
 # host work classes (in the order of HostClass's values): which phases the gap before a call falls in
@@ -56,8 +57,12 @@ LAUNCH_QUEUE_DEPTH = 1022
 # their natural spread.
 LAUNCH_WAIT_FACTOR = 2.0
 GPU_TABLES = ("kernels", "memcpy", "memset")
+# A larger batch's factors modelled per kernel by its waves on the SMs (:mod:`.occupancy`); others
+# scale GPU time linearly. memory_underused asks for at most 4x.
+WAVE_FACTORS = (2, 3, 4)
+WAVE_COLS = tuple(f"wave{k}" for k in WAVE_FACTORS)
 ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",
-          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes", "small_comm_ns")
+          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes", "small_comm_ns") + WAVE_COLS
 
 
 @dataclass
@@ -102,23 +107,27 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
                                    FROM comms c WHERE c.correlation_id IS NOT NULL GROUP BY ALL) sc
                         ON sc.rank = k.rank AND sc.correlation_id = k.correlation_id"""
             small = "coalesce(sc.small, FALSE)"
+        device = profile_device(data)
+        waves = ", ".join(f"(k.end_ns - k.start_ns) * {wave_factor_sql(device, f) if device else f} AS ns{f}"
+                          for f in WAVE_FACTORS)
         parts.append(f"""SELECT k.rank, k.correlation_id, k.end_ns - k.start_ns AS ns, n.precision AS prec,
                                 n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h,
-                                {small} AS small_comm
+                                {small} AS small_comm, {waves}
                          FROM kernels k JOIN (SELECT name_id, precision,
                                                      regexp_matches(lower(name), '{LAYOUT_RE}') AS layout
                                               FROM {kernel_names(data)}) n ON n.name_id = k.name_id {comms}""")
+    linear = ", ".join(f"(end_ns - start_ns) * {f} AS ns{f}" for f in WAVE_FACTORS)
     if data.has("memcpy"):
-        parts.append("""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout,
+        parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout,
                                copy_kind = 'HtoD' AS h2d, bytes,
                                'pageable' IN (coalesce(src_kind, ''), coalesce(dst_kind, '')) AS pageable,
-                               copy_kind = 'DtoH' AS d2h, FALSE AS small_comm
+                               copy_kind = 'DtoH' AS d2h, FALSE AS small_comm, {linear}
                         FROM memcpy""")
     if data.has("memset"):
         # every part names its columns: the union takes the first part's names, and the kernels'
         # part may be missing (a profile without kernels)
-        parts.append("""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
-                               0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm FROM memset""")
+        parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
+                               0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm, {linear} FROM memset""")
     return " UNION ALL ".join(parts) if parts else None
 
 
@@ -135,6 +144,10 @@ def replay_calls(data: ProfileData) -> Calls:
     gpu = _gpu_items_sql(data)
     if gpu is None or not data.has("api"):
         return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
+    wave_sums = ", ".join(f"sum(ns{f}) AS ns{f}" for f in WAVE_FACTORS)
+    wave_raw = ", ".join(f"a.ns{f}" for f in WAVE_FACTORS)
+    wave_out = ", ".join(f"coalesce(ns{f}, 0) AS ns{f}" for f in WAVE_FACTORS)
+    wave_null = ", NULL" * len(WAVE_FACTORS)
     cols = data.con.execute(f"""
         WITH mp AS ({main_pid_sql(data)}),
              win AS MATERIALIZED (SELECT row_number() OVER (ORDER BY rank, start_ns) AS wid, rank, start_ns, end_ns
@@ -146,7 +159,7 @@ def replay_calls(data: ProfileData) -> Calls:
                        coalesce(sum(ns) FILTER (WHERE layout), 0) AS layout_ns,
                        coalesce(sum(ns) FILTER (WHERE h2d), 0) AS h2d_ns,
                        coalesce(sum(bytes) FILTER (WHERE h2d), 0) AS h2d_bytes,
-                       coalesce(sum(ns) FILTER (WHERE small_comm), 0) AS small_comm_ns,
+                       coalesce(sum(ns) FILTER (WHERE small_comm), 0) AS small_comm_ns, {wave_sums},
                        bool_or(pageable AND NOT d2h) AS pageable, bool_or(pageable AND d2h) AS pageable_d2h
                 FROM ({gpu}) WHERE correlation_id IS NOT NULL GROUP BY ALL),
              a AS MATERIALIZED (
@@ -157,11 +170,13 @@ def replay_calls(data: ProfileData) -> Calls:
              launchers AS (SELECT DISTINCT rank, tid FROM a WHERE gpu_ns IS NOT NULL),
              raw AS (
                 SELECT w.wid, w.rank, w.start_ns AS w_start, a.start_ns, a.end_ns, a.name, a.gpu_ns, a.simt_ns,
-                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h, a.small_comm_ns
+                       a.tf32_ns, a.layout_ns, a.h2d_ns, a.h2d_bytes, a.pageable, a.pageable_d2h, a.small_comm_ns,
+                       {wave_raw}
                 FROM a SEMI JOIN launchers l ON l.rank = a.rank AND l.tid IS NOT DISTINCT FROM a.tid
                 JOIN win w ON w.rank = a.rank AND a.start_ns >= w.start_ns AND a.start_ns < w.end_ns
                 UNION ALL
                 SELECT wid, rank, start_ns, end_ns, end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+                       {wave_null}
                 FROM win),
              calls AS (
                 SELECT *, row_number() OVER (PARTITION BY wid ORDER BY start_ns, name NULLS LAST) AS seq,
@@ -179,10 +194,14 @@ def replay_calls(data: ProfileData) -> Calls:
                greatest(end_ns - start_ns, 0) AS call_ns,
                coalesce(gpu_ns, 0) AS gpu_ns, coalesce(simt_ns, 0) AS simt_ns, coalesce(tf32_ns, 0) AS tf32_ns,
                coalesce(layout_ns, 0) AS layout_ns, coalesce(h2d_ns, 0) AS h2d_ns,
-               coalesce(h2d_bytes, 0) AS h2d_bytes, coalesce(small_comm_ns, 0) AS small_comm_ns
+               coalesce(h2d_bytes, 0) AS h2d_bytes, coalesce(small_comm_ns, 0) AS small_comm_ns, {wave_out}
         FROM calls ORDER BY wid, seq""").fetchnumpy()
     if not len(cols["wid"]):
         return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
+    gpu_ns = np.asarray(cols["gpu_ns"], dtype=np.float64)
+    for f in WAVE_FACTORS:  # each call's GPU time with f times the work, as a factor on its GPU time
+        cols[f"wave{f}"] = np.divide(np.asarray(cols[f"ns{f}"], dtype=np.float64), gpu_ns,
+                                     out=np.full(len(gpu_ns), float(f)), where=gpu_ns > 0)
     _split_gaps(data, cols)
     arrays = {k: np.asarray(cols[k]).astype(np.float64) for k in ARRAYS}
     blocking = arrays["blocking"] > 0
@@ -240,8 +259,9 @@ class Fix:
     copy, 3 pageable device-to-host copy);
     ``gpu``: per GPU-time column (``simt_ns``, ``tf32_ns``, ``layout_ns``, ``h2d_ns``), the factor
     on that part of each call's GPU time; ``gpu_in``: per host class, a factor on all GPU time
-    launched from it; ``batch``: the work per step grows this many times (GPU time outside the
-    optimizer and data loading scale with it) and the result is per sample."""
+    launched from it; ``batch``: the work per step grows this many times (data loading scales with
+    it, and the GPU time outside the optimizer: each kernel by its waves on the SMs where the
+    factor is one of :data:`WAVE_FACTORS`, linearly otherwise) and the result is per sample."""
 
     name: str
     describe: str = ""  # the change in words, for the evidence
@@ -280,7 +300,9 @@ class Fix:
             # (measured on H100, a 2x batch took 1.85x and 1.86x the GPU time per step on the suite's
             # ResNet-50 and GPT, whose per-parameter optimizers launch a fixed set of kernels)
             scales = a["cls"] != HOST_CLASSES.index("optimizer")
-            a["gpu_ns"] = np.where(scales, a["gpu_ns"] * self.batch, a["gpu_ns"])
+            k = self.batch
+            factor = a[f"wave{int(k)}"] if k == int(k) and int(k) in WAVE_FACTORS else k
+            a["gpu_ns"] = np.where(scales, a["gpu_ns"] * factor, a["gpu_ns"])
             a["gap_input"] *= self.batch
         return c
 
