@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from dlscope.analysis.context import ProfileData
-from dlscope.analysis.kernel_metrics import compute
+from dlscope.analysis.kernel_metrics import NCU_REFUSED_NOTE, compute
+from dlscope.cli.ncu import ROOFLINE_METRICS
 from dlscope.store.reader import open_profile
 
 from .conftest import DATA, RESNET_TRACE, assert_one_line_error, q
@@ -261,3 +262,64 @@ def test_the_function_name_retry_reads_mangled_names(mangled, bare):
     from dlscope.cli.ncu import function_name
 
     assert function_name(mangled) == bare
+
+
+REGEX_REFUSING_NCU = """#!{python}
+import csv, io, json, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+log = args[args.index("--log-file") + 1]
+metrics = [args[i + 1] for i, a in enumerate(args) if a == "--metrics"]
+if any(m.startswith({refuse!r}) for m in metrics):
+    print("==ERROR== Failed to find metric " + next(m for m in metrics if m.startswith({refuse!r})))
+    sys.exit(1)
+text = open({csv!r}).read()
+# the asked-for metrics in ncu's own section, as ncu 2025.3 printed --metrics on an H100
+row = next(csv.reader([next(line for line in text.splitlines() if line.startswith('"0",'))]))
+out = io.StringIO()
+w = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\\n")
+for m in metrics:
+    w.writerow(row[:11] + ["Command line profiler metrics", m, "byte", "1,024"] + [""] * (len(row) - 15))
+open(log, "w").write(text.rstrip("\\n") + "\\n" + out.getvalue())
+"""
+
+
+def test_dlscope_ncu_asks_for_fewer_metrics_when_ncu_refuses_some(tmp_path, cli, small_profile):
+    """An ncu that refuses any regex metric (as the whole default set was dropped on an H100): the
+    second run asks for the roofline's counters by their plain names, which are stored, and the
+    profile keeps ncu's words for the report."""
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV),
+                                             refuse="regex:"))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0, r.err
+    assert "ncu refused the first set: ==ERROR== Failed to find metric regex:" in r.err
+    argv = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert len(argv) == 2  # the regex set once, the plain names once; the name filter was never at fault
+    assert argv[0][argv[0].index("--kernel-name-base") + 1] == argv[1][argv[1].index("--kernel-name-base") + 1]
+    plain = [a for i, a in enumerate(argv[1]) if argv[1][i - 1] == "--metrics"]
+    assert plain == list(ROOFLINE_METRICS)
+    data = ProfileData.open(small_profile)
+    got = {m: v for m, v in q(data.con, "SELECT metric, value FROM kernel_metrics "
+                                        "WHERE section = 'Command line profiler metrics'")}
+    assert got == {m: 1024.0 for m in ROOFLINE_METRICS}
+    assert any(n.startswith(NCU_REFUSED_NOTE) for n in open_profile(small_profile).meta.notes)
+
+
+def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
+    """An ncu that refuses every raw metric: the sections alone are stored (a third run without
+    --metrics), and kernel_metrics says why there is no roofline in ncu's words."""
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV), refuse=""))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0, r.err
+    argv = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [a.count("--metrics") for a in argv] == [3, len(ROOFLINE_METRICS), 0]
+    notes = compute(ProfileData.open(small_profile)).notes
+    assert any("no roofline position" in n and "(ncu refused them: ==ERROR== Failed to find metric dram__bytes" in n
+               for n in notes), notes

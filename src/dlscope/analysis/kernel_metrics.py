@@ -23,6 +23,10 @@ from __future__ import annotations
 from .context import ProfileData
 from .report import Report, ReportResult, fixed, integer
 
+# The profile's note when `dlscope ncu` had ncu refuse the raw metrics it asked for first (its
+# words follow): said where the roofline is missing.
+NCU_REFUSED_NOTE = "dlscope ncu: ncu refused the raw metrics asked for first: "
+
 # ncu's SOLBottleneck rule: under 60% of peak for both compute and memory the kernel does not
 # saturate either unit ("latency issues"); Nsight Compute's documentation, Speed Of Light section.
 LATENCY_PCT = 60.0
@@ -105,8 +109,10 @@ def compute(data: ProfileData) -> ReportResult:
         notes.append("the profile has no kernels of its own: profile_ms/profile_pct are empty")
     if table.num_rows and table.column("flop_per_byte").null_count == table.num_rows:
         table = table.drop_columns(["flop_per_byte", "gflop_per_s"])
+        refused = next((n[len(NCU_REFUSED_NOTE):] for n in data.meta.notes if n.startswith(NCU_REFUSED_NOTE)), None)
         notes.append("no roofline position: ncu did not measure FP instruction counts and DRAM bytes "
-                     "(dlscope ncu asks for them)")
+                     + (f"(ncu refused them: {refused})" if refused else
+                        "(dlscope ncu asks for them; an ncu CSV imported without --metrics has none)"))
     return ReportResult("kernel_metrics", REPORT.title, table, FORMATS, notes)
 
 

@@ -26,6 +26,13 @@ DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
 DEFAULT_METRICS = ("dram__bytes.sum",
                    r"regex:^sm__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum$",
                    r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$")
+# When ncu refuses those (on an H100 with ncu 2025.3 the whole set was dropped and no roofline
+# came back), the roofline's own counters by their plain names: the ones Nsight Compute's
+# Speed-Of-Light roofline reads (Kernel Profiling Guide, "Roofline Charts").
+ROOFLINE_METRICS = ("dram__bytes.sum",) + tuple(f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
+                                                for p in "dfh" for op in ("add", "mul", "fma"))
+# ncu's line when the kernel filter matched nothing (then the name, not the metrics, is at fault)
+NO_KERNELS = "No kernels were profiled"
 _REGEX_SPECIAL = set(".^$*+?()[]{}|\\")
 
 
@@ -104,9 +111,10 @@ def function_name(name: str) -> str:
 
 
 def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, by_function: bool = False,
-                metrics: bool = True) -> list[str]:
+                metrics: tuple[str, ...] | None = None) -> list[str]:
     """ncu's command line for one kernel. ``by_function``: match the bare function name (ncu and
-    the profiler demangle some names differently); ``metrics``: add the raw metrics."""
+    the profiler demangle some names differently); ``metrics``: the raw metrics to add (default:
+    ``--metrics`` or :data:`DEFAULT_METRICS`)."""
     if by_function:
         base, pattern = "function", function_name(target.name)
     else:
@@ -118,38 +126,63 @@ def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, b
            "--launch-skip", str(skip), "--launch-count", str(args.launch_count)]
     for s in args.section or DEFAULT_SECTIONS:
         cmd += ["--section", s]
-    for m in (args.metrics or DEFAULT_METRICS) if metrics else ():
+    for m in metric_tiers(args)[0] if metrics is None else metrics:
         cmd += ["--metrics", m]
     return cmd + list(args.cmd)  # ncu [options] app [args]: no '--' separator
 
 
-def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> tuple[pa.Table | None, str]:
-    """Run ncu on one kernel: (its metrics, '') or (None, why not). A second try matches the bare
-    function name when ncu profiled nothing (it spells the name differently), or leaves the raw
-    metrics out when ncu refused one (a GPU that lacks it)."""
+def metric_tiers(args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """The raw metric sets to try, best first; the last asks for none."""
+    if getattr(args, "metrics", None):
+        return [tuple(args.metrics), ()]
+    return [DEFAULT_METRICS, ROOFLINE_METRICS, ()]
+
+
+@dataclass
+class Measured:
+    """One kernel's ncu run: its metrics (None: not measured), why not, and, when ncu refused the
+    raw metrics asked for first, its words (the metrics then measured are a smaller set)."""
+
+    table: pa.Table | None
+    why: str = ""
+    refused: str = ""
+
+
+def measure_one(ncu: str, target: Target, args: argparse.Namespace, log: Path) -> Measured:
+    """Run ncu on one kernel. When ncu profiles nothing (it spells the name differently), the next
+    try matches the bare function name; when it refuses a raw metric (a GPU that lacks it, a regex
+    it does not take), the next asks for fewer (:func:`metric_tiers`)."""
     # On the H100 ncu 2025.3 spelled kernels its own way ('void vectorized_elementwise_kernel<4, FillFunctor<float>,
     # array<char *, 1>>(int, T2, T3)' for PyTorch's 'void at::native::vectorized_elementwise_kernel<4, ...'), so a
-    # full-name filter can match nothing: the bare function name is the second try, without raw metrics the third.
+    # full-name filter can match nothing: the bare function name is the second try.
     from ..importers.ncu import parse_ncu_csv, read_ncu_file
 
-    tries = [(False, True), (True, True), (True, False)]
-    why = ""
-    for by_function, metrics in tries:
+    tiers = metric_tiers(args)
+    tier, by_function = 0, False
+    why = refused = ""
+    while True:
         log.unlink(missing_ok=True)
         try:
             # ncu prints its ==ERROR== lines on stdout
-            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, metrics), capture_output=True,
+            proc = subprocess.run(ncu_command(ncu, target, args, log, by_function, tiers[tier]), capture_output=True,
                                   text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
-            return None, f"timed out after {args.timeout:.0f} s"
+            return Measured(None, f"timed out after {args.timeout:.0f} s")
         text = read_ncu_file(log) if log.exists() else ""
         try:
-            return parse_ncu_csv(text, log), ""
+            return Measured(parse_ncu_csv(text, log), "", refused)
         except InputError:
-            lines = [ln for ln in (text + "\n" + (proc.stdout or "") + "\n" + (proc.stderr or "")).splitlines()
-                     if ln.strip() and not ln.startswith("==PROF==")]
-            why = next((ln for ln in lines if "ERROR" in ln), lines[-1] if lines else f"exit code {proc.returncode}")
-    return None, why[:200]
+            output = text + "\n" + (proc.stdout or "") + "\n" + (proc.stderr or "")
+            lines = [ln for ln in output.splitlines() if ln.strip() and not ln.startswith("==PROF==")]
+            errors = [ln for ln in lines if "ERROR" in ln]
+            why = (errors[0] if errors else lines[-1] if lines else f"exit code {proc.returncode}")[:200]
+        if NO_KERNELS in output and not by_function:
+            by_function = True
+        elif tier + 1 < len(tiers) and NO_KERNELS not in output:
+            tier += 1
+            refused = refused or why
+        else:
+            return Measured(None, why)
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -210,14 +243,20 @@ class NcuCommand(Command):
         targets = top_kernels(args.profile, args.top)
         tables: list[pa.Table] = []
         failures: list[str] = []
+        refusals: list[str] = []
         launch_base = 0
         with tempfile.TemporaryDirectory(prefix="dlscope-ncu-") as work:
             for i, t in enumerate(targets):
                 print(f"dlscope: ncu {i + 1}/{len(targets)}: {t.name[:100]}", file=sys.stderr)
-                table, why = measure_one(ncu, t, args, Path(work) / f"k{i}.csv")
+                got = measure_one(ncu, t, args, Path(work) / f"k{i}.csv")
+                table = got.table
                 if table is None:
-                    failures.append(f"{t.name[:60]}: {why}")
+                    failures.append(f"{t.name[:60]}: {got.why}")
                     continue
+                if got.refused:
+                    refusals.append(got.refused)
+                    print(f"dlscope: ncu: measured with fewer raw metrics; ncu refused the first set: {got.refused}",
+                          file=sys.stderr)
                 # the profile's own name (ncu may print it differently), launches numbered across runs
                 table = table.set_column(table.schema.get_field_index("name"), "name",
                                          pa.array([t.name] * table.num_rows, pa.string()))
@@ -231,6 +270,10 @@ class NcuCommand(Command):
         if not tables:
             raise InputError(f"ncu measured none of the {len(targets)} kernels ({failures[0] if failures else ''})")
         prof = open_profile(args.profile)
+        if refusals:  # kept for kernel_metrics' note: why a roofline may be missing
+            from ..analysis.kernel_metrics import NCU_REFUSED_NOTE
+
+            prof.meta.note(f"{NCU_REFUSED_NOTE}{refusals[0]}")
         rows = replace_table(prof.path, prof.meta, "kernel_metrics", pa.concat_tables(tables))
         print(f"dlscope: stored {rows} metric values of {len(tables)} kernel(s) in {prof.path} "
               "(dlscope stats --report kernel_metrics)", file=sys.stderr)
