@@ -128,3 +128,23 @@ def test_the_batch_fix_scales_each_call_by_its_waves():
     c = replay_input(wid=[1, 1, 1], cls=[2, 2, 1], gpu_ns=[4e6, 6e6, 3e6], wave2=[1.0, 2.0, 2.0])
     assert list(Fix("b", batch=2.0).apply(c)["gpu_ns"]) == [4e6, 12e6, 3e6]
     assert list(Fix("b", batch=2.5).apply(c)["gpu_ns"]) == [10e6, 15e6, 3e6]
+
+
+def test_damaged_launch_shapes_scale_linearly():
+    """Launch shapes a damaged profile may hold (negative, zero, NULL, past int32 when multiplied,
+    shared memory near int64's end): no error, and the batch's own factor where the shape says
+    nothing."""
+    from dlscope.analysis.occupancy import Device, wave_factor_sql
+
+    con = duckdb.connect()
+    con.execute("""CREATE TABLE k (grid_x INT, grid_y INT, grid_z INT, block_x INT, block_y INT, block_z INT,
+                                   registers INT, shared_bytes BIGINT)""")
+    big = 2**31 - 1
+    rows = [(big, big, big, big, big, big, big, 2**63 - 1), (-4, 1, 1, 256, 1, 1, 32, 0),
+            (4, 1, 1, 0, 1, 1, 32, 0), (None, 1, 1, 256, 1, 1, 32, 0), (4, 1, 1, 256, 1, 1, -5, -9),
+            (132 * 8, 1, 1, 256, 1, 1, 32, 0)]
+    con.executemany("INSERT INTO k VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    got = [r[0] for r in con.execute(f"SELECT {wave_factor_sql(Device(132, SM_LIMITS['9.0']), 2)} FROM k").fetchall()]
+    assert got[:4] == [2, 2, 2, 2]
+    assert got[4] == 1.0  # 4 blocks: part of one wave, twice as many still one
+    assert got[5] == 2.0  # one full wave of 8 blocks on each of 132 SMs: two waves

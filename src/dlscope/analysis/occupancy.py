@@ -78,18 +78,23 @@ def profile_device(data: ProfileData) -> Device | None:
     return Device(sms, SM_LIMITS[cc])
 
 
+def _double(expr: str) -> str:
+    return f"CAST({expr} AS DOUBLE)"
+
+
 def blocks_per_sm_sql(limits: SmLimits, threads: str, registers: str, shared: str) -> str:
     """SQL for the blocks of one kernel an SM holds at once (0: the block does not fit), from SQL
     expressions for threads per block, registers per thread and shared bytes per block (NULL or 0:
-    not a limit)."""
-    warps = f"ceil(({threads}) / 32.0)"
-    per_warp = f"ceil(coalesce({registers}, 0) * 32.0 / {limits.register_unit}) * {limits.register_unit}"
-    by_regs = (f"CASE WHEN coalesce({registers}, 0) <= 0 THEN {limits.blocks} ELSE "
-               f"floor(floor({limits.registers // limits.sub_partitions} / ({per_warp})) * {limits.sub_partitions} "
+    not a limit). All in DOUBLE: a damaged profile's launch shape must not overflow an integer."""
+    threads, registers, shared = _double(threads), _double(f"coalesce({registers}, 0)"), _double(f"coalesce({shared}, 0)")
+    warps = f"ceil({threads} / 32)"
+    per_warp = f"(ceil({registers} * 32 / {limits.register_unit}) * {limits.register_unit})"
+    by_regs = (f"CASE WHEN {registers} <= 0 THEN {limits.blocks} ELSE "
+               f"floor(floor({limits.registers // limits.sub_partitions} / {per_warp}) * {limits.sub_partitions} "
                f"/ {warps}) END")
-    by_shared = (f"CASE WHEN coalesce({shared}, 0) <= 0 THEN {limits.blocks} ELSE "
-                 f"floor({limits.shared_bytes} / (ceil((({shared}) + {limits.shared_reserved}) / "
-                 f"{float(limits.shared_unit)}) * {limits.shared_unit})) END")
+    by_shared = (f"CASE WHEN {shared} <= 0 THEN {limits.blocks} ELSE "
+                 f"floor({limits.shared_bytes} / (ceil(({shared} + {limits.shared_reserved}) / {limits.shared_unit})"
+                 f" * {limits.shared_unit})) END")
     by_threads = f"floor({limits.threads} / ({warps} * 32))"
     return f"least({limits.blocks}, {by_threads}, {by_regs}, {by_shared})"
 
@@ -98,9 +103,9 @@ def wave_factor_sql(device: Device, k: int, alias: str = "k") -> str:
     """SQL for how many times longer a kernel row (``alias``: a kernels row) would run with ``k``
     times the blocks: ceil(k w) / ceil(w) waves; ``k`` itself where its launch shape is unknown or
     does not fit."""
-    blocks = f"(1.0 * {alias}.grid_x * {alias}.grid_y * {alias}.grid_z)"
-    threads = f"({alias}.block_x * {alias}.block_y * {alias}.block_z)"
+    blocks = _double(f"{alias}.grid_x") + " * " + _double(f"{alias}.grid_y") + " * " + _double(f"{alias}.grid_z")
+    threads = _double(f"{alias}.block_x") + " * " + _double(f"{alias}.block_y") + " * " + _double(f"{alias}.block_z")
     per_sm = blocks_per_sm_sql(device.limits, threads, f"{alias}.registers", f"{alias}.shared_bytes")
-    waves = f"({blocks} / ({device.sms} * ({per_sm})))"
-    return (f"CASE WHEN {blocks} > 0 AND {threads} > 0 AND ({per_sm}) > 0 "
+    waves = f"(({blocks}) / ({device.sms} * ({per_sm})))"
+    return (f"CASE WHEN ({blocks}) > 0 AND ({threads}) > 0 AND ({per_sm}) > 0 "
             f"THEN ceil({k} * {waves}) / ceil({waves}) ELSE {k} END")
