@@ -148,3 +148,18 @@ def test_damaged_launch_shapes_scale_linearly():
     assert got[:4] == [2, 2, 2, 2]
     assert got[4] == 1.0  # 4 blocks: part of one wave, twice as many still one
     assert got[5] == 2.0  # one full wave of 8 blocks on each of 132 SMs: two waves
+
+
+def test_amd_gpus_are_not_read_as_nvidia_ones(tmp_path, cli):
+    """ROCm's Kineto trace of an MI250 gives it compute capability 9.0 (and 104 'SMs'): not an
+    H100. The model is not used (linear); NVIDIA's traces of the corpus are read as theirs."""
+    amd = tmp_path / "amd.dlscope"
+    assert cli("import", HTA / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", "-o", amd).code == 0
+    data = ProfileData.open(amd)
+    assert {d.get("compute_capability") for d in data.meta.devices} == {"9.0"}
+    assert profile_device(data) is None
+    a100 = tmp_path / "a100.dlscope"
+    assert cli("import", HTA / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz",
+               "-o", a100).code == 0
+    dev = profile_device(ProfileData.open(a100))
+    assert dev is not None and dev.sms == 108 and dev.limits == SM_LIMITS["8.0"]

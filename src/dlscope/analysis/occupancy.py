@@ -23,6 +23,7 @@ took 1.85x the kernel time for a 2x batch where waves say 1.72x, its GPT 1.86x w
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .context import ProfileData
@@ -56,6 +57,11 @@ SM_LIMITS: dict[str, SmLimits] = {
 }
 
 
+# Compute capabilities are NVIDIA's: ROCm's Kineto traces give AMD GPUs one too (an MI250 reads
+# 9.0, with 64-thread wavefronts), so the model needs the GPU named as NVIDIA's, or found by NVML.
+NVIDIA_NAME = re.compile(r"^(nvidia|tesla|quadro|geforce|titan)\b", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Device:
     """What the wave model needs of the profile's GPU."""
@@ -65,15 +71,16 @@ class Device:
 
 
 def profile_device(data: ProfileData) -> Device | None:
-    """The profile's GPU, when every device it lists is of one kind with a known SM count and
+    """The profile's GPU, when every device it lists is one NVIDIA kind with a known SM count and
     compute capability (a job's GPUs are almost always alike; with a mix, which kernel ran where
     is not worth the model's precision, and the caller scales time linearly)."""
-    kinds = {(d.get("sms"), str(d.get("compute_capability") or "")) for d in data.meta.devices
-             if d.get("sms") or d.get("compute_capability")}
+    kinds = {(d.get("sms"), str(d.get("compute_capability") or ""),
+              d.get("source") == "nvml" or NVIDIA_NAME.match(str(d.get("name") or "")) is not None)
+             for d in data.meta.devices if d.get("sms") or d.get("compute_capability")}
     if len(kinds) != 1:
         return None
-    sms, cc = kinds.pop()
-    if not isinstance(sms, int) or sms <= 0 or cc not in SM_LIMITS:
+    sms, cc, nvidia = kinds.pop()
+    if not nvidia or not isinstance(sms, int) or sms <= 0 or cc not in SM_LIMITS:
         return None
     return Device(sms, SM_LIMITS[cc])
 
