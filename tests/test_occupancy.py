@@ -163,3 +163,18 @@ def test_amd_gpus_are_not_read_as_nvidia_ones(tmp_path, cli):
                "-o", a100).code == 0
     dev = profile_device(ProfileData.open(a100))
     assert dev is not None and dev.sms == 108 and dev.limits == SM_LIMITS["8.0"]
+
+
+def test_persistent_kernels_sized_to_the_gpu_grow_with_the_batch():
+    """cuBLASLt's Hopper kernels (nvjet) launch one block per SM (132 or 120 on the H100) and loop
+    over the work: twice the batch is twice the time. Their shared memory (over 150 KiB a block)
+    lets an SM hold one, so their grid already fills a wave and the model says 2x, not 1x."""
+    from dlscope.analysis.occupancy import wave_factor_sql
+
+    data = ProfileData.open(HOOKS / "gpt2_bf16_default.dlscope")
+    rows = data.con.execute(f"""SELECT DISTINCT grid_x * grid_y * grid_z, shared_bytes,
+                                       {wave_factor_sql(profile_device(data), 2)}
+                                FROM kernels k JOIN strings s ON s.id = k.name_id
+                                WHERE s.value LIKE 'nvjet_sm90%'""").fetchall()
+    assert len(rows) >= 3 and all(66 < r[0] <= 132 for r in rows)  # over half the SMs, at most all
+    assert all(r[1] > 150 * 1024 and r[2] == 2.0 for r in rows)

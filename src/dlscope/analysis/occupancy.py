@@ -17,8 +17,10 @@ takes ``ceil(k w) / ceil(w)`` times as long, ``w`` its waves now: at most ``k`` 
 less where the SMs were part idle. That is the bound on how much more efficient a larger batch
 makes the GPU; memory-bound kernels that already fill the memory's bandwidth with part of a wave
 do not get it, so the truth lies between this and ``k`` (measured on H100: the suite's ResNet-50
-took 1.85x the kernel time for a 2x batch where waves say 1.72x, its GPT 1.86x where waves say
-1.89x; ``tests/test_occupancy.py``).
+took 1.87x the GPU time of a traced step for a 2x batch where waves say 1.74x, its GPT 1.86x where
+waves say 1.84x; ``tests/test_occupancy.py``). A kernel whose grid follows another dimension than
+the batch (LayerNorm's weight gradient: one block per group of features) keeps its time in this
+model while its blocks do more work: the model's blind spot, on the optimistic side.
 """
 
 from __future__ import annotations
