@@ -26,6 +26,7 @@ from . import (
     memory_underused,
     no_tensor_cores,
     pageable_memcpy,
+    severity_basis,
     small_collectives,
     straggler,
     sync_in_step,
@@ -86,6 +87,7 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
         else:
             out.findings.append(f)
     out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
+    out.findings = severity_basis.apply(ctx, out.findings)
     return out
 
 
