@@ -13,6 +13,7 @@ memory traffic of the elementwise ops between them, which this bound leaves out.
 
 from __future__ import annotations
 
+from ..analysis.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -22,11 +23,6 @@ from .rule import MIN_SAVING_PCT
 from .text import ms
 
 TOP = 6
-# Autocast's own host cost: every eligible op first casts its inputs (extra ops to dispatch and launch),
-# so the forward and backward passes take this much more host time. dlscope's own figure, measured
-# in bench/advice_truth: the launch-bound MLP ran 15-22% slower under bf16 autocast over three
-# machine leases, which the replay matches with 1.3 (and without it predicts no change).
-AUTOCAST_HOST_FACTOR = 1.3
 URL = "https://pytorch.org/docs/stable/amp.html"
 URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/mixed-precision-training/index.html"
 
@@ -79,9 +75,14 @@ class AmpNotEnabled(MatrixMathRule):
         dev = ctx.facts.device
         s32 = dev.low_speedup(False) if dev else 16.0
         stc = dev.low_speedup(True) if dev else 2.0
+        # autocast's own host cost: the casts it adds before each matrix multiply and convolution
+        ops = pass_ops(ctx.data)
+        factor = ops.host_factor if ops else TYPICAL_HOST_FACTOR
+        basis = (f"{ops.castable:.0f} of the passes' {ops.ops:.0f} operators per step are matrix math" if ops
+                 else "as on typical models")
         return Fix(self.id, f"matrix math in 16 bits at the peak ratios ({stc:g}x TF32, {s32:g}x fp32), the casts "
-                   f"autocast adds costing {AUTOCAST_HOST_FACTOR:g}x the host's forward and backward work",
-                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc}, host={"model": AUTOCAST_HOST_FACTOR})
+                   f"autocast adds costing {factor:.2f}x the host's forward and backward work ({basis})",
+                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc}, host={"model": factor})
 
 
 
