@@ -57,9 +57,10 @@ def test_launch_bound_points_at_compile_and_graphs(real):
     # every step of the trace is traced: a saving of 20-50% is capped at MEDIUM, and says why
     assert f.severity == "medium" and "at most MEDIUM" in f.evidence.saving
     assert "torch.compile" in f.advice and "reduce-overhead" in f.advice
-    # the replay halves the forward and backward passes' host work (COMPILED_HOST_SHARE): a host-bound
-    # step shrinks by a large part, never by more than that host work
-    assert 20 <= f.saving_pct <= 50 and f.what_if is not None
+    # the replay leaves the forward and backward passes a fixed host cost (COMPILED_HOST_MS_PER_STEP,
+    # PyTorch's own breakdown): this host-bound step, every step traced, shrinks by most of its host
+    # work in the passes
+    assert 20 <= f.saving_pct <= 80 and f.what_if is not None and "becomes a fixed 0.51 ms" in f.evidence.saving
     assert f.evidence.rows[0]["op"] == "aten::linear"  # the op launching the most kernels
 
 

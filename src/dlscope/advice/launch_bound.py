@@ -13,7 +13,9 @@ profiler on, which slows the host's launches: the untraced program is less launc
 
 from __future__ import annotations
 
+from ..analysis.host_classes import HostClass
 from ..analysis.launch_sum import small_kernel_threshold_ns
+from ..analysis.phase_times import step_class_times, untraced_class_times
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -25,10 +27,12 @@ from .text import count, ms, op_label, pct, steps
 MIN_SAVING_PCT = 3.0
 TOP_OPS = 5
 # What is left of the host's work in the forward and backward passes when torch.compile replays
-# them as CUDA graphs (mode='reduce-overhead'): guards, the compiled autograd function, the graph
-# launch and the Python around them. dlscope's own figure, from bench/advice_truth (the MLP's
-# compiled variant against its replay).
-COMPILED_HOST_SHARE = 0.5
+# them as CUDA graphs (mode='reduce-overhead'): a fixed cost per compiled region, whatever its
+# operator count. PyTorch's own breakdown of one compiled call with one CUDA graph (pytorch/pytorch
+# issue 150488): TorchDynamo's cache lookup 176 us, the CUDA-graph tree's checks 128 us,
+# cudaGraphLaunch 41 us. A training step runs the forward region (all three) and its backward (the
+# tree and the launch; no Dynamo lookup): 0.51 ms.
+COMPILED_HOST_MS_PER_STEP = (176 + 128 + 41 + 128 + 41) / 1e3
 URL_TORCH = "https://pytorch.org/docs/stable/torch.compiler.html"
 URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-graphs"
 
@@ -66,8 +70,24 @@ class LaunchBound(Rule):
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs",
-                   host={"model": COMPILED_HOST_SHARE})
+        passes_ms = _passes_host_ms(ctx)
+        share = min(1.0, COMPILED_HOST_MS_PER_STEP / passes_ms) if passes_ms else 1.0
+        return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs: their host work "
+                   f"{'of ' + ms(passes_ms) + ' per step ' if passes_ms else ''}becomes a fixed "
+                   f"{ms(COMPILED_HOST_MS_PER_STEP)} (Dynamo's guards, the graph tree's checks, two graph launches)",
+                   host={"model": share})
+
+
+def _passes_host_ms(ctx: Context) -> float | None:
+    """The host's time per step in the forward and backward passes: in the steps measured without
+    the tracer, else in the traced ones; None when no phase tells them apart."""
+    times = untraced_class_times(ctx.data)
+    if times is not None and HostClass.MODEL in times.measured:
+        return times.ms[HostClass.MODEL] or None
+    if not ctx.data.has("steps"):
+        return None
+    t = step_class_times(ctx.data, "detail_steps")
+    return float(t["model_ns"].mean()) / 1e6 if len(t["model_ns"]) and t["model_ns"].any() else None
 
 
 
