@@ -32,8 +32,8 @@ from collections import Counter
 from typing import Any
 
 import torch
+from dispatch_count import Counting
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from dlscope.analysis.autocast_ops import METADATA_OPS
 
@@ -41,16 +41,6 @@ from dlscope.analysis.autocast_ops import METADATA_OPS
 CASTABLE = re.compile(r"^aten\.(addmm|addmv|mm|bmm|baddbmm|addbmm|convolution|convolution_backward|"
                       r"_scaled_dot_product_.*attention.*)$")
 METADATA = {f"aten.{name}" for name in METADATA_OPS}  # launch no kernel: left out, as in a profile
-
-
-class Counting(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def models() -> dict[str, tuple[nn.Module, torch.Tensor]]:

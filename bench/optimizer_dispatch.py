@@ -16,21 +16,10 @@ JSON line: for each optimizer and layer count, the operators per step of each im
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import torch
+from dispatch_count import Counting
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-
-
-class Counting(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def ops_per_step(cls: type[torch.optim.Optimizer], layers: int, kind: str) -> int:
