@@ -70,6 +70,7 @@ class ProfileData:
         self.meta: Meta = stored.meta
         self.selection = selection or Selection()
         self._shared: dict[str, str] = {}
+        self._computed: dict[str, Any] = {}
         self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
         # the analysis commands; an export reads every row once, streaming (and turns a damaged
@@ -173,6 +174,13 @@ class ProfileData:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {make()}")
             self._shared[name] = name
         return self._shared[name]
+
+    def computed(self, name: str, make: Callable[[], Any]) -> Any:
+        """``make()``'s result, computed on first use and kept for this opened profile: a Python
+        value several rules read (the untraced steps' host time per class)."""
+        if name not in self._computed:
+            self._computed[name] = make()
+        return self._computed[name]
 
     def shared_islands(self, name: str, source: Callable[[], str], keys: tuple[str, ...] = ("rank",)) -> str:
         """``name``, a temp table (keys..., start_ns, end_ns) of the disjoint islands covering

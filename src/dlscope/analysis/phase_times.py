@@ -87,7 +87,12 @@ class ClassTimes:
 
 def untraced_class_times(data: ProfileData) -> ClassTimes | None:
     """:class:`ClassTimes` over the steps measured without the tracer; None when there are none
-    (every step traced, or no steps)."""
+    (every step traced, or no steps). Computed once per opened profile (the replay's calibration
+    and launch_bound's what-if both read it)."""
+    return data.computed("untraced_class_times", lambda: _untraced_class_times(data))
+
+
+def _untraced_class_times(data: ProfileData) -> ClassTimes | None:
     if not data.has("steps") or not data.traced_excluded:
         return None
     t = step_class_times(data, "stat_steps")
