@@ -25,6 +25,7 @@ child's wall time: making the mutant and checking it) to --out (JSON) and prints
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import multiprocessing as mp
@@ -45,6 +46,18 @@ sys.path.insert(0, str(REPO))
 from tests import fuzz_inputs  # noqa: E402
 
 CTX = mp.get_context("fork")
+
+
+def source_fingerprint() -> str:
+    """SHA-256 over the code under test (every file of src/dlscope, .py and otherwise, and the
+    mutations in tests/fuzz_inputs.py), by relative path: runs made on different machines from the
+    same source share it, so bench/fuzz_totals.py can add up the inputs one source survived."""
+    h = hashlib.sha256()
+    files = sorted(p for p in (REPO / "src" / "dlscope").rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts)
+    for path in [*files, REPO / "tests" / "fuzz_inputs.py"]:
+        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def input_rng(seed: int, index: int) -> random.Random:
@@ -253,7 +266,10 @@ def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
     seconds = time.monotonic() - t0
     n = sum(tally.tried.values())
     tally.crashes.sort(key=lambda c: c["index"])  # type: ignore[arg-type, return-value]
-    return {"seconds": round(seconds, 1), "seed": args.seed, "jobs": args.jobs, "stopped_early": stop.set,
+    source = source_fingerprint()
+    if source != args.source:  # a child that imported late may have run either source
+        source = f"changed during the run: {args.source} then {source}"
+    return {"source": source, "seconds": round(seconds, 1), "seed": args.seed, "jobs": args.jobs, "stopped_early": stop.set,
             "inputs_tried": n,
             "inputs_per_second": round(n / seconds, 2) if seconds else None,
             "tried_per_kind": dict(tally.tried), "imported_per_kind": dict(tally.imported),
@@ -282,6 +298,7 @@ def main() -> int:
         args.seconds = float("inf")
     crashes_dir = args.crashes or args.out.with_name(args.out.stem + "_crashes")
     crashes_dir.mkdir(parents=True, exist_ok=True)
+    args.source = source_fingerprint()
     t = time.monotonic()
     loaded = prewarm([args.kind] if args.kind else fuzz_inputs.kinds())
     print(f"fork server: {loaded} modules loaded in {time.monotonic() - t:.1f} s", flush=True)
