@@ -12,6 +12,8 @@ import json
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -611,7 +613,8 @@ def test_a_footer_whose_column_path_is_not_utf8_is_refused(cli, tmp_path):
     """Found by the fuzzer (crash 5247, parquet_bytes on steps.parquet): a flipped byte in the
     footer made a column chunk's path invalid UTF-8; the schema's names still read, but the
     statistics check of the times decoded the path (path_in_schema) and raised
-    UnicodeDecodeError in summary and stats (exit 1). The file is now refused as corrupt."""
+    UnicodeDecodeError in summary and stats (exit 1). The file is now refused as corrupt (by
+    DuckDB's reading of the footer's statistics, since pyarrow's could abort)."""
     prof = _damaged_copy(tmp_path)
     f = prof / "steps.parquet"
     b = bytearray(f.read_bytes())
@@ -624,7 +627,49 @@ def test_a_footer_whose_column_path_is_not_utf8_is_refused(cli, tmp_path):
     b[second + 7] = 0xF3
     f.write_bytes(bytes(b))
     assert "start_ns" in pq.read_metadata(f).schema.names  # the footer reads, its names too
-    _every_command_refuses(cli, prof, tmp_path, "steps.parquet: corrupt table file (UnicodeDecodeError)")
+    _every_command_refuses(cli, prof, tmp_path, "steps.parquet: corrupt or truncated table file "
+                                                "(Invalid Input Error: Invalid unicode")
+
+
+def _retype_chunk_in_footer(f: Path, column: str) -> None:
+    """Give ``column``'s chunk in the first row group the physical type BOOLEAN in the footer
+    (the schema still says INT64; the data pages are untouched). In the compact Thrift of the
+    footer the chunk's ColumnMetaData starts with field 1, ``type``, an i32 (header 0x15), INT64
+    being zigzag 4, just before the chunk's path."""
+    b = bytearray(f.read_bytes())
+    footer = len(b) - 8 - int.from_bytes(b[-8:-4], "little")
+    first = b.index(column.encode(), footer)  # the schema's name; the chunk's path comes after
+    at = b.rindex(b"\x15\x04", footer, b.index(column.encode(), first + 1))
+    b[at + 1] = 0x00  # BOOLEAN
+    f.write_bytes(bytes(b))
+
+
+def test_a_chunk_whose_footer_type_differs_from_the_schema_does_not_abort(cli, tmp_path):
+    """Found by the fuzzer (seed 102, inputs 25110 and 31494 on the 4-GPU host): a column chunk
+    whose physical type in the footer (UNKNOWN, BOOLEAN) was not the schema's INT64. Reading its
+    statistics through pyarrow's footer objects threw a C++ exception Python cannot catch and
+    every command aborted (SIGABRT, no line of its own). The footers' statistics are now read by
+    DuckDB; here the data pages are sound, so every command runs on the rows as stored."""
+    prof = _damaged_copy(tmp_path)
+    _retype_chunk_in_footer(prof / "steps.parquet", "start_ns")
+    assert pq.read_metadata(prof / "steps.parquet").row_group(0).column(2).physical_type == "BOOLEAN"
+    # in a child first: the abort would take pytest down with it
+    r = subprocess.run([sys.executable, "-m", "dlscope", "summary", str(prof)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert "23 measured (steps 7-29)" in r.stdout
+    work = tmp_path / "w"
+    work.mkdir()
+    for args in fuzz_inputs.profile_commands(prof, work, MLP_PROFILE):
+        r = cli(*args)
+        if args[0] == "merge":  # refused whatever the damage: both profiles hold rank 0
+            assert r.code == 2 and "rank 0 is in both" in r.err, r.err
+        else:
+            assert r.code == 0, (args[0], r.code, r.err)
+    steps = json.loads(cli("sql", prof, "select count(*) as n, min(start_ns) as lo from steps", "--format", "json").out)
+    undamaged = json.loads(cli("sql", MLP_PROFILE, "select count(*) as n, min(start_ns) as lo from steps",
+                               "--format", "json").out)
+    assert steps == undamaged
 
 
 def test_counters_without_a_device_are_no_gpus_headline(cli, tmp_path):

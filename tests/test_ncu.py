@@ -20,7 +20,7 @@ import pytest
 
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.kernel_metrics import NCU_REFUSED_NOTE, compute
-from dlscope.cli.ncu import ROOFLINE_METRICS
+from dlscope.cli.ncu import DEFAULT_METRICS, ROOFLINE_METRICS
 from dlscope.store.reader import open_profile
 
 from .conftest import DATA, RESNET_TRACE, assert_one_line_error, q
@@ -270,7 +270,11 @@ args = sys.argv[1:]
 with open({calls!r}, "a") as f:
     f.write(json.dumps(args) + "\\n")
 log = args[args.index("--log-file") + 1]
-metrics = [args[i + 1] for i, a in enumerate(args) if a == "--metrics"]
+given = [args[i + 1] for i, a in enumerate(args) if a == "--metrics"]
+if len(given) > 1:  # ncu 2025.3's words on the H100
+    print("==ERROR== option '--metrics' cannot be specified more than once. Use --help for further details.")
+    sys.exit(1)
+metrics = given[0].split(",") if given else []
 if any(m.startswith({refuse!r}) for m in metrics):
     print("==ERROR== Failed to find metric " + next(m for m in metrics if m.startswith({refuse!r})))
     sys.exit(1)
@@ -301,12 +305,38 @@ def test_dlscope_ncu_asks_for_fewer_metrics_when_ncu_refuses_some(tmp_path, cli,
     assert len(argv) == 2  # the regex set once, the plain names once; the name filter was never at fault
     assert argv[0][argv[0].index("--kernel-name-base") + 1] == argv[1][argv[1].index("--kernel-name-base") + 1]
     plain = [a for i, a in enumerate(argv[1]) if argv[1][i - 1] == "--metrics"]
-    assert plain == list(ROOFLINE_METRICS)
+    assert plain == [",".join(ROOFLINE_METRICS)]
     data = ProfileData.open(small_profile)
     got = {m: v for m, v in q(data.con, "SELECT metric, value FROM kernel_metrics "
                                         "WHERE section = 'Command line profiler metrics'")}
     assert got == {m: 1024.0 for m in ROOFLINE_METRICS}
     assert any(n.startswith(NCU_REFUSED_NOTE) for n in open_profile(small_profile).meta.notes)
+
+
+def test_the_default_metrics_go_to_ncu_as_one_list(tmp_path, cli, small_profile):
+    """On the H100 (ncu 2025.3) every kernel's first run was refused with "option '--metrics'
+    cannot be specified more than once": dlscope passed one --metrics per metric, so the second
+    and third sets were tried and no roofline came back. The raw metrics now go as one
+    comma-separated list: one ncu run per kernel, every metric asked for stored, no refusal note."""
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV),
+                                             refuse="nothing:"))
+    ncu.chmod(0o755)
+    r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
+    assert r.code == 0 and "refused" not in r.err, r.err
+    argv = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert len(argv) == 1 and argv[0].count("--metrics") == 1
+    got = {m for (m,) in q(ProfileData.open(small_profile).con, "SELECT metric FROM kernel_metrics "
+                                                                "WHERE section = 'Command line profiler metrics'")}
+    assert got == set(DEFAULT_METRICS)
+    assert not any(n.startswith(NCU_REFUSED_NOTE) for n in open_profile(small_profile).meta.notes)
+    # the user's own --metrics, repeated or comma-separated, become one list as well
+    calls.unlink()
+    assert cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--metrics", "dram__bytes.sum",
+               "--metrics", "a.sum,b.sum", "--", "python3", "train.py").code == 0
+    argv = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [a for i, a in enumerate(argv[0]) if argv[0][i - 1] == "--metrics"] == ["dram__bytes.sum,a.sum,b.sum"]
 
 
 def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
@@ -319,7 +349,7 @@ def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
     r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
     assert r.code == 0, r.err
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
-    assert [a.count("--metrics") for a in argv] == [3, len(ROOFLINE_METRICS), 0]
+    assert [a.count("--metrics") for a in argv] == [1, 1, 0]
     notes = compute(ProfileData.open(small_profile)).notes
     assert any("no roofline position" in n and "(ncu refused them: ==ERROR== Failed to find metric dram__bytes" in n
                for n in notes), notes

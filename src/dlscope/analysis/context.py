@@ -77,7 +77,8 @@ class ProfileData:
         # file into one line itself: cli/export.py)
         in_memory = statistics and self._fits_in_memory()
         if con is None and sum(stored.rows.values()) <= ONE_THREAD_ROWS:
-            con = db.connect(threads=1)
+            # the connection that opened the profile, taken: views attached twice would clash
+            con, stored.connection = stored.connection or db.connect(threads=1), None
         self.con = attach(stored, con, in_memory=in_memory)
         if statistics and not in_memory:
             self._verify_files()

@@ -126,8 +126,9 @@ def ncu_command(ncu: str, target: Target, args: argparse.Namespace, log: Path, b
            "--launch-skip", str(skip), "--launch-count", str(args.launch_count)]
     for s in args.section or DEFAULT_SECTIONS:
         cmd += ["--section", s]
-    for m in metric_tiers(args)[0] if metrics is None else metrics:
-        cmd += ["--metrics", m]
+    wanted = metric_tiers(args)[0] if metrics is None else metrics
+    if wanted:  # once, comma-separated: ncu 2025.3 on the H100 refused a second --metrics outright
+        cmd += ["--metrics", ",".join(wanted)]
     return cmd + list(args.cmd)  # ncu [options] app [args]: no '--' separator
 
 
@@ -193,7 +194,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--section", action="append", metavar="NAME",
                         help=f"ncu section, repeatable (default: {', '.join(DEFAULT_SECTIONS)})")
     parser.add_argument("--metrics", action="append", metavar="SPEC",
-                        help="ncu --metrics value, repeatable (default: DRAM bytes, FP instruction counts, tensor pipe)")
+                        help="ncu --metrics value, repeatable or comma-separated, passed to ncu as one list "
+                             "(default: DRAM bytes, FP instruction counts, tensor pipe)")
     parser.add_argument("--ncu", metavar="PATH", help="the ncu executable (default: on PATH)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per-kernel limit (600 s)")
 

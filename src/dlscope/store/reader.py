@@ -30,7 +30,6 @@ from .schema import (
     OPTIONAL_TABLES,
     TABLES,
     TABLES_BY_NAME,
-    Table,
     malformed_time_sql,
 )
 
@@ -52,6 +51,9 @@ class StoredProfile:
     # views leave such rows out (a filter on every table would change DuckDB's plans, and so the
     # order of unordered rows, for every valid profile)
     check_times: set[str] = field(default_factory=set)
+    # the one-thread connection that read the footers' statistics, for ProfileData to reuse
+    # (a connection costs 30-60 ms to open: as long as a small profile's summary takes to compute)
+    connection: duckdb.DuckDBPyConnection | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -79,7 +81,6 @@ def open_profile(path: str | Path) -> StoredProfile:
         if not files and spec.name not in OPTIONAL_TABLES:
             raise ProfileFormatError(f"{p}: incomplete profile (table {spec.name} is missing)")
         rows = 0
-        ranges: list[tuple[int, int] | tuple[()] | None] = []
         for f in files:
             try:
                 md = pq.read_metadata(f)
@@ -107,14 +108,12 @@ def open_profile(path: str | Path) -> StoredProfile:
                                              f"{stored.field(col.name).type}, not {col.dtype}")
                 if fit == "narrow":
                     prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
-            try:
-                ranges.append(_time_range(spec, md))
-            except Exception as e:  # text in the footer that is not UTF-8 (a column chunk's path),
-                # which pyarrow decodes only when asked: UnicodeDecodeError
-                raise ProfileFormatError(f"{f}: corrupt table file ({e.__class__.__name__})") from None
         prof.files[spec.name] = files
         prof.rows[spec.name] = rows
-        if not _times_plausible(ranges):
+    prof.connection = db.connect(threads=1)
+    ranges = _time_ranges(prof.connection, prof.files)
+    for spec in TABLES:
+        if not _times_plausible([ranges[f] for f in prof.files.get(spec.name, [])]):
             prof.check_times.add(spec.name)
     return prof
 
@@ -124,27 +123,53 @@ def open_profile(path: str | Path) -> StoredProfile:
 EMPTY: tuple[()] = ()
 
 
-def _time_range(spec: Table, md: pq.FileMetaData) -> tuple[int, int] | tuple[()] | None:
-    """The least and greatest time (``start_ns``, ``end_ns``, ``ts_ns``) in one file of ``spec``
-    by its footer's statistics."""
-    cols = [c for c in TIME_COLUMNS if c in spec.column_names()]
-    if not cols:
-        return EMPTY
-    lo, hi = None, None
-    for g in range(md.num_row_groups):
-        rg = md.row_group(g)
-        if rg.num_rows == 0:
+def _time_ranges(con: duckdb.DuckDBPyConnection,
+                 files: dict[str, list[Path]]) -> dict[Path, tuple[int, int] | tuple[()] | None]:
+    """Each file's least and greatest time (``start_ns``, ``end_ns``, ``ts_ns``) by its footer's
+    statistics, read by DuckDB's ``parquet_metadata``: :data:`EMPTY` for a table without a time
+    column or a file without rows, None where a statistic is missing or is not an INT64's.
+
+    Not by pyarrow's footer objects: where a column chunk's physical type in the footer differs
+    from the schema's, pyarrow 26's ``RowGroupMetaData.column`` throws a C++ exception that
+    Python cannot catch and the process aborts (found by bench/fuzz.py on damaged Parquet bytes).
+    DuckDB raises an error there, or refuses the footer, which is the one-line refusal of a
+    damaged table file."""
+    timed = {f: [c for c in TIME_COLUMNS if c in TABLES_BY_NAME[name].column_names()]
+             for name, paths in files.items() for f in paths}
+    ranges: dict[Path, tuple[int, int] | tuple[()] | None] = {f: EMPTY for f in timed}
+    wanted = [f for f, cols in timed.items() if cols]
+    if not wanted:
+        return ranges
+    query = ("SELECT file_name, path_in_schema, type, coalesce(stats_min_value, stats_min), "
+             "coalesce(stats_max_value, stats_max) FROM parquet_metadata(?) "
+             f"WHERE row_group_num_rows > 0 AND path_in_schema IN {TIME_COLUMNS}")
+    try:
+        rows = con.execute(query, [[str(f) for f in wanted]]).fetchall()
+    except duckdb.Error:
+        for f in wanted:  # the file DuckDB refuses, for the error's one line
+            try:
+                con.execute(query, [[str(f)]]).fetchall()
+            except duckdb.Error as e:
+                raise corrupt_table_file(f, e) from None
+        raise
+    by_name = {str(f): f for f in wanted}
+    bounds: dict[Path, list[tuple[int, int] | None]] = {}
+    for file_name, column, physical, lo, hi in rows:
+        f = by_name.get(file_name)
+        if f is None or column not in timed[f]:
             continue
-        for j in range(rg.num_columns):
-            col = rg.column(j)
-            if col.path_in_schema not in cols:
-                continue
-            st = col.statistics
-            if st is None or not st.has_min_max or not isinstance(st.min, int) or not isinstance(st.max, int):
-                return None
-            lo = st.min if lo is None else min(lo, st.min)
-            hi = st.max if hi is None else max(hi, st.max)
-    return EMPTY if lo is None or hi is None else (lo, hi)
+        bounds.setdefault(f, []).append(_int_pair(lo, hi) if physical == "INT64" else None)
+    for f, found in bounds.items():
+        ranges[f] = None if None in found else (min(b[0] for b in found), max(b[1] for b in found))  # type: ignore[index]
+    return ranges
+
+
+def _int_pair(lo: str | None, hi: str | None) -> tuple[int, int] | None:
+    """A statistic's min and max as integers; None if either is missing or not an integer."""
+    try:
+        return int(lo), int(hi)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 def _times_plausible(ranges: list[tuple[int, int] | tuple[()] | None]) -> bool:
@@ -178,7 +203,11 @@ def _type_fit(stored: pa.DataType, want: pa.DataType) -> str | None:
 def corrupt_table(profile: StoredProfile, table: str, error: Exception) -> ProfileFormatError:
     """The one-line error for ``table``'s file(s) that DuckDB failed to read (``error``)."""
     files = profile.files.get(table) or []
-    where = files[0] if len(files) == 1 else f"{profile.path} (table {table})"
+    return corrupt_table_file(files[0] if len(files) == 1 else f"{profile.path} (table {table})", error)
+
+
+def corrupt_table_file(where: Path | str, error: Exception) -> ProfileFormatError:
+    """The one-line error for a table file (or a table's files: ``where``) DuckDB failed to read."""
     reason = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
     reason = re.sub(r'Failed to read file "[^"]*": ', "", reason)
     reason = re.sub(r"^Invalid Error: ", "", reason)  # DuckDB's error passed on through an Arrow stream
