@@ -1,6 +1,6 @@
 """The host time a fused optimizer step keeps, against the per-parameter loop, on a GPU, for a model
-that none of the advice suite's programs uses: the measurement unfused_optimizer's
-``FUSED_HOST_SHARE`` still lacks (bench/optimizer_dispatch.py only brackets it, on the CPU).
+that none of the advice suite's programs uses: where unfused_optimizer's ``FUSED_HOST_SHARES`` come
+from (bench/optimizer_dispatch.py only brackets them, on the CPU). Run on an H100 on 2026-11-27.
 
     python3 bench/fused_optimizer_host.py --device cuda [--layers 12] [--width 256] [--reps 5]
 

@@ -5,7 +5,7 @@ layers that none of the advice suite's programs uses.
     python bench/optimizer_dispatch.py [--time]
 
 unfused_optimizer's what-if keeps a share of the optimizer's host work once it is fused
-(``FUSED_HOST_SHARE``). Operator counts do not depend on the device (CPU and CUDA run the same
+(``FUSED_HOST_SHARES``). Operator counts do not depend on the device (CPU and CUDA run the same
 ``torch.optim`` code to the same ``aten::_fused_*`` operator), so they bound that share from a
 measurement outside the suite: a fused step dispatches a handful of operators per parameter group
 however many parameters it has; what remains per parameter is the Python that gathers the

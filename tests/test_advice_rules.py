@@ -5,6 +5,9 @@ exactly: the loop says what they must be."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from dlscope import advice
@@ -343,3 +346,28 @@ def test_unfused_optimizer_leaves_out_forward_and_backward_run_inside_the_step(t
     row = f.evidence.rows[0]
     assert row["kernels_per_step"] == 60 and row["distinct_kernels"] == 1
     assert f.bound_ms_per_step == pytest.approx(30 * (1 - 1 / 60), rel=1e-6)
+
+
+def test_the_fused_optimizer_host_shares_are_the_h100_measurement():
+    """unfused_optimizer's host shares are the fused/loop ratios measured on an H100 for a model
+    outside the suite (bench/fused_optimizer_host.py, stored beside the suite's results), and an
+    optimizer not measured gets the largest: the smallest saving."""
+    from types import SimpleNamespace
+
+    from dlscope.advice import unfused_optimizer as rule
+
+    measured = json.loads((Path(__file__).resolve().parents[1] / "bench" / "advice_truth" / "results" / "fused_optimizer_h100"
+                           / "fused_optimizer_host.json").read_text())
+    assert measured["device"].startswith("NVIDIA H100")
+    shares = rule.FUSED_HOST_SHARES
+    assert shares == {name: round(measured[name]["fused_over_loop"], 3) for name in ("Adam", "AdamW", "SGD")}
+    unknown = rule.FUSED_HOST_SHARE_UNKNOWN
+    assert unknown == max(shares.values())
+
+    def host_share(optimizer: str | None, implementation: str = "per-parameter") -> float:
+        row = {"optimizer": optimizer, "implementation": implementation, "distinct_kernels": 4}
+        return rule.UnfusedOptimizer().what_if(None, SimpleNamespace(evidence=SimpleNamespace(rows=[row]))).host["optimizer"]
+
+    assert host_share("AdamW") == 0.084 and host_share("SGD") == 0.191
+    assert host_share("Adagrad") == host_share(None) == 0.191
+    assert host_share("Adam", "foreach") == 0.25  # one op per pass: a quarter of four passes' dispatches
