@@ -3,10 +3,12 @@
 # whose costliest kernel CUPTI names by its mangled name (cuBLAS's cutlass SGEMM), with ncu's own
 # log of each try kept; (2) the long fuzz run on the host's CPUs for the rest of the call.
 # Results packed under $OUT.   (carry .whl; FUZZ_ONLY=1 SEED=N for the fuzz run alone)
-# Part (1) needs CuPy's kernels through CUPTI: carry the cupti-python, cuda-bindings, cuda-pathfinder
-# and pyelftools wheels too (../shared/tools/gpu-wheels.sh). On 2026-11-26 they did not fit beside
-# duckdb's in the 64 MiB carry, the profile had no kernels and `dlscope ncu` refused (exit 2): part (1)
-# has not yet checked the mangled-name retry on a GPU. The program is bench/gpu_jaxncu.py's CUPY_PROGRAM.
+# Part (1) needs CuPy's kernels through CUPTI: carry the cupti-python, cuda-pathfinder and pyelftools
+# wheels with duckdb's and isal's in .whl (../shared/tools/gpu-wheels.sh; cuda-bindings and CuPy are on
+# the host). On 2026-11-27 (x4 host) it measured all three kernels, the mangled cutlass SGEMM
+# included, but ncu refused the repeated --metrics; dlscope now passes one comma-separated list:
+# the roofline metrics (Command line profiler metrics in kernel_metrics.txt) are what to check next.
+# The fuzz JSON records the source it ran (bench/fuzz_totals.py adds runs up per source).
 set -u
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 2
