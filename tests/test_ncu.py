@@ -289,15 +289,21 @@ open(log, "w").write(text.rstrip("\\n") + "\\n" + out.getvalue())
 """
 
 
+def _refusing_ncu(tmp_path: Path, refuse: str) -> tuple[Path, Path]:
+    """A fake ncu (REGEX_REFUSING_NCU) refusing every metric that starts with ``refuse``, and the
+    file where it writes each command line it was given."""
+    calls = tmp_path / "calls.jsonl"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV), refuse=refuse))
+    ncu.chmod(0o755)
+    return ncu, calls
+
+
 def test_dlscope_ncu_asks_for_fewer_metrics_when_ncu_refuses_some(tmp_path, cli, small_profile):
     """An ncu that refuses any regex metric (as the whole default set was dropped on an H100): the
     second run asks for the roofline's counters by their plain names, which are stored, and the
     profile keeps ncu's words for the report."""
-    calls = tmp_path / "calls.jsonl"
-    ncu = tmp_path / "ncu"
-    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV),
-                                             refuse="regex:"))
-    ncu.chmod(0o755)
+    ncu, calls = _refusing_ncu(tmp_path, "regex:")
     r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
     assert r.code == 0, r.err
     assert "ncu refused the first set: ==ERROR== Failed to find metric regex:" in r.err
@@ -318,11 +324,7 @@ def test_the_default_metrics_go_to_ncu_as_one_list(tmp_path, cli, small_profile)
     cannot be specified more than once": dlscope passed one --metrics per metric, so the second
     and third sets were tried and no roofline came back. The raw metrics now go as one
     comma-separated list: one ncu run per kernel, every metric asked for stored, no refusal note."""
-    calls = tmp_path / "calls.jsonl"
-    ncu = tmp_path / "ncu"
-    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV),
-                                             refuse="nothing:"))
-    ncu.chmod(0o755)
+    ncu, calls = _refusing_ncu(tmp_path, "nothing:")
     r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
     assert r.code == 0 and "refused" not in r.err, r.err
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
@@ -342,10 +344,7 @@ def test_the_default_metrics_go_to_ncu_as_one_list(tmp_path, cli, small_profile)
 def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
     """An ncu that refuses every raw metric: the sections alone are stored (a third run without
     --metrics), and kernel_metrics says why there is no roofline in ncu's words."""
-    calls = tmp_path / "calls.jsonl"
-    ncu = tmp_path / "ncu"
-    ncu.write_text(REGEX_REFUSING_NCU.format(python=sys.executable, calls=str(calls), csv=str(NCU_CSV), refuse=""))
-    ncu.chmod(0o755)
+    ncu, calls = _refusing_ncu(tmp_path, "")
     r = cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--", "python3", "train.py")
     assert r.code == 0, r.err
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
