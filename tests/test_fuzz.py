@@ -808,3 +808,73 @@ def test_a_meta_time_outside_the_time_rule_is_unknown(cli, tmp_path, field, valu
 
     assert getattr(load_meta(prof / "meta.json"), field) is None
     _profile_commands_pass(cli, prof, tmp_path)
+
+
+class _FilteredConnection:
+    """A DuckDB connection whose footer-statistics answers are changed by ``answer``, to stand
+    for a DuckDB that names a file differently than asked or fails on all files at once."""
+
+    def __init__(self, con, answer):
+        self._con, self._answer = con, answer
+
+    def execute(self, query, params=None):
+        if "parquet_metadata" not in query:
+            return self._con.execute(query, params) if params is not None else self._con.execute(query)
+        return self._answer(self._con, query, params)
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+class _Rows:
+    def __init__(self, rows):
+        self._rows = rows
+
+    def fetchall(self):
+        return self._rows
+
+
+def test_a_file_whose_footer_statistics_do_not_come_back_is_unknown_not_in_range(monkeypatch):
+    """A file with rows whose statistics DuckDB does not return under the name it was asked by
+    must count as unknown (its rows checked), never as proven in range; a file without rows is
+    empty. The found ranges equal pyarrow's own footer statistics of the sound profile."""
+    from dlscope.store import reader
+
+    steps = MLP_PROFILE / "steps.parquet"
+
+    def without_steps(con, query, params):
+        return _Rows([r for r in con.execute(query, params).fetchall() if r[0] != str(steps)])
+
+    real_connect = reader.db.connect
+    monkeypatch.setattr(reader.db, "connect", lambda **kw: _FilteredConnection(real_connect(**kw), without_steps))
+    prof = reader.open_profile(MLP_PROFILE)
+    assert "steps" in prof.check_times
+    ranges = reader._time_ranges(prof.connection, prof.files,
+                                 {f: pq.read_metadata(f).num_rows for fs in prof.files.values() for f in fs})
+    assert ranges[steps] is None
+    kernels = prof.files["kernels"][0]
+    md = pq.read_metadata(kernels)
+    cols = [md.schema.names.index(c) for c in ("start_ns", "end_ns")]
+    stats = [md.row_group(g).column(c).statistics for g in range(md.num_row_groups) for c in cols]
+    assert ranges[kernels] == (min(s.min for s in stats), max(s.max for s in stats))
+    assert reader._time_ranges(prof.connection, {"steps": [steps]}, {steps: 0}) == {steps: reader.EMPTY}
+
+
+def test_footers_that_read_alone_but_not_together_are_one_line(monkeypatch):
+    """If DuckDB fails on all the files at once but reads each alone, the refusal is still the
+    one-line damaged-table error naming the profile, not DuckDB's exception passed up."""
+    import duckdb
+
+    from dlscope.errors import ProfileFormatError
+    from dlscope.store import reader
+
+    def fail_together(con, query, params):
+        if len(params[0]) > 1:
+            raise duckdb.IOException("Could not read footers together")
+        return con.execute(query, params)
+
+    real_connect = reader.db.connect
+    monkeypatch.setattr(reader.db, "connect", lambda **kw: _FilteredConnection(real_connect(**kw), fail_together))
+    with pytest.raises(ProfileFormatError) as e:
+        reader.open_profile(MLP_PROFILE)
+    assert str(e.value) == f"{MLP_PROFILE}: corrupt or truncated table file (Could not read footers together)"

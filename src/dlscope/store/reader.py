@@ -76,6 +76,7 @@ def open_profile(path: str | Path) -> StoredProfile:
         )
     meta = load_meta(p / "meta.json")
     prof = StoredProfile(p, meta)
+    file_rows: dict[Path, int] = {}
     for spec in TABLES:
         files = sorted(p.glob(f"{spec.name}.parquet")) + sorted(p.glob(f"{spec.name}.rank*.parquet"))
         if not files and spec.name not in OPTIONAL_TABLES:
@@ -88,6 +89,7 @@ def open_profile(path: str | Path) -> StoredProfile:
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise ProfileFormatError(f"{f}: corrupt or truncated table file ({e.__class__.__name__})") from None
             rows += md.num_rows  # (the footer was read a second time for this)
+            file_rows[f] = md.num_rows
             missing = set(spec.column_names()) - set(names)
             optional = missing & set(OPTIONAL_COLUMNS.get(spec.name, ()))
             if optional:
@@ -111,7 +113,7 @@ def open_profile(path: str | Path) -> StoredProfile:
         prof.files[spec.name] = files
         prof.rows[spec.name] = rows
     prof.connection = db.connect(threads=1)
-    ranges = _time_ranges(prof.connection, prof.files)
+    ranges = _time_ranges(prof.connection, prof.files, file_rows)
     for spec in TABLES:
         if not _times_plausible([ranges[f] for f in prof.files.get(spec.name, [])]):
             prof.check_times.add(spec.name)
@@ -119,15 +121,16 @@ def open_profile(path: str | Path) -> StoredProfile:
 
 
 # a file's times by its footer's statistics: (least, greatest), EMPTY (no time column or no row)
-# or None (statistics missing, which proves nothing)
+# or None (statistics missing or not found, which proves nothing)
 EMPTY: tuple[()] = ()
 
 
-def _time_ranges(con: duckdb.DuckDBPyConnection,
-                 files: dict[str, list[Path]]) -> dict[Path, tuple[int, int] | tuple[()] | None]:
+def _time_ranges(con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]],
+                 file_rows: dict[Path, int]) -> dict[Path, tuple[int, int] | tuple[()] | None]:
     """Each file's least and greatest time (``start_ns``, ``end_ns``, ``ts_ns``) by its footer's
     statistics, read by DuckDB's ``parquet_metadata``: :data:`EMPTY` for a table without a time
-    column or a file without rows, None where a statistic is missing or is not an INT64's.
+    column or a file without rows (``file_rows``, from the footers), None where a statistic is
+    missing, is not an INT64's, or was not found for a file with rows (unknown, never "in range").
 
     Not by pyarrow's footer objects: where a column chunk's physical type in the footer differs
     from the schema's, pyarrow 26's ``RowGroupMetaData.column`` throws a C++ exception that
@@ -136,8 +139,9 @@ def _time_ranges(con: duckdb.DuckDBPyConnection,
     damaged table file."""
     timed = {f: [c for c in TIME_COLUMNS if c in TABLES_BY_NAME[name].column_names()]
              for name, paths in files.items() for f in paths}
-    ranges: dict[Path, tuple[int, int] | tuple[()] | None] = {f: EMPTY for f in timed}
-    wanted = [f for f, cols in timed.items() if cols]
+    wanted = [f for f, cols in timed.items() if cols and file_rows.get(f, 1) > 0]
+    ranges: dict[Path, tuple[int, int] | tuple[()] | None] = {
+        f: None if f in wanted else EMPTY for f in timed}
     if not wanted:
         return ranges
     query = ("SELECT file_name, path_in_schema, type, coalesce(stats_min_value, stats_min), "
@@ -145,22 +149,27 @@ def _time_ranges(con: duckdb.DuckDBPyConnection,
              f"WHERE row_group_num_rows > 0 AND path_in_schema IN {TIME_COLUMNS}")
     try:
         rows = con.execute(query, [[str(f) for f in wanted]]).fetchall()
-    except duckdb.Error:
+    except duckdb.Error as whole:
         for f in wanted:  # the file DuckDB refuses, for the error's one line
             try:
                 con.execute(query, [[str(f)]]).fetchall()
             except duckdb.Error as e:
                 raise corrupt_table_file(f, e) from None
-        raise
+        # every file reads alone but not together: still one line, naming the profile
+        raise corrupt_table_file(wanted[0].parent, whole) from None
     by_name = {str(f): f for f in wanted}
-    bounds: dict[Path, list[tuple[int, int] | None]] = {}
+    bounds: dict[Path, dict[str, list[tuple[int, int] | None]]] = {}
     for file_name, column, physical, lo, hi in rows:
         f = by_name.get(file_name)
         if f is None or column not in timed[f]:
             continue
-        bounds.setdefault(f, []).append(_int_pair(lo, hi) if physical == "INT64" else None)
-    for f, found in bounds.items():
-        ranges[f] = None if None in found else (min(b[0] for b in found), max(b[1] for b in found))  # type: ignore[index]
+        pair = _int_pair(lo, hi) if physical == "INT64" else None
+        bounds.setdefault(f, {}).setdefault(column, []).append(pair)
+    for f, by_column in bounds.items():
+        found = [b for pairs in by_column.values() for b in pairs]
+        if set(by_column) != set(timed[f]) or None in found:
+            continue  # a time column without statistics: unknown
+        ranges[f] = (min(b[0] for b in found), max(b[1] for b in found))  # type: ignore[index]
     return ranges
 
 
