@@ -7,7 +7,9 @@ in bench/RESULTS.md. Every crash it found has its own regression test here.
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
 import random
 import shutil
@@ -878,3 +880,115 @@ def test_footers_that_read_alone_but_not_together_are_one_line(monkeypatch):
     with pytest.raises(ProfileFormatError) as e:
         reader.open_profile(MLP_PROFILE)
     assert str(e.value) == f"{MLP_PROFILE}: corrupt or truncated table file (Could not read footers together)"
+
+
+# ---- found by the 4-GPU host's runs of seeds 122 and 123 (source c3ce5e5c1a35438a) ---------------
+def test_an_xplane_step_number_past_int32_is_a_malformed_step_not_a_crash(cli, tmp_path):
+    """Seed 122, input 19307: a flipped byte in a TensorFlow XSpace gave a step annotation the
+    step number 5606754636920881028. Building the steps table raised ArrowInvalid (exit 1). A
+    value its integer column cannot hold is now unknown, and a step without its number is left
+    out and counted; the sound step stays."""
+    from .xspace_writer import Ev, Ln, Pl, xspace
+
+    huge = 5606754636920881028
+    host = Pl(1, "/host:CPU", [Ln(11, "python", [Ev("train", 0, 1_000_000, {"step_num": 3}),
+                                                 Ev("train", 2_000_000, 1_000_000, {"step_num": huge}),
+                                                 Ev("compute", 2_100_000, 500_000)])],
+              {"process_id": 4242})
+    env = Pl(4, "Task Environment", [], {"profile_start_time": 1_800_000_000_000_000_000})
+    trace = tmp_path / "vm.xplane.pb"
+    trace.write_bytes(xspace([host, env]))
+    r = cli("import", trace, "-o", tmp_path / "p.dlscope")
+    assert r.code == 0, r.err
+    notes = json.loads((tmp_path / "p.dlscope" / "meta.json").read_text())["notes"]
+    assert any(n.startswith("1 malformed row(s) of steps not stored") for n in notes), notes
+    steps = json.loads(cli("sql", tmp_path / "p.dlscope", "select step, end_ns - start_ns as ns from steps",
+                           "--format", "json").out)
+    assert steps == [{"step": 3, "ns": 1_000_000}]
+    _profile_commands_pass(cli, tmp_path / "p.dlscope", tmp_path)
+
+
+def test_an_nsys_name_stored_as_an_integer_is_its_digits_not_a_crash(cli, tmp_path):
+    """Seed 123, input 16343: a flipped byte in an nsys export left a StringIds value typed as an
+    integer (SQLite keeps each value's own type). Decoding the names raised ArrowTypeError (exit
+    1). Such a name is now read as its digits, as a number in nsys's text columns always was;
+    every kernel is kept."""
+    seed = tmp_path / "seed.sqlite"
+    seed.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(seed)
+    kernel_table = "CUPTI_ACTIVITY_KIND_KERNEL"
+    name_id, uses = con.execute(f"SELECT demangledName, count(*) FROM {kernel_table} GROUP BY 1 "
+                                "ORDER BY 2 DESC LIMIT 1").fetchone()
+    total = con.execute(f"SELECT count(*) FROM {kernel_table}").fetchone()[0]
+    # the column's TEXT affinity would turn 1234 into '1234': drop it, as a damaged record can
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET sql = replace(sql, 'TEXT      NOT NULL', 'NOT NULL') "
+                "WHERE name = 'StringIds'")
+    con.commit()
+    con.close()
+    con = sqlite3.connect(seed)
+    con.execute("UPDATE StringIds SET value = 1234 WHERE id = ?", (name_id,))
+    con.commit()
+    assert con.execute("SELECT typeof(value) FROM StringIds WHERE id = ?", (name_id,)).fetchone() == ("integer",)
+    con.close()
+    prof = tmp_path / "x.dlscope"
+    r = cli("import", seed, "-o", prof)
+    assert r.code == 0, r.err
+    got = json.loads(cli("sql", prof, "select count(*) as n, count(*) filter (where name = '1234') as unnamed "
+                                      "from kernels", "--format", "json").out)
+    assert got == [{"n": total, "unnamed": uses}]
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def test_an_ncu_launch_id_past_int32_is_a_malformed_row_not_a_crash(cli, tmp_path):
+    """Found by reading the code after seed 122's XPlane crash (the same class): an ncu CSV whose
+    "ID" is 99999999999 fit the importer's int64 check but not the int32 launch column
+    (ArrowInvalid, exit 1). It is now unknown, and the row, whose launch is required, is left out
+    and counted; the other rows stay."""
+    src = DATA / "gpu" / "h100_ncu_gemm.csv"
+    text = src.read_text()
+    header = text.index('"ID",')
+    rows = list(csv.reader(io.StringIO(text[header:])))
+    rows[1][rows[0].index("ID")] = "99999999999"
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    damaged = tmp_path / "ncu.csv"
+    damaged.write_text(text[:header] + out.getvalue())
+    prof = tmp_path / "n.dlscope"
+    r = cli("import", damaged, "-o", prof)
+    assert r.code == 0, r.err
+    assert cli("import", src, "-o", tmp_path / "sound.dlscope").code == 0
+    count = "select count(*) as n from kernel_metrics"
+    sound = json.loads(cli("sql", tmp_path / "sound.dlscope", count, "--format", "json").out)[0]["n"]
+    assert json.loads(cli("sql", prof, count, "--format", "json").out) == [{"n": sound - 1}]
+    notes = json.loads((prof / "meta.json").read_text())["notes"]
+    assert any(n.startswith("1 malformed row(s) of kernel_metrics not stored") for n in notes), notes
+    _profile_commands_pass(cli, prof, tmp_path)
+
+
+def test_an_execution_trace_rf_id_past_int64_matches_no_op(cli, tmp_path):
+    """Found by reading the code after seed 122's crash (the same class): a node whose rf_id is
+    past int64 made the table of nodes fail to build (OverflowError, exit 1) when the execution
+    trace came with its Kineto trace. It now matches no op; the other nodes still do."""
+    folder = tmp_path / "et"
+    shutil.copytree(CORPUS / "execution_trace", folder)
+    et = folder / "benchmark_simple_add_et.json.gz"
+    doc = json.loads(gzip.decompress(et.read_bytes()))
+    sound = tmp_path / "sound.dlscope"
+    assert cli("import", CORPUS / "execution_trace", "-o", sound).code == 0
+    matched = next(int(n.split()[6]) for n in json.loads((sound / "meta.json").read_text())["notes"]
+                   if "taken from the execution trace" in n)
+    node = next(n for n in doc["nodes"] if isinstance(n.get("rf_id"), int) and n["rf_id"] > 0)
+    assert sum(n.get("rf_id") == node["rf_id"] for n in doc["nodes"]) == 1
+    kineto = json.loads(gzip.decompress((folder / "benchmark_simple_add_trace.json.gz").read_bytes()))
+    ops = sum(e.get("cat") == "cpu_op" and e["args"].get("Record function id", e["args"].get("External id"))
+              == node["rf_id"] for e in kineto["traceEvents"])
+    assert ops > 0
+    node["rf_id"] = 2**64
+    et.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    prof = tmp_path / "p.dlscope"
+    r = cli("import", folder, "-o", prof)
+    assert r.code == 0, r.err
+    notes = json.loads((prof / "meta.json").read_text())["notes"]
+    assert f"benchmark_simple_add_et.json.gz: input shapes and types of {matched - ops} ops taken from the " \
+           "execution trace" in notes, notes

@@ -39,7 +39,8 @@ class ExecutionTraceImporter(Importer):
                 nodes = doc["nodes"]
                 for n in nodes:
                     rf = n.get("rf_id")
-                    if isinstance(rf, int) and rf > 0:
+                    # an rf_id past int64 (damaged) matches no op, which keeps its ids in int64
+                    if isinstance(rf, int) and 0 < rf < 2**63:
                         self._nodes.append((rf, json.dumps(n.get("input_shapes", [])),
                                             json.dumps(n.get("input_types", []))))
             except (ValueError, KeyError, TypeError, AttributeError):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
+from .arrow_values import typed_array
 from .base import Importer, ImportOptions, sniff_head
 
 if TYPE_CHECKING:  # loaded with the first ncu file: registering importers must stay light
@@ -91,8 +92,8 @@ def parse_ncu_csv(text: str, path: Path, rank: int = 0) -> pa.Table:
     cols: dict[str, list[Any]] = {k: [r[k] for r in records] for k in records[0]}
     return pa.table({
         "rank": pa.array([rank] * len(records), pa.int32()),
-        "device": pa.array(cols["device"], pa.int32()), "name": pa.array(cols["name"], pa.string()),
-        "launch": pa.array(cols["launch"], pa.int32()), "section": pa.array(cols["section"], pa.string()),
+        "device": typed_array(cols["device"], pa.int32()), "name": pa.array(cols["name"], pa.string()),
+        "launch": typed_array(cols["launch"], pa.int32()), "section": pa.array(cols["section"], pa.string()),
         "metric": pa.array(cols["metric"], pa.string()), "value": pa.array(cols["value"], pa.float64()),
         "unit": pa.array(cols["unit"], pa.string()), "pid": pa.array(cols["pid"], pa.int64()),
     })

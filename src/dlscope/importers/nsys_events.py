@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_values import fitted, typed_array
 from .nsys_db import NsysExport
 
 MASK24 = 0xFFFFFF
@@ -71,7 +72,8 @@ def api_display_name(name: str) -> str:
 
 def decode_names(x: NsysExport, ids: pa.ChunkedArray, transform: Callable[[str], str] | None = None) -> pa.Array:
     """StringIds ids -> a dictionary-encoded string array, looking each distinct id up once
-    (unknown or null ids become '')."""
+    (unknown or null ids become ''; a value SQLite holds as other than text, as a damaged
+    database can, is read as :func:`arrow_values.fitted` reads it)."""
     flat = ids.combine_chunks().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     uniq, inverse = np.unique(flat, return_inverse=True)
     wanted = [int(u) for u in uniq if u >= 0]
@@ -79,7 +81,7 @@ def decode_names(x: NsysExport, ids: pa.ChunkedArray, transform: Callable[[str],
     for i in range(0, len(wanted), 10_000):  # SQLite caps the number of bound parameters
         part = wanted[i:i + 10_000]
         found.update(x.rows(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(part))})", part))
-    values = [found.get(int(u), "") or "" for u in uniq]
+    values = [fitted(found.get(int(u)), pa.string()) or "" for u in uniq]
     if transform is not None:
         values = [transform(v) for v in values]
     return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(values, pa.string()))
@@ -113,39 +115,9 @@ def _query(x: NsysExport, select: dict[str, tuple[str, pa.DataType]], from_sql: 
     """Run ``SELECT expr AS name, ... from_sql`` and build an Arrow table chunk by chunk."""
     schema = pa.schema([(n, t) for n, (_, t) in select.items()])
     sql = "SELECT " + ", ".join(f"{expr} AS {n}" for n, (expr, _) in select.items()) + " " + from_sql
-    batches = [pa.record_batch([_array(col, f.type) for col, f in zip(zip(*chunk), schema)], schema=schema)
+    batches = [pa.record_batch([typed_array(col, f.type) for col, f in zip(zip(*chunk), schema)], schema=schema)
                for chunk in x.chunks(sql)]
     return pa.Table.from_batches(batches, schema=schema)
-
-
-def _array(values: tuple[Any, ...], type_: pa.DataType) -> pa.Array:
-    """``values`` as an Arrow array of ``type_``. SQLite's columns hold any type: a value that
-    does not fit (a text where a number belongs, a sum past int64 that SQLite turned into a
-    float) becomes NULL, and a row left without a required value is dropped by the builder."""
-    try:
-        return pa.array(values, type_)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([_coerce(v, type_) for v in values], type_)
-
-
-def _coerce(v: Any, type_: pa.DataType) -> Any:
-    if v is None:
-        return None
-    if pa.types.is_integer(type_):
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if not isinstance(v, int) or isinstance(v, bool):
-            return None
-        bits = type_.bit_width - (1 if pa.types.is_signed_integer(type_) else 0)
-        low = -(1 << bits) if pa.types.is_signed_integer(type_) else 0
-        return v if low <= v < (1 << bits) else None
-    if pa.types.is_floating(type_):
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-    if pa.types.is_string(type_):
-        if isinstance(v, bytes):
-            return v.decode("utf-8", "replace")
-        return v if isinstance(v, str) else str(v)
-    return None
 
 
 I64, I32, STR = pa.int64(), pa.int32(), pa.string()

@@ -38,6 +38,7 @@ from ..errors import InputError
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
 from ..store.schema import TABLES_BY_NAME
+from .arrow_values import typed_array
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
 from .xplane_pb import Event, Line, Plane, parse_xspace
@@ -91,7 +92,7 @@ class Tables:
             types = {c.name: c.type for c in TABLES_BY_NAME[name].columns}
             keys = list(dict.fromkeys(k for r in rows[:1] for k in r))
             keys += [k for k in dict.fromkeys(k for r in rows for k in r) if k not in keys]
-            out[name] = pa.table({k: pa.array([r.get(k) for r in rows], types.get(k)) for k in keys})
+            out[name] = pa.table({k: typed_array([r.get(k) for r in rows], types.get(k)) for k in keys})
         return out
 
 

@@ -375,7 +375,10 @@ TIME_RULE = (
 VALUE_RULE = (
     "Other malformed values: a name whose bytes are not UTF-8 is read with U+FFFD in their place (JSON "
     "traces, nsys SQLite); an integer column (a device, a launch id) whose value is not a finite int64 "
-    "(ncu's `1e400`) is unknown (NULL), the rest of its row kept; a meta.json device key the commands "
+    "(ncu's `1e400`), or does not fit the column's narrower type (an XPlane step number or an ncu launch "
+    "id past int32), is unknown (NULL), the rest of its row kept (a row whose required column it is, is "
+    "left out with the rows that lack one); a number where text belongs (an nsys `StringIds` value a "
+    "damaged database types as an integer) is read as its digits; a meta.json device key the commands "
     "read whose JSON type is wrong (a list for a `uuid`) is left out, as if the source had not said it, and "
     "so is a meta.json `start_ns` or `end_ns` outside `[0, 2**62)`; a "
     "GPU phase mark (`phase_gpu`) without both GPU times is left out with the rows that lack a required "
