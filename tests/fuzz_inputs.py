@@ -10,6 +10,10 @@ a plain seeded one in the long run) and gives the bytes of a file to import:
   (1e300, -1, huge ints), hostile strings (control characters, ``<script>``, quotes);
 * nsys SQLite, structure-aware: NULL or swapped times, hostile names, dropped tables;
 * XSpace ``.xplane.pb`` (JAX/TensorFlow profiler): byte level;
+* PyTorch memory timelines (``[[time, action, bytes, category], ...]``), structure-aware: a cell
+  retyped, extreme or hostile, a row cut short or lengthened, rows dropped or duplicated;
+* per-rank folders (one Kineto trace per rank, imported as one job): one or two ranks' files
+  mutated as Kineto traces are, a rank's file dropped, duplicated under another name or emptied;
 
 each written gzipped or not (XSpace files never: the profiler writes them plain). A damaged
 profile folder (kind ``profile``, seeds: small real profiles) is a mutant of its own: a Parquet
@@ -52,6 +56,9 @@ SEEDS: list[tuple[str, Path]] = [
     ("xplane", DATA / "tf" / "cpu_session" / "plugins" / "profile" / "2026_11_25_02_10_03" / "vm.xplane.pb"),
     ("xplane", DATA / "tf" / "cpu_keras" / "plugins" / "profile" / "2026_11_25_01_28_30" / "vm.xplane.pb"),
     ("xplane", DATA / "jax" / "cpu_mlp" / "plugins" / "profile" / "2026_11_25_01_28_24" / "vm.xplane.pb"),
+    ("memory_timeline", CORPUS / "memory_analysis" / "memory_timeline.raw.gz"),
+    # a folder of per-rank Kineto traces (ranks 0 and 1, HTA's sampled traces), mutated file by file
+    ("rank_folder", CORPUS / "trace_filter"),
     # profile folders (NAME.dlscope/), mutated file by file (mutate_profile)
     ("profile", DATA / "advice_truth_hooks" / "mlp_baseline_default.dlscope"),
     ("profile", DATA / "phase_gpu" / "gpt2_baseline.dlscope"),
@@ -76,13 +83,20 @@ def kinds() -> list[str]:
 
 def seed_bytes(path: Path) -> bytes:
     """The seed's content, decompressed."""
-    raw = path.read_bytes()
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    return stored_bytes(path.read_bytes())
+
+
+def stored_bytes(raw: bytes) -> bytes:
+    """Content as stored, decompressed where gzipped (left as it is where the gzip is damaged)."""
+    try:
+        return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    except (OSError, EOFError):
+        return raw
 
 
 def suffix_of(kind: str) -> str:
     return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite", "xplane": ".xplane.pb",
-            "profile": ".dlscope"}[kind]
+            "memory_timeline": ".raw.json", "rank_folder": "", "profile": ".dlscope"}[kind]
 
 
 # ---- byte level -------------------------------------------------------------------------------
@@ -177,6 +191,79 @@ def mutate_kineto(doc: object, rng: random.Random) -> object:
     return doc
 
 
+# ---- PyTorch memory timelines ---------------------------------------------------------------------
+
+def mutate_memory_rows(doc: object, rng: random.Random) -> object:
+    """One to three edits of a parsed memory timeline (a copy): a cell retyped, hostile or
+    extreme, a row cut short or lengthened, rows dropped or duplicated, a category past the list."""
+    rows = copy.deepcopy(doc)
+    if not isinstance(rows, list) or not rows:
+        return rows
+    for _ in range(rng.randint(1, 3)):
+        if not rows:
+            break
+        op = rng.choice(["retype", "extreme", "extreme", "short", "long", "drop", "duplicate", "category", "row"])
+        k = rng.randrange(len(rows))
+        row = rows[k]
+        if op in ("retype", "extreme", "category", "short", "long") and not isinstance(row, list):
+            op = "row"
+        if op == "retype" and row:
+            row[rng.randrange(len(row))] = _hostile_value(rng)
+        elif op == "extreme" and row:
+            row[rng.randrange(len(row))] = rng.choice(EXTREME_NUMBERS)
+        elif op == "category" and len(row) == 4:
+            row[3] = rng.choice([-1, 8, 9, 10**6, 2**63])
+        elif op == "short" and row:
+            del row[rng.randrange(len(row)):]
+        elif op == "long":
+            row.append(rng.choice([0, 1, "x", None]))
+        elif op == "drop":
+            del rows[k:k + rng.randint(1, max(1, len(rows) // 3))]
+        elif op == "duplicate":
+            rows[k:k] = copy.deepcopy(rows[k:k + rng.randint(1, 50)])
+        else:
+            rows[k] = _hostile_value(rng)
+    return rows
+
+
+# ---- per-rank folders ----------------------------------------------------------------------------
+
+def mutate_rank_folder(files: dict[str, bytes], rng: random.Random) -> tuple[dict[str, bytes], str]:
+    """One or two edits of a per-rank folder: a rank's trace mutated as a Kineto trace is
+    (structure or bytes, gzipped or not), dropped, emptied, or copied under another rank's name."""
+    files = dict(files)
+    done = []
+    for _ in range(rng.randint(1, 2)):
+        if not files:
+            break
+        name = rng.choice(sorted(files))
+        op = rng.choice(["structure", "structure", "structure", "bytes", "drop", "empty", "copy"])
+        if op in ("structure", "bytes"):
+            data = stored_bytes(files[name])
+            if op == "structure":
+                try:
+                    doc = _PARSED_BYTES.get(files[name]) or json.loads(data)
+                except ValueError:
+                    doc = {}
+                data = json.dumps(mutate_kineto(doc, rng), allow_nan=True).encode("utf-8", "surrogatepass")
+            else:
+                data = mutate_bytes(data, rng)
+            del files[name]
+            stem = name.removesuffix(".gz")
+            if rng.random() < 0.5:
+                files[stem + ".gz"] = gzip.compress(data, compresslevel=1)
+            else:
+                files[stem] = data
+        elif op == "drop":
+            del files[name]
+        elif op == "empty":
+            files[name] = b""
+        else:
+            files[f"copy_of_{name}"] = files[name]
+        done.append(op)  # (not the file: a rank folder's names would split the counts per file)
+    return files, ",".join(done) or "none"
+
+
 # ---- nsys SQLite -------------------------------------------------------------------------------
 
 NSYS_TIMED = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -238,7 +325,7 @@ META_FIELDS = ["format", "format_version", "dlscope_version", "source", "inputs"
 
 
 def profile_files(folder: Path) -> dict[str, bytes]:
-    """The files of a profile folder: name -> content."""
+    """The files of a profile folder or a per-rank folder: name -> content as stored."""
     return {f.name: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file()}
 
 
@@ -372,6 +459,12 @@ class Mutant:
             path = folder / f"input{self.suffix}"
             path.write_bytes(self.data)
             return path
+        if self.kind != "profile":  # a folder of traces, imported as one input
+            path = folder / "input"
+            path.mkdir()
+            for name, content in self.files.items():
+                (path / name).write_bytes(content)
+            return path
         path = folder / "input.dlscope"
         path.mkdir()
         for name, content in self.files.items():
@@ -382,12 +475,22 @@ class Mutant:
 
 _PARSED: dict[Path, object] = {}
 _RAW: dict[Path, bytes] = {}
+_PARSED_BYTES: dict[bytes, object] = {}  # a per-rank folder's traces, parsed once (by stored content)
 
 
 def _raw(path: Path) -> bytes:
     if path not in _RAW:
         _RAW[path] = seed_bytes(path)
     return _RAW[path]
+
+
+def rank_folder_files(folder: Path) -> dict[str, bytes]:
+    """A per-rank folder's files, each trace parsed once for the structure mutations."""
+    files = profile_files(folder)
+    for raw in files.values():
+        if raw not in _PARSED_BYTES:
+            _PARSED_BYTES[raw] = json.loads(stored_bytes(raw))
+    return files
 
 
 def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
@@ -397,12 +500,15 @@ def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
     if k == "profile":
         files, how = mutate_profile(profile_files(path), rng)
         return Mutant(k, path.name, how, b"", ".dlscope", files)
+    if k == "rank_folder":
+        files, how = mutate_rank_folder(rank_folder_files(path), rng)
+        return Mutant(k, path.name, how, b"", "", files)
     data = _raw(path)
     how = "bytes"
-    if k == "kineto" and rng.random() < 0.75:
+    if k in ("kineto", "memory_timeline") and rng.random() < (0.75 if k == "kineto" else 0.6):
         if path not in _PARSED:
             _PARSED[path] = json.loads(data)
-        doc = mutate_kineto(_PARSED[path], rng)
+        doc = (mutate_kineto if k == "kineto" else mutate_memory_rows)(_PARSED[path], rng)
         data = json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
         how = "structure"
         if rng.random() < 0.2:

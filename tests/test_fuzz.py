@@ -223,8 +223,7 @@ FUZZ = settings(deadline=None, derandomize=True, database=None,
 def _fuzz_one(cli, rng: random.Random, kind: str) -> None:
     m = fuzz_inputs.mutant(rng, kind)
     with tempfile.TemporaryDirectory(prefix="dlscope-fuzz-") as d:
-        path = Path(d) / f"input{m.suffix}"
-        path.write_bytes(m.data)
+        path = m.write(Path(d))
         work = Path(d) / "w"
         work.mkdir()
         _, problems = fuzz_inputs.check_input(path, work, _runner(cli))
@@ -237,8 +236,9 @@ def test_fuzz_kineto(cli, rng):
     _fuzz_one(cli, rng, "kineto")
 
 
-@settings(FUZZ, max_examples=10)
-@given(rng=st.randoms(use_true_random=False), kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane"]))
+@settings(FUZZ, max_examples=12)
+@given(rng=st.randoms(use_true_random=False),
+       kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane", "memory_timeline", "rank_folder"]))
 def test_fuzz_other_formats(cli, rng, kind):
     _fuzz_one(cli, rng, kind)
 
@@ -992,3 +992,15 @@ def test_an_execution_trace_rf_id_past_int64_matches_no_op(cli, tmp_path):
     notes = json.loads((prof / "meta.json").read_text())["notes"]
     assert f"benchmark_simple_add_et.json.gz: input shapes and types of {matched - ops} ops taken from the " \
            "execution trace" in notes, notes
+
+
+def test_a_memory_timeline_number_past_int64_is_one_line(cli, tmp_path):
+    """Found by reading the importers after seed 122's crash (the same class), when the fuzzer
+    gained memory timelines: a time past int64 made numpy raise OverflowError (exit 1). The file
+    is refused as not a memory timeline, like any row that is not four int64s."""
+    trace = tmp_path / "m.raw.json"
+    trace.write_text(json.dumps([[1, 0, 512, 7], [2**64, 1, 512, 7]]))
+    r = cli("import", trace, "-o", tmp_path / "p.dlscope")
+    assert r.code == 2
+    assert_one_line_error(r.err)
+    assert "not a memory timeline" in r.err

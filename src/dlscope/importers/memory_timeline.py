@@ -38,7 +38,7 @@ class MemoryTimelineImporter(Importer):
             try:
                 rows = json.loads(b"".join(_chunks(path)))
                 arr = np.asarray(rows, dtype=np.int64)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, OverflowError):  # not rows of four int64s
                 raise InputError(f"{path}: not a memory timeline (expected [time, action, bytes, category] rows)") from None
             if arr.ndim != 2 or arr.shape[1] != 4 or ((arr[:, 3] < 0) | (arr[:, 3] >= len(CATEGORIES))).any():
                 raise InputError(f"{path}: not a memory timeline (expected [time, action, bytes, category] rows)")
