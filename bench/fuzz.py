@@ -70,7 +70,7 @@ def input_rng(seed: int, index: int) -> random.Random:
 def _seed_input(kind: str, folder: Path) -> Path:
     """``kind``'s first seed, unmutated, written as check_input expects it."""
     k, path = next(s for s in fuzz_inputs.SEEDS if s[0] == kind)
-    if k in ("profile", "rank_folder"):
+    if k in ("profile", "trace_folder"):
         m = fuzz_inputs.Mutant(k, path.name, "none", b"", fuzz_inputs.suffix_of(k), fuzz_inputs.profile_files(path))
     else:
         m = fuzz_inputs.Mutant(k, path.name, "none", fuzz_inputs.seed_bytes(path), fuzz_inputs.suffix_of(k))
@@ -97,11 +97,11 @@ def prewarm(kinds: list[str]) -> int:
     import pyarrow.parquet  # noqa: F401
 
     for kind, path in fuzz_inputs.SEEDS:  # what mutant() would otherwise read and parse per child
-        if kind == "rank_folder":
-            fuzz_inputs.rank_folder_files(path)
+        if kind == "trace_folder":
+            fuzz_inputs.trace_folder_files(path)
         elif kind != "profile":
             fuzz_inputs._raw(path)
-        if kind in ("kineto", "memory_timeline") and path not in fuzz_inputs._PARSED:
+        if kind in ("kineto", "memory_timeline", "execution_trace") and path not in fuzz_inputs._PARSED:
             fuzz_inputs._PARSED[path] = json.loads(fuzz_inputs._raw(path))
     children = []
     for kind in kinds:

@@ -9,11 +9,18 @@ a plain seeded one in the long run) and gives the bytes of a file to import:
 * Kineto JSON, structure-aware: drop, retype or duplicate fields and events, extreme values
   (1e300, -1, huge ints), hostile strings (control characters, ``<script>``, quotes);
 * nsys SQLite, structure-aware: NULL or swapped times, hostile names, dropped tables;
-* XSpace ``.xplane.pb`` (JAX/TensorFlow profiler): byte level;
+* XSpace ``.xplane.pb`` (JAX/TensorFlow profiler), structure-aware: walking the protobuf's nested
+  messages to one field, a number made extreme (past int32, int64, 64 bits), a text made hostile, a
+  field dropped, duplicated or given another wire type;
+* execution traces, structure-aware: a node's field dropped, retyped or extreme (``rf_id``,
+  ``id``, ``parent``, inputs), hostile names, nodes dropped or duplicated, top-level fields retyped;
+* Nsight Compute CSV, structure-aware: a cell made extreme or hostile (``1e400``, an id past
+  int32, a thousands separator), a column dropped or its name changed, rows dropped or duplicated;
 * PyTorch memory timelines (``[[time, action, bytes, category], ...]``), structure-aware: a cell
   retyped, extreme or hostile, a row cut short or lengthened, rows dropped or duplicated;
-* per-rank folders (one Kineto trace per rank, imported as one job): one or two ranks' files
-  mutated as Kineto traces are, a rank's file dropped, duplicated under another name or emptied;
+* folders of traces imported as one input (kind ``trace_folder``): per-rank Kineto traces, and a
+  Kineto trace with its execution trace; one or two files mutated as their format is (structure
+  or bytes), a file dropped, emptied, or copied under another name (two files of one rank);
 
 each written gzipped or not (XSpace files never: the profiler writes them plain). A damaged
 profile folder (kind ``profile``, seeds: small real profiles) is a mutant of its own: a Parquet
@@ -57,8 +64,10 @@ SEEDS: list[tuple[str, Path]] = [
     ("xplane", DATA / "tf" / "cpu_keras" / "plugins" / "profile" / "2026_11_25_01_28_30" / "vm.xplane.pb"),
     ("xplane", DATA / "jax" / "cpu_mlp" / "plugins" / "profile" / "2026_11_25_01_28_24" / "vm.xplane.pb"),
     ("memory_timeline", CORPUS / "memory_analysis" / "memory_timeline.raw.gz"),
-    # a folder of per-rank Kineto traces (ranks 0 and 1, HTA's sampled traces), mutated file by file
-    ("rank_folder", CORPUS / "trace_filter"),
+    # folders imported as one input, mutated file by file: per-rank Kineto traces (ranks 0 and 1,
+    # HTA's sampled traces), and a Kineto trace with its execution trace (the shapes joined by rf_id)
+    ("trace_folder", CORPUS / "trace_filter"),
+    ("trace_folder", CORPUS / "execution_trace"),
     # profile folders (NAME.dlscope/), mutated file by file (mutate_profile)
     ("profile", DATA / "advice_truth_hooks" / "mlp_baseline_default.dlscope"),
     ("profile", DATA / "phase_gpu" / "gpt2_baseline.dlscope"),
@@ -96,7 +105,7 @@ def stored_bytes(raw: bytes) -> bytes:
 
 def suffix_of(kind: str) -> str:
     return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite", "xplane": ".xplane.pb",
-            "memory_timeline": ".raw.json", "rank_folder": "", "profile": ".dlscope"}[kind]
+            "memory_timeline": ".raw.json", "trace_folder": "", "profile": ".dlscope"}[kind]
 
 
 # ---- byte level -------------------------------------------------------------------------------
@@ -191,6 +200,151 @@ def mutate_kineto(doc: object, rng: random.Random) -> object:
     return doc
 
 
+# ---- XSpace protobufs ----------------------------------------------------------------------------
+
+# numbers a varint field is set to: past int32, int64 and 64 bits (the last encodes as a varint
+# too long for any reader), and the ordinary edge values
+EXTREME_VARINTS = [0, 1, 2**31, 2**32 - 1, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**70]
+
+
+def _pb_varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | 0x80 if v else b)
+        if not v:
+            return bytes(out)
+
+
+def _pb_field(num: int, wt: int, value: object) -> bytes:
+    key = _pb_varint(num << 3 | wt)
+    if wt == 0:
+        return key + _pb_varint(value)  # type: ignore[arg-type]
+    if wt == 2:
+        return key + _pb_varint(len(value)) + value  # type: ignore[arg-type]
+    return key + value  # type: ignore[operator]  # fixed64 and fixed32: their bytes
+
+
+def _pb_edit(buf: bytes, rng: random.Random, depth: int) -> bytes:
+    """``buf`` (a message) with one field edited: a length-delimited field is walked into as a
+    message where it parses as one (to depth 8), else the field itself is edited. ValueError
+    where ``buf`` is not a message."""
+    from dlscope.importers.xplane_pb import fields
+
+    fs = fields(buf)
+    if not fs:
+        raise ValueError("an empty message")
+    nested = [k for k, (_, wt, _) in enumerate(fs) if wt == 2]
+    if nested and depth < 8 and rng.random() < 0.85:
+        k = rng.choice(nested)
+        num, wt, value = fs[k]
+        try:
+            fs[k] = (num, wt, _pb_edit(value, rng, depth + 1))
+            return b"".join(_pb_field(*f) for f in fs)
+        except ValueError:
+            pass  # not a message (a text, packed numbers): edit it here
+    k = rng.randrange(len(fs))
+    num, wt, value = fs[k]
+    op = rng.choice(["extreme", "extreme", "hostile", "drop", "duplicate", "wire_type"])
+    if op == "extreme":
+        fs[k] = (num, 0, rng.choice(EXTREME_VARINTS))
+    elif op == "hostile":
+        fs[k] = (num, 2, rng.choice(HOSTILE_STRINGS).encode("utf-8", "surrogatepass"))
+    elif op == "drop":
+        del fs[k]
+    elif op == "duplicate":
+        fs.insert(k, fs[k])
+    else:
+        fs[k] = (num, 2, _pb_varint(value)) if wt == 0 else (num, 0, len(value))  # type: ignore[arg-type]
+    return b"".join(_pb_field(*f) for f in fs)
+
+
+def mutate_protobuf(data: bytes, rng: random.Random) -> bytes:
+    """One to three field-level edits of a protobuf (an XSpace), each at a random depth."""
+    for _ in range(rng.randint(1, 3)):
+        try:
+            data = _pb_edit(data, rng, 0)
+        except ValueError:
+            break
+    return data
+
+
+# ---- execution traces ----------------------------------------------------------------------------
+
+ET_FIELDS = ["name", "id", "rf_id", "parent", "fw_parent", "seq_id", "tid", "inputs", "input_shapes",
+             "input_types", "outputs", "output_shapes", "output_types", "op_schema", "ctrl_deps", "attrs"]
+
+
+def mutate_execution_trace(doc: object, rng: random.Random) -> object:
+    """One to three edits of a parsed execution trace (a copy)."""
+    doc = copy.deepcopy(doc)
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    for _ in range(rng.randint(1, 3)):
+        op = rng.choice(["drop_field", "retype", "extreme", "extreme", "hostile_name", "drop_nodes",
+                         "duplicate_nodes", "top_level"])
+        if op == "top_level" or not isinstance(nodes, list) or not nodes:
+            if isinstance(doc, dict):
+                doc[rng.choice(["schema", "pid", "nodes", "start_ts", "finish_ts"])] = _hostile_value(rng)
+                nodes = doc.get("nodes")
+            continue
+        k = rng.randrange(len(nodes))
+        node = nodes[k]
+        if not isinstance(node, dict):
+            nodes[k] = {}
+            continue
+        if op == "drop_field":
+            node.pop(rng.choice(ET_FIELDS), None)
+        elif op == "retype":
+            node[rng.choice(ET_FIELDS)] = _hostile_value(rng)
+        elif op == "extreme":
+            node[rng.choice(["rf_id", "id", "parent", "tid", "seq_id"])] = rng.choice(EXTREME_NUMBERS)
+        elif op == "hostile_name":
+            node["name"] = rng.choice(HOSTILE_STRINGS)
+        elif op == "drop_nodes":
+            del nodes[k:k + rng.randint(1, max(1, len(nodes) // 3))]
+        else:
+            nodes[k:k] = copy.deepcopy(nodes[k:k + rng.randint(1, 10)])
+    return doc
+
+
+# ---- Nsight Compute CSV --------------------------------------------------------------------------
+
+EXTREME_CELLS = ["1e400", "-1e400", "nan", "inf", "99999999999", "18446744073709551616", "-1", "0", "",
+                 "1,234.5", "0x10", "n/a", "1e-400"]
+
+
+def mutate_ncu_csv(data: bytes, rng: random.Random) -> bytes:
+    """One to three edits of an ncu CSV's table (the lines before its header kept): a cell
+    made extreme or hostile, a column dropped or renamed, rows dropped or duplicated."""
+    import csv
+
+    text = data.decode("utf-8", "replace")
+    start = text.find('"ID"')
+    if start < 0:
+        return data
+    rows = list(csv.reader(io.StringIO(text[start:])))
+    for _ in range(rng.randint(1, 3)):
+        if len(rows) < 2 or not rows[0]:
+            break
+        op = rng.choice(["cell", "cell", "cell", "hostile", "drop_column", "rename_column", "drop_rows",
+                         "duplicate_rows"])
+        r = rng.randrange(1, len(rows))
+        c = rng.randrange(len(rows[0]))
+        if op in ("cell", "hostile") and c < len(rows[r]):
+            rows[r][c] = rng.choice(EXTREME_CELLS if op == "cell" else HOSTILE_STRINGS)
+        elif op == "drop_column":
+            rows = [row[:c] + row[c + 1:] for row in rows]
+        elif op == "rename_column":
+            rows[0][c] = rng.choice(["", "ID", "Metric Value", rows[0][c] + " "])
+        elif op == "drop_rows":
+            del rows[r:r + rng.randint(1, max(1, len(rows) // 3))]
+        else:
+            rows[r:r] = [list(row) for row in rows[r:r + rng.randint(1, 20)]]
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return (text[:start] + out.getvalue()).encode("utf-8", "surrogatepass")
+
+
 # ---- PyTorch memory timelines ---------------------------------------------------------------------
 
 def mutate_memory_rows(doc: object, rng: random.Random) -> object:
@@ -226,11 +380,12 @@ def mutate_memory_rows(doc: object, rng: random.Random) -> object:
     return rows
 
 
-# ---- per-rank folders ----------------------------------------------------------------------------
+# ---- folders of traces -----------------------------------------------------------------------------
 
-def mutate_rank_folder(files: dict[str, bytes], rng: random.Random) -> tuple[dict[str, bytes], str]:
-    """One or two edits of a per-rank folder: a rank's trace mutated as a Kineto trace is
-    (structure or bytes, gzipped or not), dropped, emptied, or copied under another rank's name."""
+def mutate_trace_folder(files: dict[str, bytes], rng: random.Random) -> tuple[dict[str, bytes], str]:
+    """One or two edits of a folder of traces: a file mutated as its format is (an execution trace
+    or a Kineto trace; structure or bytes, gzipped or not), dropped, emptied, or copied under
+    another name."""
     files = dict(files)
     done = []
     for _ in range(rng.randint(1, 2)):
@@ -245,7 +400,8 @@ def mutate_rank_folder(files: dict[str, bytes], rng: random.Random) -> tuple[dic
                     doc = _PARSED_BYTES.get(files[name]) or json.loads(data)
                 except ValueError:
                     doc = {}
-                data = json.dumps(mutate_kineto(doc, rng), allow_nan=True).encode("utf-8", "surrogatepass")
+                mutate = mutate_execution_trace if isinstance(doc, dict) and "nodes" in doc else mutate_kineto
+                data = json.dumps(mutate(doc, rng), allow_nan=True).encode("utf-8", "surrogatepass")
             else:
                 data = mutate_bytes(data, rng)
             del files[name]
@@ -325,7 +481,7 @@ META_FIELDS = ["format", "format_version", "dlscope_version", "source", "inputs"
 
 
 def profile_files(folder: Path) -> dict[str, bytes]:
-    """The files of a profile folder or a per-rank folder: name -> content as stored."""
+    """The files of a profile folder or a folder of traces: name -> content as stored."""
     return {f.name: f.read_bytes() for f in sorted(folder.iterdir()) if f.is_file()}
 
 
@@ -475,7 +631,7 @@ class Mutant:
 
 _PARSED: dict[Path, object] = {}
 _RAW: dict[Path, bytes] = {}
-_PARSED_BYTES: dict[bytes, object] = {}  # a per-rank folder's traces, parsed once (by stored content)
+_PARSED_BYTES: dict[bytes, object] = {}  # a trace folder's files, parsed once (by stored content)
 
 
 def _raw(path: Path) -> bytes:
@@ -484,8 +640,8 @@ def _raw(path: Path) -> bytes:
     return _RAW[path]
 
 
-def rank_folder_files(folder: Path) -> dict[str, bytes]:
-    """A per-rank folder's files, each trace parsed once for the structure mutations."""
+def trace_folder_files(folder: Path) -> dict[str, bytes]:
+    """A trace folder's files, each parsed once for the structure mutations."""
     files = profile_files(folder)
     for raw in files.values():
         if raw not in _PARSED_BYTES:
@@ -500,8 +656,8 @@ def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
     if k == "profile":
         files, how = mutate_profile(profile_files(path), rng)
         return Mutant(k, path.name, how, b"", ".dlscope", files)
-    if k == "rank_folder":
-        files, how = mutate_rank_folder(rank_folder_files(path), rng)
+    if k == "trace_folder":
+        files, how = mutate_trace_folder(trace_folder_files(path), rng)
         return Mutant(k, path.name, how, b"", "", files)
     data = _raw(path)
     how = "bytes"
@@ -516,6 +672,17 @@ def mutant(rng: random.Random, kind: str | None = None) -> Mutant:
             how += "+bytes"
     elif k == "nsys" and rng.random() < 0.6:
         data = mutate_nsys(data, rng)
+        how = "structure"
+    elif k == "xplane" and rng.random() < 0.6:
+        data = mutate_protobuf(data, rng)
+        how = "structure"
+    elif k == "ncu" and rng.random() < 0.6:
+        data = mutate_ncu_csv(data, rng)
+        how = "structure"
+    elif k == "execution_trace" and rng.random() < 0.6:
+        if path not in _PARSED:
+            _PARSED[path] = json.loads(data)
+        data = json.dumps(mutate_execution_trace(_PARSED[path], rng), allow_nan=True).encode("utf-8", "surrogatepass")
         how = "structure"
     else:
         data = mutate_bytes(data, rng, [_raw(p) for _, p in SEEDS[:3]])

@@ -238,7 +238,7 @@ def test_fuzz_kineto(cli, rng):
 
 @settings(FUZZ, max_examples=12)
 @given(rng=st.randoms(use_true_random=False),
-       kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane", "memory_timeline", "rank_folder"]))
+       kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane", "memory_timeline", "trace_folder"]))
 def test_fuzz_other_formats(cli, rng, kind):
     _fuzz_one(cli, rng, kind)
 
