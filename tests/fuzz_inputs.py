@@ -721,19 +721,23 @@ def _outcome_problem(what: str, code: int, err: str) -> str | None:
 
 
 def commands(profile: Path, work: Path) -> list[list[str]]:
-    """Every command the property runs over an imported profile."""
+    """Every command the property runs over an imported profile: every report, advice with its
+    what-ifs, the HTML report, export in every format, diff and check against itself, SQL."""
     p = str(profile)
     return [["summary", p], ["stats", p, "--report", "all", "--format", "json"], ["advise", p, "--what-if"],
             ["report", p, "-o", str(work / "x.html"), "-f"], ["export", p, "-o", str(work / "x.json.gz"), "-f"],
+            ["export", p, "--type", "csv", "-o", str(work / "x-csv"), "-f"],
+            ["export", p, "--type", "parquet", "-o", str(work / "x-parquet"), "-f"],
+            ["diff", p, p, "--format", "json"],
+            ["check", p, "--baseline", p, "--metric", "step_p50,step_p95,throughput,mem_peak"],
             ["sql", p, "select count(*) from kernels"]]
 
 
 def profile_commands(profile: Path, work: Path, seed: Path) -> list[list[str]]:
     """Every command over a (damaged) profile: :func:`commands`, and the comparisons with the
-    unmutated ``seed`` (diff both ways, check against itself and against the seed, merge)."""
+    unmutated ``seed`` (diff both ways, check against the seed, merge)."""
     p, s = str(profile), str(seed)
     return [*commands(profile, work), ["diff", s, p, "--format", "json"], ["diff", p, s, "--no-advice"],
-            ["check", p, "--baseline", p, "--metric", "step_p50,step_p95,throughput,mem_peak"],
             ["check", p, "--baseline", s, "--max-regression", "999999%"],
             ["merge", p, s, "-o", str(work / "merged.dlscope"), "-f"]]
 
@@ -769,7 +773,7 @@ def check_input(path: Path, work: Path, run: Runner = run_in_process) -> tuple[b
             html = (work / "x.html").read_bytes().lower()
             if b"<script" in html:
                 problems.append("report: a raw <script> in the HTML report")
-        elif args[0] == "export":
+        elif args[0] == "export" and "--type" not in args:  # the timeline (csv and parquet: tables)
             try:
                 json.loads(gzip.decompress((work / "x.json.gz").read_bytes()))
             except ValueError as e:

@@ -9,14 +9,17 @@ as UTF-8 with U+FFFD for what is not, and a number in a text column is its digit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # pyarrow loads when a file is read, not with the command line
+    import pyarrow as pa
 
 
 def typed_array(values: Sequence[Any], type_: pa.DataType | None) -> pa.Array:
     """``values`` as an Arrow array of ``type_`` (inferred where None), each value ``type_``
     cannot hold made what :func:`fitted` says. Converts at Arrow's speed when every value fits."""
+    import pyarrow as pa
+
     if type_ is None:
         return pa.array(values)
     try:
@@ -28,6 +31,8 @@ def typed_array(values: Sequence[Any], type_: pa.DataType | None) -> pa.Array:
 def fitted(v: Any, type_: pa.DataType) -> Any:
     """One value as ``type_`` holds it: an integer within the type's range (an integral float
     counts), a float, a text; anything else None."""
+    import pyarrow as pa
+
     if v is None:
         return None
     if pa.types.is_integer(type_):
