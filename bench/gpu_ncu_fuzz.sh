@@ -6,8 +6,9 @@
 # Part (1) needs CuPy's kernels through CUPTI: carry the cupti-python, cuda-pathfinder and pyelftools
 # wheels with duckdb's and isal's in .whl (../shared/tools/gpu-wheels.sh; cuda-bindings and CuPy are on
 # the host). On 2026-11-27 (x4 host) it measured all three kernels, the mangled cutlass SGEMM
-# included, but ncu refused the repeated --metrics; dlscope now passes one comma-separated list:
-# the roofline metrics (Command line profiler metrics in kernel_metrics.txt) are what to check next.
+# included; with the metrics passed as one comma-separated --metrics (ncu refused them repeated),
+# the second run that day filled the roofline columns (53 metric values a kernel, no refusal).
+# Part (1) is done; FUZZ_ONLY=1 spends the whole call on the fuzz.
 # The fuzz JSON records the source it ran (bench/fuzz_totals.py adds runs up per source).
 set -u
 cd "$(dirname "$0")/.."
