@@ -58,3 +58,12 @@ def test_pass_ops_count_the_leaf_operators_of_forward_and_backward(model):
     assert got.castable == pytest.approx(sum(1 for *_, n in leaves if re.match(CASTABLE_RE, n)) / steps)
     assert 1.0 < got.host_factor < 1.0 + ADDED_PER_CASTABLE  # some, not all, operators are matrix math
 
+
+
+def test_pass_ops_leaves_the_connection_free_for_the_next_query():
+    """DuckDB 2 keeps a result read with fetchone open and refuses the connection's next ``sql()``:
+    the fuzzer found ``dlscope report`` ending in an internal error that way, after the
+    amp_not_enabled finding's what-if counted the passes' operators."""
+    data = ProfileData.open(HOOKS / "mlp_baseline_default.dlscope")
+    assert pass_ops(data) is not None
+    assert data.table("SELECT 42 AS x").column("x").to_pylist() == [42]

@@ -992,6 +992,16 @@ def test_an_execution_trace_rf_id_past_int64_matches_no_op(cli, tmp_path):
     notes = json.loads((prof / "meta.json").read_text())["notes"]
     assert f"benchmark_simple_add_et.json.gz: input shapes and types of {matched - ops} ops taken from the " \
            "execution trace" in notes, notes
+    # the node lost is counted on its own line; the sound trace's rf_id 0 roots are not losses
+    lost = "execution-trace node(s) with an rf_id that is not a positive 64-bit integer matched no op"
+    assert f"1 {lost}" in notes, notes
+    assert not any(lost in n for n in json.loads((sound / "meta.json").read_text())["notes"])
+    others = [n for n in doc["nodes"] if isinstance(n.get("rf_id"), int) and n["rf_id"] > 0 and n is not node]
+    for n, bad in zip(others, [-3, "12", True]):
+        n["rf_id"] = bad
+    et.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert cli("import", folder, "-o", prof, "-f").code == 0
+    assert f"4 {lost}" in json.loads((prof / "meta.json").read_text())["notes"]
 
 
 def test_a_memory_timeline_number_past_int64_is_one_line(cli, tmp_path):

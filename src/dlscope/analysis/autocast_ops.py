@@ -73,8 +73,8 @@ def pass_ops(data: ProfileData) -> PassOps | None:
                         JOIN isl ON isl.rank = l.rank AND l.start_ns >= isl.start_ns AND l.start_ns < isl.end_ns)
         SELECT count(*), count(*) FILTER (WHERE regexp_matches(name, '{CASTABLE_RE}')),
                (SELECT count(*) FROM detail_steps)
-        FROM inside""").fetchone()
-    if row is None or not row[0]:
+        FROM inside""").fetchall()[0]  # not fetchone: DuckDB 2 keeps the result open and refuses the next query
+    if not row[0]:
         return None
     steps = max(int(row[2] or 0), 1)
     return PassOps(row[0] / steps, row[1] / steps)

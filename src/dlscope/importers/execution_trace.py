@@ -22,6 +22,7 @@ class ExecutionTraceImporter(Importer):
     def __init__(self) -> None:
         self._nodes: list[tuple[int, str, str]] = []  # (rf_id, input_shapes, input_types)
         self._files: list[str] = []
+        self._bad_rf = 0  # nodes whose rf_id is there but is not one an op can carry
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head.lstrip()
@@ -32,17 +33,22 @@ class ExecutionTraceImporter(Importer):
                       (p.name.endswith((".et.json", ".et.json.gz")) or "_et." in p.name))
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
-        self._nodes, self._files = [], []
+        self._nodes, self._files, self._bad_rf = [], [], 0
         for path in files:
             try:
                 doc = json.loads(b"".join(_chunks(path)))
                 nodes = doc["nodes"]
                 for n in nodes:
                     rf = n.get("rf_id")
-                    # an rf_id past int64 (damaged) matches no op, which keeps its ids in int64
-                    if isinstance(rf, int) and 0 < rf < 2**63:
+                    # a node without rf_id, or with 0, is the observer's own (the process root, a thread
+                    # root); one whose rf_id is any other value that is not a positive int64 (damaged:
+                    # past int64, negative, a string, true) matches no op, whose ids are int64, and is
+                    # counted so that the loss shows
+                    if isinstance(rf, int) and not isinstance(rf, bool) and 0 < rf < 2**63:
                         self._nodes.append((rf, json.dumps(n.get("input_shapes", [])),
                                             json.dumps(n.get("input_types", []))))
+                    elif not (rf is None or (type(rf) is int and rf == 0)):
+                        self._bad_rf += 1
             except (ValueError, KeyError, TypeError, AttributeError):
                 raise InputError(f"{path}: not an execution trace (no node list)") from None
             self._files.append(path.name)
@@ -79,3 +85,6 @@ class ExecutionTraceImporter(Importer):
             matched += con.execute(f"SELECT count(*) FROM {rel} p JOIN et_nodes e ON e.et_rf = {key}").fetchall()[0][0]
             parts[i] = new
         meta.note(f"{', '.join(self._files)}: input shapes and types of {matched} ops taken from the execution trace")
+        if self._bad_rf:
+            meta.note(f"{self._bad_rf} execution-trace node(s) with an rf_id that is not a positive 64-bit "
+                      "integer matched no op")

@@ -382,7 +382,8 @@ VALUE_RULE = (
     "read whose JSON type is wrong (a list for a `uuid`) is left out, as if the source had not said it, and "
     "so is a meta.json `start_ns` or `end_ns` outside `[0, 2**62)`; a "
     "GPU phase mark (`phase_gpu`) without both GPU times is left out with the rows that lack a required "
-    "column.")
+    "column; an execution-trace node whose `rf_id` is not a positive int64 (past int64, negative, a "
+    "string) matches no op, and the profile's notes count such nodes.")
 
 
 def malformed_time_sql(columns: set[str] | list[str]) -> list[str]:
