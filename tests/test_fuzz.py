@@ -1014,3 +1014,16 @@ def test_a_memory_timeline_number_past_int64_is_one_line(cli, tmp_path):
     assert r.code == 2
     assert_one_line_error(r.err)
     assert "not a memory timeline" in r.err
+
+
+def test_no_duckdb_result_is_read_one_row_at_a_time():
+    """The class of seed 141's crash: DuckDB 2 keeps a result read with ``fetchone``/``fetchmany``
+    open, and the connection's next ``sql()`` is refused (exit 1, far from the read). Only the
+    nsys importer's SQLite cursor may read that way."""
+    import re
+
+    src = Path(fuzz_inputs.__file__).resolve().parents[1] / "src" / "dlscope"
+    found = [f"{p.relative_to(src)}:{i}" for p in sorted(src.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\.fetch(one|many)\(", line)]
+    assert found and all(f.startswith("importers/nsys_db.py:") for f in found), found
