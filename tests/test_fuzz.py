@@ -1027,3 +1027,36 @@ def test_no_duckdb_result_is_read_one_row_at_a_time():
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"\.fetch(one|many)\(", line)]
     assert found and all(f.startswith("importers/nsys_db.py:") for f in found), found
+
+
+def test_an_ncu_csv_with_a_repeated_column_name_is_one_line_or_read_by_the_first(cli, tmp_path):
+    """VM seed 150, input 9927: a details CSV with its "Metric Name" column dropped (so it reads as
+    the raw page) and "Estimated Speedup Type" renamed "ID". The importer indexed the last "ID" in
+    the first row, which the details page leaves shorter than the header (the rule columns are
+    only in the rules' rows): IndexError, exit 1. Now rows shorter than the raw
+    page's header are refused with one line before any is read, and a repeated column name means
+    its first column."""
+    src = DATA / "gpu" / "h100_ncu_gemm.csv"
+    text = src.read_text()
+    header = text.index('"ID",')
+    rows = list(csv.reader(io.StringIO(text[header:])))
+    rows[0][rows[0].index("Metric Name")] = "Metric"
+    rows[0][rows[0].index("Estimated Speedup Type")] = "ID"
+    assert any(len(r) <= max(i for i, n in enumerate(rows[0]) if n == "ID") for r in rows[1:])
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    damaged = tmp_path / "ncu.csv"
+    damaged.write_text(text[:header] + out.getvalue())
+    r = cli("import", damaged, "-o", tmp_path / "d.dlscope")
+    assert r.code == 2 and "truncated row" in r.err, r.err
+    assert_one_line_error(r.err)
+    # the raw page with its last metric column named "ID" too: the launches are the first column's
+    raw = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Device","gpu__time_duration.sum","ID"\n'
+           '"","","","","","","usecond",""\n'
+           '"0","9","python","h","k","0","2.5","7"\n"1","9","python","h","k","0","3.5","7"\n')
+    (tmp_path / "raw.csv").write_text(raw)
+    prof = tmp_path / "r.dlscope"
+    assert cli("import", tmp_path / "raw.csv", "-o", prof).code == 0
+    got = json.loads(cli("sql", prof, "select launch, value from kernel_metrics where metric = "
+                                      "'gpu__time_duration.sum' order by launch", "--format", "json").out)
+    assert got == [{"launch": 0, "value": 2500.0}, {"launch": 1, "value": 3500.0}]

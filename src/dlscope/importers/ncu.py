@@ -105,8 +105,16 @@ def _int(text: str | None) -> int | None:
     return int(v) if v is not None and math.isfinite(v) and abs(v) < 2**63 else None
 
 
+def _columns(header: list[str]) -> dict[str, int]:
+    """Each column name's index: the first column of that name (a damaged header may repeat one)."""
+    ix: dict[str, int] = {}
+    for i, name in enumerate(header):
+        ix.setdefault(name, i)
+    return ix
+
+
 def _details(header: list[str], rows: list[list[str]], path: Path) -> list[dict[str, Any]]:
-    ix = {name: i for i, name in enumerate(header)}
+    ix = _columns(header)
     need = ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")
     if any(n not in ix for n in need):
         raise InputError(f"{path}: not an ncu details CSV (columns {', '.join(need)} expected)")
@@ -132,15 +140,15 @@ def _details(header: list[str], rows: list[list[str]], path: Path) -> list[dict[
 def _raw(header: list[str], rows: list[list[str]], path: Path) -> list[dict[str, Any]]:
     if "Kernel Name" not in header:
         raise InputError(f"{path}: not an ncu CSV (no Kernel Name column)")
-    ix = {name: i for i, name in enumerate(header)}
+    ix = _columns(header)
+    if any(len(r) < len(header) for r in rows):  # before the units row is looked for in the first
+        raise InputError(f"{path}: truncated row in the Nsight Compute CSV")
     units: list[str] = [""] * len(header)
     if rows and not rows[0][ix["ID"]].strip():  # the units row of --page raw
         units, rows = rows[0], rows[1:]
     metrics = [(i, name) for i, name in enumerate(header) if name not in _LAUNCH_COLUMNS]
     out = []
     for r in rows:
-        if len(r) < len(header):
-            raise InputError(f"{path}: truncated row in the Nsight Compute CSV")
         launch = _int(r[ix["ID"]])
         if launch is None:
             continue
