@@ -383,7 +383,8 @@ VALUE_RULE = (
     "so is a meta.json `start_ns` or `end_ns` outside `[0, 2**62)`; a "
     "GPU phase mark (`phase_gpu`) without both GPU times is left out with the rows that lack a required "
     "column; an execution-trace node whose `rf_id` is not a positive int64 (past int64, negative, a "
-    "string) matches no op, and the profile's notes count such nodes.")
+    "string) matches no op, and the profile's notes count such nodes; an ncu CSV header that repeats a "
+    "column name is read by the first column of that name.")
 
 
 def malformed_time_sql(columns: set[str] | list[str]) -> list[str]:
