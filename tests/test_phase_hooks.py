@@ -73,14 +73,23 @@ def test_class_times_split_each_untraced_step(tmp_path):
     offset = next(iter(data.meta.clock["offsets"].values()))["offset_ns"]
     steps = dict(q(data.con, "SELECT step, start_ns FROM steps"))
     # model = forward + backward, input = dataloader, optimizer: hand-timed, per step
+    stalled: dict[str, int] = {}
     for i, step in enumerate(t["step"].tolist()):
         h = hand[step]
         assert steps[step] is not None and offset
         for col, names in (("input_ns", ("dataloader",)), ("model_ns", ("forward", "backward")),
                            ("optimizer_ns", ("optimizer",))):
             want = sum(h[n][1] - h[n][0] for n in names)
+            got = int(t[col][i])
+            # a loaded machine can deschedule the program between its own timer and the hook: the
+            # hand-timed phase is then longer (seen in CI beside a fuzz run: 4.1 ms in one step's
+            # dataloader). Once per class is allowed, as in the test above; never the other way
+            if want - got >= max(300_000, 0.2 * want):
+                stalled[col] = stalled.get(col, 0) + 1
+                continue
             # what runs around the hooks stays outside them (Optimizer.step's wrapper, the step
             # boundary: ~50 us here, more on a loaded machine)
-            assert abs(int(t[col][i]) - want) <= max(0.15 * want, 250_000), (step, col, int(t[col][i]), want)
+            assert abs(got - want) <= max(0.15 * want, 250_000), (step, col, got, want)
+    assert all(n <= 1 for n in stalled.values()), stalled
     ct = untraced_class_times(data)
     assert ct is not None and ct.hooked and ct.steps == len(t["step"])
