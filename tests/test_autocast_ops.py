@@ -59,7 +59,6 @@ def test_pass_ops_count_the_leaf_operators_of_forward_and_backward(model):
     assert 1.0 < got.host_factor < 1.0 + ADDED_PER_CASTABLE  # some, not all, operators are matrix math
 
 
-
 def test_pass_ops_leaves_the_connection_free_for_the_next_query():
     """DuckDB 2 keeps a result read with fetchone open and refuses the connection's next ``sql()``:
     the fuzzer found ``dlscope report`` ending in an internal error that way, after the
