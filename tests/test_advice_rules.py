@@ -182,7 +182,7 @@ def test_no_tensor_cores_on_a_v100_asks_for_fp16_autocast(tmp_path):
 
 
 def test_a_gpu_missing_from_the_datasheet_table_says_a100_ratios_are_assumed(tmp_path):
-    """Same loop on a GPU of capability 12.0 (not in advice.hardware's table): A100's TF32/FP32
+    """Same loop on a GPU of capability 12.0 (not in analysis.hardware's table): A100's TF32/FP32
     ratio 8 gives 50 * 7/8 ms, and the evidence says whose ratios were used."""
     gpu = dict(V100, name="NVIDIA Future GPU", compute_capability="12.0")
     ntc = findings(_sgemm_loop(tmp_path, gpu))["no_tensor_cores"]

@@ -14,10 +14,10 @@ memory traffic of the elementwise ops between them, which this bound leaves out.
 from __future__ import annotations
 
 from ..analysis.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
+from ..analysis.hardware import ratios_label
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
-from .hardware import ratios_label
 from .math_work import MatrixMathRule, kernel_share, math_by_kernel, ops_phrase
 from .rule import MIN_SAVING_PCT
 from .text import ms

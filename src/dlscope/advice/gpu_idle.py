@@ -69,18 +69,18 @@ class GpuIdle(Rule):
                     f"the traced steps themselves ran {ms(b.window_ms)}, slowed by the tracer; the split by cause "
                     "is the traced steps', scaled)")
         gaps = _longest_gaps(ctx)
-        rows = [{**_step_row(r), **gaps.get((r["rank"], r["step"]), {})}
-                for r in sorted(ctx.idle, key=lambda r: -(r["window_ns"] - r["busy_ns"]))[:5]]
+        rows = [{**_step_row(r), **gaps.get((r.rank, r.step), {})}
+                for r in sorted(ctx.idle, key=lambda r: -(r.window_ns - r.busy_ns))[:5]]
         top_share, top_label, top_rule = shares[0]
         return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, top_share, top_label, top_rule),
                             title=f"The GPU is idle {pct(100 * idle_share)} of {of}", url=URL)
 
 
 def _step_row(r: dict[str, Any]) -> dict[str, Any]:
-    return {"step": r["step"], "step_ms": r["window_ns"] / 1e6, "busy_ms": r["busy_ns"] / 1e6,
-            "idle_ms": (r["window_ns"] - r["busy_ns"]) / 1e6, "input_ms": r["input_ns"] / 1e6,
-            "sync_ms": r["sync_ns"] / 1e6, "launch_ms": r["launch_ns"] / 1e6,
-            "queued_ms": r["queued_ns"] / 1e6, "other_ms": r["other_ns"] / 1e6}
+    return {"step": r.step, "step_ms": r.window_ns / 1e6, "busy_ms": r.busy_ns / 1e6,
+            "idle_ms": (r.window_ns - r.busy_ns) / 1e6, "input_ms": r.input_ns / 1e6,
+            "sync_ms": r.sync_ns / 1e6, "launch_ms": r.launch_ns / 1e6,
+            "queued_ms": r.queued_ns / 1e6, "other_ms": r.other_ns / 1e6}
 
 
 def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:

@@ -193,9 +193,9 @@ def _per_window(ctx: Context) -> list[dict]:
             "rank, step")}) GROUP BY ALL""")}
     out = []
     for r in ctx.idle:
-        out.append({"step": r["step"], "step_ms": r["window_ns"] / 1e6,
-                    "input_ms": loading.get((r["rank"], r["step"]), 0.0) / 1e6,
-                    "gpu_idle_ms": r["input_ns"] / 1e6, "gpu_busy_ms": r["busy_ns"] / 1e6})
+        out.append({"step": r.step, "step_ms": r.window_ns / 1e6,
+                    "input_ms": loading.get((r.rank, r.step), 0.0) / 1e6,
+                    "gpu_idle_ms": r.input_ns / 1e6, "gpu_busy_ms": r.busy_ns / 1e6})
     return out
 
 

@@ -13,10 +13,10 @@ only by as much as the host waited for the GPU (:meth:`.context.Context.gpu_savi
 
 from __future__ import annotations
 
+from ..analysis.hardware import ratios_label
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
-from .hardware import ratios_label
 from .math_work import (
     MatrixMathRule,
     kernel_share,

@@ -47,7 +47,7 @@ class PageableMemcpy(Rule):
             FROM memcpy c {ctx.in_windows('c')}
             WHERE 'pageable' IN (coalesce(c.src_kind, ''), coalesce(c.dst_kind, '')) GROUP BY ALL""")}
         saving = ctx.per_window(sum(
-            min(r["pageable_wait_ns"], r["input_ns"] + r["sync_ns"] + r["launch_ns"] + copy_ns.get((r["rank"], r["step"]), 0))
+            min(r.pageable_wait_ns, r.input_ns + r.sync_ns + r.launch_ns + copy_ns.get((r.rank, r.step), 0))
             for r in ctx.idle))
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:

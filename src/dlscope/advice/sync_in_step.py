@@ -41,7 +41,7 @@ class SyncInStep(Rule):
 
     def check(self, ctx: Context) -> Finding | None:
         d, b = ctx.data, ctx.basis
-        per_window = [min(r["sync_wait_ns"], r["input_ns"] + r["sync_ns"] + r["launch_ns"]) for r in ctx.idle]
+        per_window = [min(r.sync_wait_ns, r.input_ns + r.sync_ns + r.launch_ns) for r in ctx.idle]
         saving = ctx.per_window(sum(per_window))
         wait = ctx.idle_ms("sync_wait_ns")
         p = ctx.pct(saving)

@@ -186,7 +186,9 @@ def explain(da: Decomposition, db: Decomposition) -> tuple[float | None, list[Ch
         status = "matched" if x and y else ("new" if y else "vanished")
         rows.append(Change(part.kind, part.name, x.ms if x else None, y.ms if y else None, delta,
                            _share(delta, total), status))
-    rows.sort(key=lambda c: (-abs(c.delta), c.name))
+    # rounded: the two sides' sums are made in no fixed order, so a part that did not change can
+    # differ by a few ulps, and those must not decide the order (it changed from run to run)
+    rows.sort(key=lambda c: (-round(abs(c.delta), 9), c.name))
     return total, rows
 
 
