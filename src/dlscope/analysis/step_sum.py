@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..errors import NoStepsError
 from .context import ProfileData
+from .intervals import covered_sql, union_sql
 from .iterations import no_steps_message
+from .phases import EXCLUDED_DOMAINS
 from .report import Report, ReportResult, fixed
 
 
@@ -16,13 +18,19 @@ def compute(data: ProfileData) -> ReportResult:
         gpu_cols = ", coalesce(k.kernels, 0) AS kernels, coalesce(k.kernel_ns, 0) / 1e6 AS kernel_ms"
         gpu_join = """LEFT JOIN (SELECT rank, step, count(*) AS kernels, sum(end_ns - start_ns)::BIGINT AS kernel_ns
                                  FROM kernels GROUP BY ALL) k USING (rank, step)"""
+    # the part of each step that the phases a breakdown shows cover, on any thread of the rank.
+    # Not 'phases at depth 0': the wrappers left out (the whole run, dlscope's tracing window)
+    # push the user's phases a level down, and the traced steps then had no phase time; and a
+    # phase that runs past its step's end (a step marked inside it) must not count twice.
+    excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
+    islands = union_sql(f"""SELECT rank, start_ns, end_ns FROM phases
+                           WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""", "rank")
+    covered = covered_sql("SELECT rank, step, start_ns, end_ns FROM sel_steps", islands, ("rank",))
     table = data.table(f"""
-        WITH top AS (
-            SELECT rank, step, sum(end_ns - start_ns)::BIGINT AS ns FROM phases
-            WHERE kind = 'range' AND depth = 0 AND coalesce(domain, '') NOT IN ('process', 'torch', 'trace') GROUP BY ALL)
+        WITH top AS ({covered})
         SELECT s.rank, s.step, s.warmup, s.traced, (s.end_ns - s.start_ns) / 1e6 AS duration_ms,
-               coalesce(top.ns, 0) / 1e6 AS in_phases_ms,
-               ((s.end_ns - s.start_ns) - coalesce(top.ns, 0)) / 1e6 AS outside_phases_ms {gpu_cols}
+               coalesce(top.covered_ns, 0) / 1e6 AS in_phases_ms,
+               ((s.end_ns - s.start_ns) - coalesce(top.covered_ns, 0)) / 1e6 AS outside_phases_ms {gpu_cols}
         FROM sel_steps s LEFT JOIN top USING (rank, step) {gpu_join}
         ORDER BY s.rank, s.step""")
     fmt = {c: fixed(3) for c in ("duration_ms", "in_phases_ms", "outside_phases_ms", "kernel_ms")}
@@ -30,5 +38,6 @@ def compute(data: ProfileData) -> ReportResult:
 
 
 REPORT = Report("step_sum", "Per-step duration and composition", compute, needs_steps=True,
-                doc="duration of each selected step, time inside top-level phases and outside them, "
+                doc="duration of each selected step, the part of it inside the application's phases (dlscope's "
+                    "tracing window and the whole run's phase are not phases of the step) and the rest, "
                     "kernels launched in the step and their summed time")

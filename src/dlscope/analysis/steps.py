@@ -7,6 +7,17 @@ from typing import Any
 
 from .context import ProfileData
 
+# One throughput everywhere (summary, diff, report, check): the selected steps over their summed
+# time, i.e. 1000 / the mean step in ms, which is what nsys and DLProf users call throughput (it
+# counts the slow steps a run really pays for; the median step is shown apart, as p50).
+THROUGHPUT_BASIS = "steps/s = 1000 / mean step ms; samples/s = batch size x steps/s"
+
+
+def throughput(mean_ms: float | None, batch: int | None) -> tuple[float | None, float | None]:
+    """(steps/s, samples/s) from the mean step time in ms; samples/s is None without a batch size."""
+    steps_per_s = 1e3 / mean_ms if mean_ms else None
+    return steps_per_s, (steps_per_s * batch if steps_per_s and batch else None)
+
 
 @dataclass
 class StepStats:
@@ -32,6 +43,7 @@ class StepStats:
     last_step: int | None
     ranks: int
     steps_per_rank: int = 0  # distinct step numbers measured (count = this x ranks in lock step)
+    throughput_basis: str = THROUGHPUT_BASIS  # how steps_per_s and samples_per_s are defined
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,12 +66,11 @@ def step_stats(data: ProfileData) -> StepStats:
 
     n = int(row["n"])
     mean = row["mean"]
-    steps_per_s = 1e9 / mean if mean else None
-    bs = data.meta.batch_size
+    steps_per_s, samples_per_s = throughput(ms(mean), data.meta.batch_size)
     return StepStats(
         count=n, mean_ms=ms(mean), p50_ms=ms(row["p50"]), p95_ms=ms(row["p95"]), p99_ms=ms(row["p99"]),
         std_ms=ms(row["std"]), min_ms=ms(row["mn"]), max_ms=ms(row["mx"]), total_ms=row["total"] / 1e6,
-        steps_per_s=steps_per_s, samples_per_s=steps_per_s * bs if (steps_per_s and bs) else None,
+        steps_per_s=steps_per_s, samples_per_s=samples_per_s,
         total_steps=total_steps, warmup_excluded=excluded, traced_excluded=list(data.traced_excluded),
         first_step=row["first"], last_step=row["last"],
         ranks=int(row["ranks"] or 0), steps_per_rank=int(row["distinct_steps"] or 0),

@@ -25,6 +25,7 @@ from ..store.meta import CollectorStatus, Meta
 from ..store.writer import remove_spool
 from . import COLLECTORS
 from .base import DecodeContext
+from .forward_passes import merge_forward_calls
 from .schedule import Action, StepSchedule
 from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE
 
@@ -309,6 +310,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             meta.timed(f"decode.{stage}", secs)
         if "phases" in tables:
             tables["phases"] = drop_derived_where_hooked(tables["phases"])
+            tables = merge_forward_calls(tables)  # one forward per pass: the loss module's call is in it
         if "steps" in tables:
             tables["steps"] = flag_traced_steps(tables["steps"], tables.get("phases"))
         if session.get("rank_source") in RANKED:

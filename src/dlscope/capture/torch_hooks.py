@@ -14,7 +14,8 @@ What is hooked, and what each costs per step (a Range enter+exit is a few hundre
 * ``forward``: the outermost module call. Global module hooks find the outermost modules in the
   first step; then they are removed and only those modules keep a pre- and a post-hook, because a
   global hook sends every submodule call through ``Module._call_impl``'s slow path (about 150
-  submodule calls per step on a GPT-2);
+  submodule calls per step on a GPT-2). Finalize merges the calls of one pass (the model's and
+  a loss module's) into one ``forward`` (:mod:`.forward_passes`);
 * ``backward``: ``torch.autograd.backward`` (``Tensor.backward`` calls it), wrapped;
 * ``optimizer``: the global optimizer step pre- and post-hooks;
 * ``sync``: where the host blocks until the GPU is done: ``Tensor.item``, ``.tolist``, ``.cpu``

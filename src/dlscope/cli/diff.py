@@ -20,7 +20,8 @@ class DiffCommand(Command):
     change (after). Either may be a profile or a trace dlscope imports (Kineto JSON, an nsys
     SQLite export, a trace folder), read into a temporary profile. Shows the step-time median,
     P95, P99 and mean with a bootstrap interval of each change and a Mann-Whitney test; the
-    throughput (samples/s when both batch sizes are known); the change of the mean step time split
+    throughput (1000 / mean step ms, as in summary; samples/s when both batch sizes are known);
+    the change of the mean step time split
     into rows that add up to it (GPU busy time by kernel, GPU idle time by cause); phases, ops and
     kernels matched by name (and kernels through their launching op), with what is new and what
     vanished; the GPU time breakdown, memory peak and counters; advice found in only one.

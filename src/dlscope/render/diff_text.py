@@ -64,12 +64,12 @@ def render_diff(d: ProfileDiff, out: Console, top: int = 12) -> None:
     if tp.get("ratio"):
         if tp.get("samples_per_s_a"):
             out.print(f"  throughput: {tp['samples_per_s_a']:,.1f} -> {tp['samples_per_s_b']:,.1f} samples/s "
-                      f"(x{tp['ratio']:.3f}; batch {tp['batch_a']} -> {tp['batch_b']})")
+                      f"(x{tp['ratio']:.3f}; batch {tp['batch_a']} -> {tp['batch_b']}; {tp['basis']})")
             if tp.get("per_sample"):
                 out.print(f"  time per sample: {escape(tp['per_sample']['why'])}")
         else:
             out.print(f"  throughput: {tp['steps_per_s_a']:,.2f} -> {tp['steps_per_s_b']:,.2f} steps/s "
-                      f"(x{tp['ratio']:.3f}; batch size not recorded on both sides)")
+                      f"(x{tp['ratio']:.3f}; {tp['basis']})")
 
     if d.total_delta_ms is not None:
         basis = {d.decomposition_a.basis, d.decomposition_b.basis}

@@ -89,6 +89,7 @@ def render_summary(s: Summary, out: Console) -> None:
         t.add_row(_ms(st.mean_ms, 3), _ms(st.p50_ms, 3), _ms(st.p95_ms, 3), _ms(st.p99_ms, 3), _ms(st.std_ms, 3),
                   _ms(st.steps_per_s, 2), _ms(st.samples_per_s, 1) if st.samples_per_s else "- (batch size unknown)")
         out.print(t)
+        out.print(f"  {st.throughput_basis}")  # diff, report and check use the same definition
     elif st.total_steps:
         out.print(f"[bold]Steps[/bold]  {st.total_steps} recorded, none selected ({s.selection or 'all warm-up'})")
     else:

@@ -36,7 +36,7 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
         items.append(("steps measured", blocks.count(st.count), span))
         items.append(("mean step", f"{blocks.num(st.mean_ms, 3)} ms", f"p50 {blocks.num(st.p50_ms, 3)} / p95 "
                       f"{blocks.num(st.p95_ms, 3)} / p99 {blocks.num(st.p99_ms, 3)} ms"))
-        items.append(("throughput", f"{blocks.num(st.steps_per_s)} steps/s",
+        items.append(("throughput (mean step)", f"{blocks.num(st.steps_per_s)} steps/s",
                       f"{blocks.num(st.samples_per_s, 1)} samples/s" if st.samples_per_s else "batch size unknown"))
     else:
         items.append(("steps", "none", "no iteration markers: statistics cover the whole run"))

@@ -38,7 +38,7 @@ def _cards(d: ProfileDiff) -> str:
         unit = "samples/s" if tp.get("samples_per_s_a") else "steps/s"
         a = tp.get("samples_per_s_a") or tp.get("steps_per_s_a")
         b = tp.get("samples_per_s_b") or tp.get("steps_per_s_b")
-        items.append(("throughput", f"×{tp['ratio']:.3f}", f"{_v(a, 1)} → {_v(b, 1)} {unit}"))
+        items.append(("throughput (mean step)", f"×{tp['ratio']:.3f}", f"{_v(a, 1)} → {_v(b, 1)} {unit}"))
     if d.total_delta_ms is not None:
         items.append(("mean step change", f"{_d(d.total_delta_ms, 2)} ms", "explained by the rows below"))
     return blocks.cards(items)
