@@ -57,7 +57,7 @@ class Analysis:
 
             self._fleet_con, self.profiles, _ = open_fleet(self.path)
         else:
-            from .opening import open_any
+            from .application.open import open_any
 
             self._data, _ = open_any(self.path, self._stack, self.selection, key_node)
 

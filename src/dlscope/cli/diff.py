@@ -40,9 +40,9 @@ class DiffCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..analysis.compare.diff import compare
+        from ..application.open import open_any
         from ..render.diff_text import render_diff
         from ..render.terminal import console
-        from .pair import open_any
 
         if args.top < 1:
             raise UsageError(f"--top {args.top}: give a positive number of rows")
