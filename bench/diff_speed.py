@@ -35,11 +35,11 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 from dlscope.importers.run import import_files
 from dlscope.analysis.context import ProfileData
-from dlscope.analysis.compare.diff import compare
+from dlscope.application.diff import diff
 a = import_files([sys.argv[1]], sys.argv[3] + "/a.dlscope", force=True)
 b = import_files([sys.argv[2]], sys.argv[3] + "/b.dlscope", force=True)
 t1 = time.perf_counter()
-d = compare(ProfileData.open(a), ProfileData.open(b), with_advice=sys.argv[4] == "1")
+d = diff(ProfileData.open(a), ProfileData.open(b), with_advice=sys.argv[4] == "1")
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "analysis_s": t2 - t1, "kernels": len(d.kernels), "ops": len(d.ops),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

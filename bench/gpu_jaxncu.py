@@ -314,15 +314,20 @@ def ncu() -> dict[str, Any]:
                                       "OR metric LIKE '%sass%' OR metric LIKE 'dram__bytes%'")
     # the top kernel once more, its CSV kept as test data for the roofline and tensor columns
     if out["top_kernels"] and elapsed() < BUDGET_S + 20:
-        import argparse
-
-        from dlscope.cli.ncu import DEFAULT_METRICS, DEFAULT_SECTIONS, Target, find_ncu, ncu_command
+        from dlscope.application.ncu import (
+            DEFAULT_METRICS,
+            DEFAULT_SECTIONS,
+            NcuOptions,
+            Target,
+            find_ncu,
+            ncu_command,
+        )
 
         top = out["top_kernels"][0]
-        args = argparse.Namespace(launch_skip=1, launch_count=1, section=list(DEFAULT_SECTIONS),
-                                  metrics=list(DEFAULT_METRICS), cmd=[sys.executable, str(prog)])
+        opts = NcuOptions(str(prof), [sys.executable, str(prog)], section=list(DEFAULT_SECTIONS),
+                          metrics=list(DEFAULT_METRICS))
         csv = OUT / "ncu_top1.csv"
-        cmd = ncu_command(find_ncu(None), Target(top["name"], 0, int(top["n"])), args, csv)
+        cmd = ncu_command(find_ncu(None), Target(top["name"], 0, int(top["n"])), opts, csv)
         r = run(cmd, 90)
         out["csv_rc"] = r.returncode
         out["csv_bytes"] = csv.stat().st_size if csv.exists() else 0

@@ -15,6 +15,7 @@ import pytest
 from dlscope.analysis.compare.decompose import _gpu_parts
 from dlscope.analysis.compare.diff import compare
 from dlscope.analysis.context import ProfileData, Selection
+from dlscope.application.diff import diff
 from dlscope.importers.run import import_files
 
 from .conftest import CORPUS, DATA, need_file
@@ -28,7 +29,7 @@ def gpt(tmp_path_factory):
     d = tmp_path_factory.mktemp("gpt")
     a = ProfileData.open(import_files([FP32], d / "fp32.dlscope"))
     b = ProfileData.open(import_files([BF16], d / "bf16.dlscope"))
-    return a, b, compare(a, b)
+    return a, b, diff(a, b)  # the use case: the measured diff and the advice compared
 
 
 def _steps(profile: Path, only: tuple[int, int] | None = None):
@@ -142,7 +143,7 @@ def test_hta_trace_compare_new_ops_are_listed(tmp_path):
     test = need_file(CORPUS / "trace_compare" / "test")
     a = ProfileData.open(import_files([base], tmp_path / "a.dlscope"))
     b = ProfileData.open(import_files([test], tmp_path / "b.dlscope"))
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
 
     def ops(folder: Path) -> set[str]:
         f = next(folder.glob("*.json.gz"))
@@ -169,7 +170,7 @@ def test_hta_trace_diff_regression_is_significant(tmp_path):
     test = need_file(CORPUS / "trace_diff" / "test")
     a = ProfileData.open(import_files([control], tmp_path / "a.dlscope"))
     b = ProfileData.open(import_files([test], tmp_path / "b.dlscope"))
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     sa, sb = _profiler_steps_ms(control), _profiler_steps_ms(test)
     assert d.samples_a == pytest.approx(sa, rel=1e-6) and d.samples_b == pytest.approx(sb, rel=1e-6)
     p50 = d.shift("p50")
@@ -183,7 +184,7 @@ def test_resnet_first_step_against_the_next_two(resnet_profile):
     """A real change inside one trace: step 2 (145 ms) against steps 3-4 (130 and 120 ms)."""
     a = ProfileData.open(resnet_profile, Selection(iter_start=2, iter_stop=2))
     b = ProfileData.open(resnet_profile, Selection(iter_start=3, iter_stop=4))
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     total = _mean_step_ms(resnet_profile, (3, 4)) - _mean_step_ms(resnet_profile, (2, 2))
     assert total < -10
     assert d.total_delta_ms == pytest.approx(total, rel=1e-9)
@@ -199,7 +200,7 @@ def test_resnet_first_step_against_the_next_two(resnet_profile):
 
 def test_resnet_against_itself_changes_nothing(resnet_profile):
     a, b = ProfileData.open(resnet_profile), ProfileData.open(resnet_profile)
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     assert d.total_delta_ms == 0
     assert all(c.delta == pytest.approx(0, abs=1e-9) and c.status == "matched" for c in d.explain + d.kernels)
     assert not any(s.significant for s in d.shifts)

@@ -40,7 +40,7 @@ def test_without_gpu_data_steps_split_into_phases(tmp_path):
     assert da.basis == "phases" and da.windows == 10
     parts = {p.key: p.ms for p in da.parts}
     assert parts == pytest.approx({"phase:load": 3.0, "phase:compute": 5.45, "phase:(outside phases)": 2.0})
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     assert d.total_delta_ms == pytest.approx(3.0)
     top = d.explain[0]
     assert top.name == "compute" and top.delta == pytest.approx(3.0) and top.share_pct == pytest.approx(100.0)
@@ -126,7 +126,7 @@ def test_untraced_idle_without_a_traced_split_is_a_residual(tmp_path):
 def test_a_shorter_kernel_shows_as_its_own_row(tmp_path):
     a = _gpu_loop(4.0).open(tmp_path / "a")
     b = _gpu_loop(1.0).open(tmp_path / "b")  # K1 [1, 2], K2 [3, 7]: busy 5 ms, no overlap
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     rows = {c.name: c for c in d.explain}
     assert rows["K1"].a == pytest.approx(3.0) and rows["K1"].b == pytest.approx(1.0)
     assert rows["K2"].b == pytest.approx(4.0)
@@ -146,7 +146,7 @@ def test_memory_peaks_and_counters_are_compared(tmp_path):
                                   for t, v in ((2.0, 1e9), (14.0, 3e9), (26.0, 2e9))]
         return lp
 
-    d = compare(loop(1.0).open(tmp_path / "a"), loop(1.5).open(tmp_path / "b"), with_advice=False)
+    d = compare(loop(1.0).open(tmp_path / "a"), loop(1.5).open(tmp_path / "b"))
     assert d.memory["peak_bytes_a"] == pytest.approx(12e9) and d.memory["peak_bytes_b"] == pytest.approx(18e9)
     torch_rows = {r["metric"]: r for r in d.memory["torch"]}
     assert torch_rows["torch_allocated"]["a"] == pytest.approx(3e9)

@@ -25,7 +25,7 @@ def test_kernels_and_ops_agree_with_hta_trace_diff(pair, tmp_path):
     b_dir = need_file(CORPUS / pair / ref["test"])
     a = ProfileData.open(import_files([a_dir], tmp_path / "a.dlscope"))
     b = ProfileData.open(import_files([b_dir], tmp_path / "b.dlscope"))
-    d = compare(a, b, with_advice=False)
+    d = compare(a, b)
     na, nb = gpu_step_count(a), gpu_step_count(b)
     assert na == len(ref["iterations"]["control"]) and nb == len(ref["iterations"]["test"])
 

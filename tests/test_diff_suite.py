@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dlscope.analysis.compare.decompose import RESIDUAL_KEY
-from dlscope.analysis.compare.diff import compare
 from dlscope.analysis.context import ProfileData
+from dlscope.application.diff import diff
 
 from .conftest import DATA, need_file
 
@@ -51,7 +51,7 @@ def _traced_busy_ms(profile) -> float:
 
 @pytest.fixture(scope="module")
 def pair():
-    return compare(ProfileData.open(need_file(NAIVE)), ProfileData.open(need_file(WORKERS)))
+    return diff(ProfileData.open(need_file(NAIVE)), ProfileData.open(need_file(WORKERS)))
 
 
 def test_the_rows_explain_the_change(pair):

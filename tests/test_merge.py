@@ -13,7 +13,7 @@ import pytest
 
 from dlscope.analysis import comm_sum, overlap
 from dlscope.analysis.context import ProfileData
-from dlscope.cli.merge import TIME_COLUMNS, decoded_tables
+from dlscope.application.merge import TIME_COLUMNS, decoded_tables
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 

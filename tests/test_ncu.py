@@ -20,7 +20,7 @@ import pytest
 
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.kernel_metrics import NCU_REFUSED_NOTE, compute
-from dlscope.cli.ncu import DEFAULT_METRICS, ROOFLINE_METRICS
+from dlscope.application.ncu import DEFAULT_METRICS, ROOFLINE_METRICS
 from dlscope.store.reader import open_profile
 
 from .conftest import DATA, RESNET_TRACE, assert_one_line_error, q
@@ -259,7 +259,7 @@ def test_the_function_name_retry_reads_mangled_names(mangled, bare):
     searched for the whole mangled string. The retry now names the function as ncu's 'function'
     base does (c++filt on these names gives ``cutlass::Kernel2<...>(...)``, ``generate_seed_pseudo<...>``,
     ``cub::...::DeviceReduceKernel<...>``, ``myKer(float*)``, ``ns::k()``, ``Foo::bar() const``)."""
-    from dlscope.cli.ncu import function_name
+    from dlscope.application.ncu import function_name
 
     assert function_name(mangled) == bare
 
@@ -352,3 +352,11 @@ def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
     notes = compute(ProfileData.open(small_profile)).notes
     assert any("no roofline position" in n and "(ncu refused them: ==ERROR== Failed to find metric dram__bytes" in n
                for n in notes), notes
+
+
+def test_the_help_names_the_default_sections():
+    """The command's help spells the default section set without importing the driver: keep them in step."""
+    from dlscope.application.ncu import DEFAULT_SECTIONS
+    from dlscope.cli.ncu import _SECTIONS_HELP
+
+    assert ", ".join(DEFAULT_SECTIONS) == _SECTIONS_HELP

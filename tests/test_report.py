@@ -14,6 +14,7 @@ import pytest
 
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.steps import step_stats
+from dlscope.application.report import build_report
 from dlscope.render.html import CSP, render_report, write_report
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import CollectorStatus, Meta
@@ -58,7 +59,7 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 def test_report_sections_hold_the_profiles_numbers(resnet_profile):
     data = ProfileData.open(resnet_profile)
-    html = render_report(data)
+    html = render_report(build_report(data))
     page = parse(html)
     text = " ".join(page.text)
     st = step_stats(data)
@@ -80,7 +81,7 @@ def test_report_sections_hold_the_profiles_numbers(resnet_profile):
 
 
 def test_report_is_self_contained(resnet_profile):
-    html = render_report(ProfileData.open(resnet_profile))
+    html = render_report(build_report(ProfileData.open(resnet_profile)))
     page = parse(html)
     assert "<script" not in html.lower()
     csp = [a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
@@ -124,7 +125,7 @@ def nasty_profile(tmp_path: Path) -> Path:
 
 
 def test_names_are_escaped_in_the_html(tmp_path):
-    html = render_report(ProfileData.open(nasty_profile(tmp_path)))
+    html = render_report(build_report(ProfileData.open(nasty_profile(tmp_path))))
     page = parse(html)
     text = "".join(page.text)
     for name in XSS:
@@ -134,15 +135,16 @@ def test_names_are_escaped_in_the_html(tmp_path):
     assert not any(k.startswith("on") for _, a in page.tags for k in a), "an event handler attribute got in"
 
 
-def test_findings_of_any_evidence_shape_render_as_text(resnet_profile, monkeypatch):
+def test_findings_of_any_evidence_shape_render_as_text(resnet_profile):
     findings = [
         FakeFinding("pageable-h2d", "Copies from pageable memory", "high",
                     [{"kernel": XSS[0], "ms": 14.17, "count": 3}], 4.7, 3.6, "Pin the memory: " + XSS[1],
                     "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"),
         FakeFinding("sync", XSS[2], "bogus-severity", "text evidence " + XSS[0], None, None, "", "javascript:alert(1)"),
     ]
-    monkeypatch.setattr("dlscope.advice.evaluate", lambda data: findings)
-    html = render_report(ProfileData.open(resnet_profile))
+    model = build_report(ProfileData.open(resnet_profile))
+    model.findings = findings  # the renderer formats whatever findings the model holds
+    html = render_report(model)
     page = parse(html)
     text = " ".join(page.text)
     assert "Copies from pageable memory" in text and "up to 4.70 ms per step, 3.6% of step time" in text
@@ -156,7 +158,7 @@ def test_findings_of_any_evidence_shape_render_as_text(resnet_profile, monkeypat
 @pytest.mark.browser
 def test_report_opens_in_chromium_with_its_plots(resnet_profile, tmp_path):
     out = tmp_path / "report.html"
-    write_report(ProfileData.open(resnet_profile), out)
+    write_report(build_report(ProfileData.open(resnet_profile)), out)
     r = browser.open_page(out, {
         "svgs": "document.querySelectorAll('svg.chart').length",
         "drawn": "[...document.querySelectorAll('svg.chart')].map(s => {const b = s.getBoundingClientRect();"
@@ -178,7 +180,7 @@ def test_counters_report_opens_in_chromium(tmp_path):
     b.add("counters", nvml_counters())
     b.write(tmp_path / "nvml.dlscope", Meta(source="test:nvml-csv"))
     out = tmp_path / "nvml.html"
-    write_report(ProfileData.open(tmp_path / "nvml.dlscope"), out)
+    write_report(build_report(ProfileData.open(tmp_path / "nvml.dlscope")), out)
     r = browser.open_page(out, {"captions": "[...document.querySelectorAll('figcaption')].map(f => f.textContent)"})
     (screenshot_dir(tmp_path) / "report-nvml.png").write_bytes(r.screenshot)
     assert r.errors == [] and r.dialogs == []
@@ -189,7 +191,7 @@ def test_counters_report_opens_in_chromium(tmp_path):
 @pytest.mark.browser
 def test_injected_names_execute_nothing_in_the_browser(tmp_path):
     out = tmp_path / "nasty.html"
-    write_report(ProfileData.open(nasty_profile(tmp_path)), out)
+    write_report(build_report(ProfileData.open(nasty_profile(tmp_path))), out)
     r = browser.open_page(out, {
         "injected": "document.querySelectorAll('img, script, iframe, object, embed, [onerror], [onload], "
                     "[onmouseover]').length",
@@ -236,7 +238,7 @@ def test_report_with_sampled_detail_times_untraced_steps_and_counts_gpu_per_trac
     b.add("kernels", pa.table({"rank": [0] * 3, "device": [0] * 3, "stream": [7] * 3, "start_ns": k,
                                "end_ns": [t + 2 * ms for t in k], "name": ["gemm"] * 3}))
     b.write(tmp_path / "s.dlscope", Meta(source="test"))
-    text = " ".join(parse(render_report(ProfileData.open(tmp_path / "s.dlscope"))).text)
+    text = " ".join(parse(render_report(build_report(ProfileData.open(tmp_path / "s.dlscope")))).text)
     assert "Distribution of 10 step times" in text and "10.000 ms" in text  # mean of the untraced steps
     assert "3.000 ms/step" in text  # 6 ms of kernels over 2 traced steps
     assert "2 traced steps timed apart" in text
@@ -250,7 +252,7 @@ def test_counters_per_phase_table_holds_the_sample_means(tmp_path):
     b = ProfileBuilder()
     b.add("counters", nvml_counters())
     b.write(tmp_path / "nvml.dlscope", Meta(source="test:nvml-csv"))
-    page = parse(render_report(ProfileData.open(tmp_path / "nvml.dlscope")))
+    page = parse(render_report(build_report(ProfileData.open(tmp_path / "nvml.dlscope"))))
     text = " ".join(" ".join(page.text).split())  # cells separated by single spaces
     with open(NVML_CSV) as f:
         util = [float(r["gpu_util"]) for r in csv.DictReader(f)]

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.timeseries import phase_bands, time_bins
+from dlscope.application.report import build_report
 from dlscope.render.html import write_report
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
@@ -53,7 +54,7 @@ def test_an_hour_of_small_steps_makes_a_small_report(tmp_path):
     assert sum(b["instances"] for b in bands) == data.scalar("SELECT count(*) FROM phases WHERE depth = 0")
     assert len(bands) <= 3 * bins.count
     out = tmp_path / "r.html"
-    size = write_report(data, out)
+    size = write_report(build_report(data), out)
     assert size == out.stat().st_size < MAX_REPORT_BYTES
     html = out.read_text()
     assert html.count('class="band"') <= 3 * bins.count * 2

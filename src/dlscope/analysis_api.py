@@ -23,8 +23,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .analysis.compare.diff import ProfileDiff
 from .analysis.report import ReportResult as _ReportResult
+from .application.diff import Diff
 from .errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Analysis:
 
             self._fleet_con, self.profiles, _ = open_fleet(self.path)
         else:
-            from .opening import open_any
+            from .application.open import open_any
 
             self._data, _ = open_any(self.path, self._stack, self.selection, key_node)
 
@@ -116,17 +116,17 @@ class Analysis:
     def advise(self, what_if: bool = False) -> list[Finding]:
         """The findings of ``dlscope advise``, largest saving first (``what_if``: only those the
         replay predicted, with their chain in ``finding.what_if``)."""
-        from . import advice
+        from .application.advise import advise
 
-        found = advice.evaluate(self.data)
+        found = advise(self.data).findings
         return Findings(f for f in found if f.what_if) if what_if else Findings(found)
 
-    def diff(self, other: Analysis | str | Path) -> ProfileDiff:
+    def diff(self, other: Analysis | str | Path) -> Diff:
         """``dlscope diff self other``: what changed from this profile to ``other``."""
-        from .analysis.compare.diff import compare
+        from .application.diff import diff
 
         theirs = other if isinstance(other, Analysis) else Analysis(other)
-        d = compare(self.data, theirs.data)
+        d = diff(self.data, theirs.data)
         return DiffView(**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)})
 
     # ---- lifetime ----------------------------------------------------------------------------
@@ -165,14 +165,14 @@ class ReportView(_ReportResult):
         return report_html(self)
 
 
-class DiffView(ProfileDiff):
+class DiffView(Diff):
     """A diff (``.as_dict()``, ``.explain``, ...), shown in a notebook as the HTML diff's cards, step
     times, what changed the step and the advice."""
 
     def _repr_html_(self) -> str:
         from .render.notebook import diff_html
 
-        return diff_html(self)
+        return diff_html(self, self.advice)
 
 
 class Findings(list):  # type: ignore[type-arg]

@@ -33,12 +33,12 @@ class AdviseCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import advice
+        from ..application.advise import advise
         from ..render.findings import render_findings, render_what_if
         from ..render.terminal import console
 
         data = open_for_analysis(args.profile, selection_from(args))
-        result = advice.run(data)
+        result = advise(data)
         out = console()
         if args.format == "json":
             out.file.write(json.dumps([f.as_dict() for f in result.findings], indent=1, default=str) + "\n")

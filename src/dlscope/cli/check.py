@@ -80,7 +80,7 @@ class CheckCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..analysis.compare.baseline import check, from_profile, from_summary
-        from .pair import open_any
+        from ..application.open import open_any
 
         limit = parse_limit(args.max_regression)
         metrics = parse_metrics(args.metric)

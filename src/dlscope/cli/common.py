@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ..application.open import open_for_analysis  # noqa: F401 - the commands' opener, re-exported
 from ..errors import UsageError
-from ..opening import open_for_analysis  # noqa: F401 - the commands' opener, re-exported
 
 if TYPE_CHECKING:  # loaded by the command that runs, not by building the parser
     from ..analysis.context import Selection

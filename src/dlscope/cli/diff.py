@@ -40,10 +40,10 @@ class DiffCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..analysis.compare.diff import compare
+        from ..application.diff import diff
+        from ..application.open import open_any
         from ..render.diff_text import render_diff
         from ..render.terminal import console
-        from .pair import open_any
 
         if args.top < 1:
             raise UsageError(f"--top {args.top}: give a positive number of rows")
@@ -57,12 +57,12 @@ class DiffCommand(Command):
         with contextlib.ExitStack() as stack:
             a, name_a = open_any(args.a, stack, sel, args.key_node)
             b, name_b = open_any(args.b, stack, sel, args.key_node)
-            d = compare(a, b, with_advice=not args.no_advice, names=(name_a, name_b))
+            d = diff(a, b, names=(name_a, name_b), with_advice=not args.no_advice)
         if args.format == "html":
             from ..render.html.diff import write_diff
 
             assert out_path is not None
-            size = write_diff(d, out_path)
+            size = write_diff(d, d.advice, out_path)
             print(f"dlscope: diff written to {out_path} ({size / 1e3:,.0f} kB; opens offline in any browser)",
                   file=sys.stderr)
             return 0
@@ -77,7 +77,7 @@ class DiffCommand(Command):
             with out_path.open("w", encoding="utf-8") as f:
                 from rich.console import Console
 
-                render_diff(d, Console(file=f, width=160, color_system=None, highlight=False), args.top)
+                render_diff(d, d.advice, Console(file=f, width=160, color_system=None, highlight=False), args.top)
         else:
-            render_diff(d, console(), args.top)
+            render_diff(d, d.advice, console(), args.top)
         return 0

@@ -35,12 +35,13 @@ class ReportCommand(Command):
             raise UsageError(f"{out}: the report is written as .html")
         if out.exists() and not args.force:
             raise UsageError(f"{out} exists (use -f to overwrite)")
+        from ..application.report import build_report
         from ..render.html import write_report
         from ..render.progress import progress
 
         data = open_for_analysis(args.profile, selection_from(args))
         with progress("writing report") as bar:
-            size = write_report(data, out, bar)
+            size = write_report(build_report(data, bar), out, bar)
         print(f"dlscope: report written to {out} ({size / 1e3:,.0f} kB; opens offline in any browser)",
               file=sys.stderr)
         return 0

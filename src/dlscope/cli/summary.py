@@ -25,14 +25,14 @@ class SummaryCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import advice
         from ..analysis.summary import summarize
+        from ..application.advise import advise
         from ..render.findings import render_top_findings
         from ..render.terminal import console, render_summary
 
         data = open_for_analysis(args.profile, selection_from(args))
         s = summarize(data)
-        findings = advice.evaluate(data)
+        findings = advise(data).findings
         out = console()
         if args.format == "json":
             d = s.as_dict()

@@ -1,6 +1,9 @@
-"""``dlscope diff`` for the terminal: only formats what ``analysis.compare`` computed."""
+"""``dlscope diff`` for the terminal: only formats what ``analysis.compare`` measured and the advice
+comparison the diff use case added (``application.diff``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -47,7 +50,8 @@ def _changes(out: Console, title: str, rows: list[Change], top: int, unit: str =
                   "(--top N or --format json for all)")
 
 
-def render_diff(d: ProfileDiff, out: Console, top: int = 12) -> None:
+def render_diff(d: ProfileDiff, advice: dict[str, list[dict[str, Any]]], out: Console, top: int = 12) -> None:
+    """``advice``: the findings gone in B, new in B and in both (empty: not compared)."""
     out.print(f"[bold]dlscope diff[/bold]  A: {escape(d.a)}")
     out.print(f"              B: {escape(d.b)}")
     out.print(f"\n[bold]Step time[/bold]  {d.steps_a} steps in A, {d.steps_b} in B")
@@ -99,7 +103,7 @@ def render_diff(d: ProfileDiff, out: Console, top: int = 12) -> None:
                       "-" if m.matched_b_pct is None else f"{m.matched_b_pct:.1f}%")
         out.print(t)
     _gpu(out, d)
-    _advice(out, d)
+    _advice(out, advice)
     for n in d.notes:
         out.print(f"note: {escape(n)}")
 
@@ -135,8 +139,7 @@ def _gpu(out: Console, d: ProfileDiff) -> None:
     out.print(t)
 
 
-def _advice(out: Console, d: ProfileDiff) -> None:
-    adv = d.advice
+def _advice(out: Console, adv: dict[str, list[dict[str, Any]]]) -> None:
     if not adv:
         return
     out.print("\n[bold]Advice[/bold]")

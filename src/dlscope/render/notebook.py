@@ -84,10 +84,10 @@ def _numeric_ids() -> set[Any]:
 _NUMERIC_IDS = _numeric_ids()
 
 
-def diff_html(d: Any) -> str:
+def diff_html(d: Any, advice: dict[str, list[dict[str, Any]]]) -> str:
     """A diff's cards, step times, what changed the step and the advice (``dlscope diff --format html``'s
     sections)."""
     from .html.diff import diff_sections
 
     head = f"<h2>dlscope diff: {esc(d.a)} vs {esc(d.b)}</h2>"
-    return wrap(head + "".join(diff_sections(d, brief=True)))
+    return wrap(head + "".join(diff_sections(d, advice, brief=True)))

@@ -1,6 +1,8 @@
 """``compare(a, b)``: what changed from profile A (before) to profile B (after).
 
-Pure functions over two opened profiles; renderers in ``render/diff_*`` only format the result.
+Pure functions over two opened profiles, measured differences only: the diff use case
+(``application.diff``) adds the comparison of the two profiles' advice. Renderers in
+``render/diff_*`` only format the result.
 Every per-name table is matched by name; kernels that vanished and kernels that are new are also
 paired through the op that launched them (an fp32 GEMM and the bf16 one that replaced it are both
 ``aten::mm``'s), and what matched neither way is listed with its time, so that profiles from
@@ -14,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ... import advice
 from .. import gpu_metrics
 from ..context import ProfileData
 from ..gpu_time_breakdown import REPORT as GPU_BREAKDOWN
@@ -100,7 +101,6 @@ class ProfileDiff:
     gpu: dict[str, Any]
     memory: dict[str, Any]
     counters: list[dict[str, Any]]
-    advice: dict[str, list[dict[str, Any]]]
     samples_a: list[float] = field(default_factory=list)  # step times (ms), for the HTML view
     samples_b: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -117,7 +117,7 @@ class ProfileDiff:
             "phases": [c.as_dict() for c in self.phases], "ops_basis": self.ops_basis,
             "ops": [c.as_dict() for c in self.ops], "kernels": [c.as_dict() for c in self.kernels],
             "op_links": [x.as_dict() for x in self.op_links], "matching": [m.as_dict() for m in self.matching],
-            "gpu": self.gpu, "memory": self.memory, "counters": self.counters, "advice": self.advice,
+            "gpu": self.gpu, "memory": self.memory, "counters": self.counters,
             "samples_ms": {"a": self.samples_a, "b": self.samples_b}, "notes": self.notes,
         }
 
@@ -269,22 +269,7 @@ def _memory_and_counters(a: ProfileData, b: ProfileData) -> tuple[dict[str, Any]
     return memory, counters
 
 
-def _advice(a: ProfileData, b: ProfileData) -> dict[str, list[dict[str, Any]]]:
-    fa = {f.id: f for f in advice.evaluate(a)}
-    fb = {f.id: f for f in advice.evaluate(b)}
-
-    def row(f: Any, other: Any = None) -> dict[str, Any]:
-        return {"id": f.id, "title": f.title, "severity": f.severity, "saving_ms_a": other.saving_ms_per_step
-                if other else None, "saving_ms": f.saving_ms_per_step, "evidence": f.evidence.text}
-
-    return {
-        "resolved": [row(f) for i, f in fa.items() if i not in fb],  # found in A only
-        "new": [row(f) for i, f in fb.items() if i not in fa],  # found in B only
-        "both": [row(fb[i], fa[i]) for i in fa if i in fb],
-    }
-
-
-def compare(a: ProfileData, b: ProfileData, with_advice: bool = True, names: tuple[str, str] | None = None) -> ProfileDiff:
+def compare(a: ProfileData, b: ProfileData, names: tuple[str, str] | None = None) -> ProfileDiff:
     """Compare profile ``a`` (before, the baseline) with ``b`` (after). ``names``: what to call
     them (default: their paths)."""
     sa, sb = step_samples(a), step_samples(b)
@@ -317,7 +302,7 @@ def compare(a: ProfileData, b: ProfileData, with_advice: bool = True, names: tup
         decomposition_a=da, decomposition_b=db,
         phases=match("phase", pha, phb, total), ops=match("op", opa, opb, total), ops_basis=ops_basis,
         kernels=kernels, op_links=op_links(kernels), matching=matching, gpu=_gpu_pair(a, b),
-        memory=memory, counters=counters, advice=_advice(a, b) if with_advice else {},
+        memory=memory, counters=counters,
         samples_a=[float(v) for v in sa], samples_b=[float(v) for v in sb], notes=notes)
 
 

@@ -1,7 +1,8 @@
 """The diff view: ``dlscope diff A B --format html``. One self-contained page like the report
 (inline CSS and SVG, no script, the same Content-Security-Policy, every name escaped): the two
 step-time distributions, the step-time statistics with their intervals, and the rows that
-changed most. Only formats what ``analysis.compare`` computed."""
+changed most. Only formats what ``analysis.compare`` measured and the advice comparison the diff
+use case added (``application.diff``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ... import __version__
 from ...analysis.compare.diff import Change, ProfileDiff
@@ -107,8 +109,7 @@ def _gpu(d: ProfileDiff) -> str:
     return blocks.section("gpu", "GPU", body)
 
 
-def _advice(d: ProfileDiff) -> str:
-    adv = d.advice
+def _advice(adv: dict[str, list[dict[str, Any]]]) -> str:
     if not adv:
         return blocks.section("advice", "Advice", blocks.note("Advice was not compared (--no-advice)."))
     rows = ([["gone in B", f["id"], f["title"], _v(f["saving_ms"], 2), "-"] for f in adv.get("resolved", [])]
@@ -121,9 +122,10 @@ def _advice(d: ProfileDiff) -> str:
         ["", "rule", "finding", "A saving ms/step", "B saving ms/step"], rows, [False, False, False, True, True]))
 
 
-def diff_sections(d: ProfileDiff, brief: bool = False) -> list[str]:
-    """The page's sections; ``brief`` (a notebook's view): the cards, the step times, what changed
-    the step and the advice."""
+def diff_sections(d: ProfileDiff, advice: dict[str, list[dict[str, Any]]], brief: bool = False) -> list[str]:
+    """The page's sections; ``advice``: the findings gone in B, new in B and in both (empty: not
+    compared); ``brief`` (a notebook's view): the cards, the step times, what changed the step and
+    the advice."""
     explain_intro = ("The change of the mean step time, split into parts that add up to it: GPU busy time by "
                      "kernel, copy and set, and GPU idle time by cause (or the outermost phases, without GPU "
                      "data). Where a side's step statistics use untraced steps, its busy rows come from the "
@@ -133,20 +135,20 @@ def diff_sections(d: ProfileDiff, brief: bool = False) -> list[str]:
     explain = _changes("explain", f"What changed the mean step time ({_d(d.total_delta_ms)} ms)", d.explain,
                        explain_intro)
     if brief:
-        return [_cards(d), _steps(d), explain, _advice(d)]
+        return [_cards(d), _steps(d), explain, _advice(advice)]
     return [
         _cards(d), _steps(d), explain,
         _changes("kernels", "Kernels, copies and sets (GPU time per step)", d.kernels).replace(
             "</section>", _links(d) + "</section>", 1),
         _changes("ops", f"Ops ({'self GPU' if d.ops_basis == 'self_gpu' else 'self CPU'} time per step)", d.ops),
         _changes("phases", "Phases (time per step)", d.phases),
-        _gpu(d), _advice(d),
+        _gpu(d), _advice(advice),
         blocks.section("notes", "Notes", "".join(blocks.note(n) for n in d.notes) or blocks.note("None.")),
     ]
 
 
-def render_diff_page(d: ProfileDiff) -> str:
-    parts = diff_sections(d)
+def render_diff_page(d: ProfileDiff, advice: dict[str, list[dict[str, Any]]]) -> str:
+    parts = diff_sections(d, advice)
     css = resources.files("dlscope.render.html").joinpath("style.css").read_text(encoding="utf-8")
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in SECTIONS)
@@ -162,9 +164,9 @@ def render_diff_page(d: ProfileDiff) -> str:
         "runs no script. Hover a bar for its value.</footer></body></html>\n")
 
 
-def write_diff(d: ProfileDiff, path: Path) -> int:
+def write_diff(d: ProfileDiff, advice: dict[str, list[dict[str, Any]]], path: Path) -> int:
     """Write the diff page atomically; returns its size in bytes."""
-    text = render_diff_page(d).encode("utf-8")
+    text = render_diff_page(d, advice).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(text)
     os.replace(tmp, path)

@@ -1,6 +1,6 @@
-"""Opening what the analysis reads: a profile (finalizing a recording a killed program left), or a
-trace file dlscope can import into a temporary profile. Shared by the commands (``cli``) and the
-Python API (:mod:`dlscope.analysis_api`), so the API needs nothing from the command line's layer.
+"""The open use case: what the analysis reads, opened. A profile (finalizing a recording a killed
+program left), or a trace file dlscope can import into a temporary profile. Shared by the commands
+(``cli``) and the notebook API, so neither needs anything from the other.
 """
 
 from __future__ import annotations
@@ -11,22 +11,22 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import InputError, UsageError
+from ..errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from .analysis.context import ProfileData, Selection
+    from ..analysis.context import ProfileData, Selection
 
 
 def open_for_analysis(path: str, selection: Selection | None = None, statistics: bool = True) -> ProfileData:
     """Open a profile; a recording left unfinished by a killed program is finalized first.
     ``statistics``: see :class:`~dlscope.analysis.context.ProfileData`."""
-    from .analysis.context import ProfileData
-    from .store.reader import is_unfinished
+    from ..analysis.context import ProfileData
+    from ..store.reader import is_unfinished
 
     p = Path(path)
     if is_unfinished(p):
-        from .capture.finalize import finalize_profile
-        from .store.spool import live_recorders
+        from ..capture.finalize import finalize_profile
+        from ..store.spool import live_recorders
 
         live = live_recorders(p / "spool")
         if live:
@@ -68,8 +68,8 @@ def open_any(path: str, stack: contextlib.ExitStack, selection: Selection | None
     if is_profile(p) or p.suffix == ".dlscope":
         data = open_for_analysis(path, selection)
     else:
-        from .importers.base import ImportOptions
-        from .importers.run import import_files
+        from ..importers.base import ImportOptions
+        from ..importers.run import import_files
 
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dlscope-diff-")))
         out = import_files([p], tmp / "imported.dlscope", ImportOptions(key_node=key_node))

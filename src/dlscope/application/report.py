@@ -1,0 +1,55 @@
+"""The report use case: measure and judge one opened profile into the HTML report's model
+(``render.html.ReportModel``), which ``render.html`` lays out without running anything."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..analysis.context import ProfileData
+    from ..render.html.model import ReportModel
+    from ..render.progress import ProgressCallback
+
+
+def build_report(data: ProfileData, progress: ProgressCallback | None = None) -> ReportModel:
+    """Everything ``dlscope report`` shows for ``data``: the summary, the advice, the steps and their
+    phases, the GPU and its counters over time, the top kernels and ops. ``progress`` hears of
+    each part as it starts."""
+    from ..analysis import gpu_metrics
+    from ..analysis.step_phases import step_durations, step_phases
+    from ..analysis.summary import summarize
+    from ..analysis.tensor_cores import tensor_core_share
+    from ..analysis.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
+    from ..analysis.top import top_kernels, top_ops
+    from ..analysis.window import detail_step_count
+    from ..render.html.model import GpuOverTime, ReportModel
+    from .advise import advise
+
+    step = progress or (lambda what, frac: None)
+    step("report: summary", 0.0)
+    s = summarize(data)
+    tc = tensor_core_share(data) if data.has("kernels") else None
+    step("report: advice", 0.2)
+    findings = list(advise(data).findings)
+    step("report: steps and phases", 0.35)
+    durations = step_durations(data)
+    per_step = step_phases(data) if durations.num_rows else durations.slice(0, 0)
+    step("report: GPU over time", 0.5)
+    why_no_counters = gpu_metrics.REPORT.missing(data)
+    by_phase = None if why_no_counters else gpu_metrics.REPORT.compute(data)
+    bins = time_bins(data)
+    gpu, busy_pct = None, None
+    if bins is not None:
+        busy = gpu_busy(data, bins)
+        gpu = GpuOverTime(bins, busy, counters_binned(data, bins), phase_bands(data, bins))
+        if busy.num_rows:
+            vals = busy.column("busy_pct").to_pylist()
+            busy_pct = sum(vals) / len(vals)
+    traced = detail_step_count(data)
+    per_step_kernel = tc.kernel_ns / traced if tc is not None and traced else None
+    step("report: kernels and ops", 0.7)
+    return ReportModel(
+        path=data.path, meta=data.meta, summary=s, findings=findings, durations=durations, per_step=per_step,
+        tensor_cores=tc, kernel_ns_per_step=per_step_kernel, gpu=gpu, busy_pct=busy_pct,
+        counters_by_phase=by_phase, why_no_counters=why_no_counters,
+        top_kernels=top_kernels(data), top_ops=top_ops(data))
