@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .vocabulary.version import __version__
 
 if TYPE_CHECKING:
     from .analysis_api import Analysis, open  # noqa: A004 - dlscope.open, the analysis API

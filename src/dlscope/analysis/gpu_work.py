@@ -21,7 +21,7 @@ Categories, by kernel name (case-insensitive regular expressions, DuckDB's RE2 d
 
 from __future__ import annotations
 
-from ..collectives import COMMUNICATION_PATTERNS, COMMUNICATION_RE  # noqa: F401 - re-exported
+from ..vocabulary.collectives import COMMUNICATION_PATTERNS, COMMUNICATION_RE  # noqa: F401 - re-exported
 from .context import ProfileData
 
 MEMORY_KERNEL_PATTERNS: tuple[str, ...] = (r"^(memcpy|memset|dma)",)

@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ... import __version__
 from ...analysis import gpu_metrics
 from ...analysis.context import ProfileData
 from ...analysis.step_phases import step_durations, step_phases
@@ -23,6 +22,7 @@ from ...analysis.tensor_cores import tensor_core_share
 from ...analysis.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
 from ...analysis.top import top_kernels, top_ops
 from ...analysis.window import detail_step_count
+from ...vocabulary.version import __version__
 from ..progress import ProgressCallback
 from . import details, plots
 from .svg import esc
