@@ -5,7 +5,7 @@ times (each copy's kernel durations stretched by its own factor, so the answers 
 times, each REPS times and alternating:
 
 * ``dlscope sql FOLDER QUERY`` in a fresh process (interpreter start-up included);
-* the same aggregation through ``dlscope.fleet_dask.read_table`` on Dask's local cluster
+* the same aggregation through ``dlscope.application.fleet_dask.read_table`` on Dask's local cluster
   (threads, 2 workers' worth), cluster start-up excluded and reported apart;
 * ``dlscope sql PROFILE QUERY`` for each of the 50 profiles in turn (what one would do without
   fleet support).
@@ -76,7 +76,7 @@ def main() -> int:
         rows = {}
         from distributed import Client, LocalCluster
 
-        from dlscope.fleet_dask import read_table
+        from dlscope.application.fleet_dask import read_table
 
         t = time.perf_counter()
         cluster = LocalCluster(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None)

@@ -110,7 +110,7 @@ def test_sql_over_a_glob_and_the_profiles_table(cli, fleet):
 def test_dask_local_cluster_gives_the_same_numbers(fleet):
     pytest.importorskip("dask.dataframe", reason="dask[dataframe] is the 'fleet' extra")
     distributed = pytest.importorskip("distributed")
-    from dlscope.fleet_dask import read_table
+    from dlscope.application.fleet_dask import read_table
 
     root, expected = fleet
     # light on a 2-core machine: one worker, threads only

@@ -9,11 +9,11 @@ import re
 import pytest
 
 from dlscope.analysis.context import ProfileData
-from dlscope.analysis.gpu_work import kernel_category_sql
+from dlscope.analysis.kernel_category import kernel_category_sql
 from dlscope.analysis.kernel_names import kernel_names, kernel_ops
 from dlscope.analysis.math_kernels import precision, precision_sql
 from dlscope.analysis.tensor_cores import is_tensor_core_kernel, tensor_core_sql
-from dlscope.collectives import COMMUNICATION_RE
+from dlscope.vocabulary.collectives import COMMUNICATION_RE
 
 from .report_helpers import fixture_path, imported
 

@@ -11,7 +11,7 @@ import pytest
 
 from dlscope.analysis import memcpy_sum
 from dlscope.analysis.context import ProfileData, Selection
-from dlscope.analysis.gpu_work import COMMUNICATION_RE
+from dlscope.vocabulary.collectives import COMMUNICATION_RE
 
 from . import kineto_reference as ref
 from .conftest import DATA, corpus_file

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from .analysis_api import Analysis, open  # noqa: A004 - dlscope.open, the analysis API
     from .api import Profile, begin, current, end, mark, phase, profile, step
+    from .notebook import Analysis, open  # noqa: A004 - dlscope.open, the analysis API
 
 __all__ = ["Analysis", "Profile", "__version__", "begin", "current", "end", "mark", "open", "phase", "profile",
            "step"]
@@ -21,11 +21,11 @@ _API = frozenset(__all__) - {"__version__", "open", "Analysis"}
 def __getattr__(name: str) -> Any:
     """The recording API, loaded on first use: the command line and the importers never need it
     (it brings in every collector: 0.1 s of each command's start-up); ``open`` and ``Analysis``,
-    the analysis API (:mod:`dlscope.analysis_api`), likewise."""
+    the analysis API (:mod:`dlscope.notebook`), likewise."""
     if name in ("open", "Analysis"):
-        from . import analysis_api
+        from . import notebook
 
-        value = getattr(analysis_api, name)
+        value = getattr(notebook, name)
         globals()[name] = value
         return value
     if name in _API:

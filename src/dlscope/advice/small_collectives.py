@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..analysis.gpu_work import selected_sql
 from ..analysis.replay import Fix
-from ..collectives import SMALL_BYTES, size_bytes_sql
+from ..vocabulary.collectives import SMALL_BYTES, size_bytes_sql
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

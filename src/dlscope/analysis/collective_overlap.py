@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..collectives import size_bytes_sql
+from ..vocabulary.collectives import size_bytes_sql
 from . import comm_instances
 from .context import ProfileData
 from .gpu_work import gpu_step_count, gpu_work_sql

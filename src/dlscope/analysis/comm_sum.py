@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..collectives import bus_factor_sql, size_bytes_sql
+from ..vocabulary.collectives import bus_factor_sql, size_bytes_sql
 from . import comm_instances
 from .context import ProfileData
 from .report import Report, ReportResult, fixed, integer

@@ -10,29 +10,13 @@ activity is recorded only while detailed tracing runs, so per-step figures divid
 selected steps flagged ``traced`` (or not flagged at all, as in imported traces):
 :func:`gpu_step_count`.
 
-Categories, by kernel name (case-insensitive regular expressions, DuckDB's RE2 dialect):
-
-* ``communication``: collective and peer-to-peer kernels (NCCL/RCCL, as HTA's ``^nccl.*Kernel``,
-  plus MSCCL, NVSHMEM and the custom all-reduce kernels of inference servers);
-* ``memory``: copies and sets (the ``memcpy`` and ``memset`` tables), and kernels named like
-  them (``Memcpy ...``, ``Memset ...``, ``dma...``, as some non-CUDA dialects record copies);
-* ``compute``: every other kernel.
+The categories, by kernel name, are :mod:`.kernel_category`'s.
 """
 
 from __future__ import annotations
 
-from ..collectives import COMMUNICATION_PATTERNS, COMMUNICATION_RE  # noqa: F401 - re-exported
 from .context import ProfileData
-
-MEMORY_KERNEL_PATTERNS: tuple[str, ...] = (r"^(memcpy|memset|dma)",)
-
-MEMORY_KERNEL_RE = "|".join(f"({p})" for p in MEMORY_KERNEL_PATTERNS)
-
-def kernel_category_sql(name_col: str = "name") -> str:
-    """SQL: the category of a kernel from its name."""
-    n = f"lower(coalesce({name_col}, ''))"
-    return (f"CASE WHEN regexp_matches({n}, '{COMMUNICATION_RE}') THEN 'communication' "
-            f"WHEN regexp_matches({n}, '{MEMORY_KERNEL_RE}') THEN 'memory' ELSE 'compute' END")
+from .kernel_names import kernel_names
 
 
 def has_steps(data: ProfileData) -> bool:
@@ -72,8 +56,6 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
 
     parts = []
     if data.has("kernels"):
-        from .kernel_names import kernel_names  # imports this module
-
         # the category judged once per distinct name (see kernel_names)
         parts.append(f"""SELECT t.rank, coalesce(t.device, -1) AS device, t.stream, t.start_ns, t.end_ns, t.name,
                                 'kernel' AS kind, n.category,

@@ -15,7 +15,7 @@ query needs (a rule's own patterns) are computed over this table too, not over t
 from __future__ import annotations
 
 from .context import ProfileData
-from .gpu_work import kernel_category_sql
+from .kernel_category import kernel_category_sql
 from .math_kernels import precision_sql
 from .tensor_cores import tensor_core_sql
 
@@ -23,7 +23,7 @@ from .tensor_cores import tensor_core_sql
 def kernel_names(data: ProfileData) -> str:
     """Name of a temp table, one row per kernel name of the profile: ``name_id``, ``name``,
     ``precision`` (:func:`~.math_kernels.precision_sql`), ``category``
-    (:func:`~.gpu_work.kernel_category_sql`), ``tensor_core`` (:func:`~.tensor_cores.tensor_core_sql`).
+    (:func:`~.kernel_category.kernel_category_sql`), ``tensor_core`` (:func:`~.tensor_cores.tensor_core_sql`).
     Join it on ``name_id``: every kernel's id has its row."""
     def make() -> str:
         return f"""SELECT k.name_id, s.value AS name, {precision_sql('s.value')} AS precision,

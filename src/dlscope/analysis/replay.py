@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..collectives import SMALL_BYTES, size_bytes_sql
+from ..vocabulary.collectives import SMALL_BYTES, size_bytes_sql
 from . import interval_arrays as ia
 from .context import ProfileData
 from .host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass

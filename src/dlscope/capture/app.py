@@ -42,6 +42,23 @@ def _wrap(fn: F, name: str, resolve: Callable[[str], Any]) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _no_active_phase(name: str) -> NullRange:
+    return NULL_RANGE
+
+
+# The active profile's phase lookup, which a decorated function resolves its range with when it runs.
+# capture.handle, which keeps the active profile, installs its `phase` here when it loads (the dependency
+# goes handle -> app only); a Range or NullRange reaches a decorator through handle, so it is in place by
+# then. Before it loads no profile can be active, and a decorated function records nothing.
+_active_phase: Callable[[str], Range | NullRange] = _no_active_phase
+
+
+def set_active_phase(lookup: Callable[[str], Range | NullRange]) -> None:
+    """Install the active profile's phase lookup (called once, by :mod:`.handle`)."""
+    global _active_phase
+    _active_phase = lookup
+
+
 class Range:
     """Context manager recording one named phase on one thread. The clock is bound as a default
     argument of __enter__/__exit__ (see :func:`range_type`): the fastest lookup Python has."""
@@ -62,9 +79,7 @@ class Range:
         raise NotImplementedError
 
     def __call__(self, fn: F) -> F:
-        from .. import api
-
-        return _wrap(fn, self.name, api.phase)
+        return _wrap(fn, self.name, _active_phase)
 
     def set_recording(self, on: bool) -> None:
         self._append = self.events.append if on else _DISCARD.append
@@ -108,9 +123,7 @@ class NullRange:
         return False
 
     def __call__(self, fn: F) -> F:
-        from .. import api
-
-        return _wrap(fn, self.name, api.phase)
+        return _wrap(fn, self.name, _active_phase)
 
 
 NULL_RANGE = NullRange()

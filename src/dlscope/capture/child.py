@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import api
-from . import distributed
+from . import distributed, handle
 from .base import Settings
 from .session import Session
 
@@ -25,11 +24,11 @@ def start_from_env(cfg_text: str) -> None:
 
 
 def _start(cfg: dict[str, Any], rank: tuple[int, int] | None = None) -> None:
-    if api._current is not None:
+    if handle._current is not None:
         return
     session = Session(cfg["profile_dir"], Settings.from_dict(cfg.get("settings") or {}), owner="cli")
     if rank is not None:
         session.rank, session.world_size = rank
         session.rank_source = "torch.distributed"
     session.start()
-    api._current = api.Profile(session, owns=False)
+    handle._current = handle.Profile(session, owns=False)

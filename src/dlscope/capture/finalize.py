@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import __version__
 from ..errors import InputError
 from ..store import spool
 from ..store.build import ProfileBuilder
 from ..store.meta import CollectorStatus, Meta
 from ..store.writer import remove_spool
+from ..vocabulary.version import __version__
 from . import COLLECTORS
 from .base import DecodeContext
 from .forward_passes import merge_forward_calls

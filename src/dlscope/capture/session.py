@@ -20,14 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..clock import measure_offset
 from ..errors import CollectorUnavailable
 from ..store import spool
 from ..store.meta import CollectorStatus
+from ..vocabulary.version import __version__
 from . import distributed
 from .app import AppRecorder
 from .base import Collector, Settings
+from .clock import measure_offset
 from .schedule import Action, StepSchedule
 
 _active_sessions: list[Session] = []

@@ -6,8 +6,8 @@ import os
 import re
 import sys
 
-from .. import __version__
 from ..errors import DlscopeError
+from ..vocabulary.version import __version__
 from .advise import AdviseCommand
 from .base import Command, Parser
 from .check import CheckCommand

@@ -12,7 +12,13 @@ Two sources, because the trace records communication where it ran:
 
 from __future__ import annotations
 
-from ..collectives import COMMUNICATION_RE, backend_sql, dtype_bytes_sql, kernel_collective_sql, normalize_sql
+from ..vocabulary.collectives import (
+    COMMUNICATION_RE,
+    backend_sql,
+    dtype_bytes_sql,
+    kernel_collective_sql,
+    normalize_sql,
+)
 
 
 def comms_sql(ev: str, launch: str, rank: int, world_size: int | None, host_pid: int | None) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .. import __version__
 from ..errors import InputError, UsageError
 from ..store.build import ProfileBuilder
 from ..store.meta import Meta
+from ..vocabulary.version import __version__
 from . import IMPORTERS
 from .base import Importer, ImportOptions, sniff_head
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from .. import __version__
+from ..vocabulary.version import __version__
 from . import db
 from .meta import Meta
 from .schema import TABLES, TABLES_BY_NAME

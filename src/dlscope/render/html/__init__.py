@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
-from ... import __version__
+from ...vocabulary.version import __version__
 from ..progress import ProgressCallback
 from . import details, plots
 from .model import ReportModel

@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ... import __version__
 from ...analysis.compare.diff import Change, ProfileDiff
+from ...vocabulary.version import __version__
 from ..diff_numbers import change as _d
 from ..diff_numbers import change_pct as _p
 from ..diff_numbers import value as _v

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
-from .store.fleet import find_profiles
-from .store.schema import NAME_COLUMNS, TABLES_BY_NAME
+from ..errors import UsageError
+from ..store.fleet import find_profiles
+from ..store.schema import NAME_COLUMNS, TABLES_BY_NAME
 
 if TYPE_CHECKING:
     import pandas as pd
