@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..application.open import open_for_analysis  # noqa: F401 - the commands' opener, re-exported
+from ..application.open import open_for_analysis as open_for_analysis  # the commands' opener
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # loaded by the command that runs, not by building the parser

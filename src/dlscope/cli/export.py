@@ -8,11 +8,14 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from .base import Command
 from .common import open_for_analysis
+
+if TYPE_CHECKING:
+    from ..store.reader import StoredProfile
 
 
 def _positive(text: str) -> int:
@@ -150,7 +153,7 @@ def _damaged_tables_refused(data: Any, out: Path) -> Iterator[None]:
         raise corrupt_table(data.stored, table or "?", e) from None
 
 
-def _unreadable_table(stored: Any) -> str | None:
+def _unreadable_table(stored: StoredProfile) -> str | None:
     """The first table whose files fail to read whole. On a connection of its own: the export's
     connection may still hold the result stream that failed, and then takes no other query."""
     import duckdb

@@ -73,7 +73,8 @@ def _what_if(f: Any) -> WhatIf | None:
 
 def _rows(evidence: Any) -> list[dict[str, Any]] | None:
     if isinstance(evidence, pa.Table):
-        return evidence.to_pylist()
+        rows: list[dict[str, Any]] = evidence.to_pylist()
+        return rows
     if isinstance(evidence, dict):
         return [evidence]
     if isinstance(evidence, Sequence) and not isinstance(evidence, str) and all(isinstance(r, dict) for r in evidence):

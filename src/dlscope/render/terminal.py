@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -105,7 +105,7 @@ def render_summary(s: Summary, out: Console) -> None:
         gpu = any(p.gpu_ms is not None for p in s.phases)
         per = "/step" if st.count else ""
         t = Table(show_edge=False, header_style="bold", pad_edge=False)
-        cols = [("phase", "left"), ("count", "right"), ("total ms", "right"), (f"mean ms{per}", "right"), ("%", "right")]
+        cols: list[tuple[str, Literal["left", "right"]]] = [("phase", "left"), ("count", "right"), ("total ms", "right"), (f"mean ms{per}", "right"), ("%", "right")]
         if gpu:
             cols += [(f"GPU ms{per}", "right"), (f"kernels{per}", "right")]
         span = any(p.gpu_span_ms is not None for p in s.phases)

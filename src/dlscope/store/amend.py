@@ -52,6 +52,7 @@ def replace_table(profile_dir: Path, meta: Meta, name: str, data: pa.Table) -> i
     for old in profile_dir.glob(f"{name}.rank*.parquet"):
         old.unlink()
     _write(table, profile_dir / f"{name}.parquet")
-    meta.table_rows[name] = table.num_rows
+    rows: int = table.num_rows
+    meta.table_rows[name] = rows
     write_json_atomic(profile_dir / "meta.json", meta.to_dict())
-    return table.num_rows
+    return rows

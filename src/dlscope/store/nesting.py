@@ -41,7 +41,6 @@ def nest(groups: list[np.ndarray], start: np.ndarray, end: np.ndarray, rid: np.n
         return out_depth, out_parent
     start, end = _plain(start).astype(np.int64), _plain(end).astype(np.int64)
     group = _group_ids(groups, n)
-    both = lambda a, b: np.concatenate([a, b])  # noqa: E731
     # events: n starts then n ends. Sort keys, last first: group, time, kind (0: end of a range
     # that ran; 1: start; 2: end of a zero-length range), then the other bound negated (longer
     # first); the sort is stable, so equal events stay in rid order.
@@ -84,6 +83,11 @@ def nest(groups: list[np.ndarray], start: np.ndarray, end: np.ndarray, rid: np.n
     parent = np.full(n, -1, np.int64)
     parent[s_pos[ok]] = s_pos[by_key[hit[ok]]]
     return depth, parent
+
+
+def both(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a`` then ``b``: a sort key over the n starts followed by the n ends."""
+    return np.concatenate([a, b])
 
 
 def _group_ids(groups: list[np.ndarray], n: int) -> np.ndarray:

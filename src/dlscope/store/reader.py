@@ -160,11 +160,11 @@ def _time_ranges(con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]],
     by_name = {str(f): f for f in wanted}
     bounds: dict[Path, dict[str, list[tuple[int, int] | None]]] = {}
     for file_name, column, physical, lo, hi in rows:
-        f = by_name.get(file_name)
-        if f is None or column not in timed[f]:
+        named = by_name.get(file_name)
+        if named is None or column not in timed[named]:
             continue
         pair = _int_pair(lo, hi) if physical == "INT64" else None
-        bounds.setdefault(f, {}).setdefault(column, []).append(pair)
+        bounds.setdefault(named, {}).setdefault(column, []).append(pair)
     for f, by_column in bounds.items():
         found = [b for pairs in by_column.values() for b in pairs]
         if set(by_column) != set(timed[f]) or None in found:
@@ -189,11 +189,11 @@ def _times_plausible(ranges: list[tuple[int, int] | tuple[()] | None]) -> bool:
     nothing."""
     if any(r is None for r in ranges):
         return False
-    known = [r for r in ranges if r]
+    known = [r for r in ranges if r is not None]
     if not known:
         return True
-    lo = min(r[0] for r in known)  # type: ignore[index]
-    hi = max(r[1] for r in known)  # type: ignore[index]
+    lo = min(r[0] for r in known)
+    hi = max(r[1] for r in known)
     return lo >= 0 and hi <= MAX_TIME_NS and hi - lo <= MAX_DURATION_NS
 
 

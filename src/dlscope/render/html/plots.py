@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -101,6 +102,15 @@ def phases_section(phases: list[PhaseRow], per_step: pa.Table, colors: dict[str,
     return blocks.section("phases", "Phases", body)
 
 
+def _value_format(unit: str) -> Callable[[float], str]:
+    """A chart's value label in ``unit`` (3 significant digits)."""
+
+    def fmt(v: float) -> str:
+        return f"{v:,.3g} {unit}".strip()
+
+    return fmt
+
+
 def _unit_scale(unit: str) -> tuple[float, str]:
     return {"bytes": (2.0 ** -30, "GiB"), "bytes/s": (1e-9, "GB/s")}.get(unit, (1.0, unit))
 
@@ -146,7 +156,7 @@ def gpu_section(bins: Bins | None, busy: pa.Table | None, counters: pa.Table | N
                                   svg.color(i), xs, [None if y is None else y * scale for y in ys], gaps=False))
         chart = svg.line_chart(lines, x_range, f"{metric} ({shown})" if shown else metric, "s", band_list,
                                y_max=100 if unit == "%" else None,
-                               value_fmt=lambda v, s=shown: f"{v:,.3g} {s}".strip())
+                               value_fmt=_value_format(shown))
         charts.append((f"{metric}: {desc}", chart, lines))
     body = ""
     if band_list:
