@@ -56,7 +56,8 @@ class Throttling(Rule):
                 + (f", {r.power_max_w:.0f} W" if r.power_max_w is not None else ""))
         how = (f"the GPU's busy time ({ms(busy_ms)} per step) ran {pct(100 * share)} of the time {pct(100 * slow)} slower "
                f"than its top clock: up to {ms(saving)} per step" + (f" ({cap_note})" if cap_note else ""))
-        if ctx.pct(gpu_saving) is None or (ctx.pct(gpu_saving) < MIN_SAVING_PCT and slow > 0):
+        p = ctx.pct(gpu_saving)
+        if p is None or (p < MIN_SAVING_PCT and slow > 0):
             return None
         thermal = any("thermal" in x for x in reasons)
         advice = ("The GPU hits its " + ("thermal" if thermal else "power") + " limit: this is the machine, not the "
