@@ -11,8 +11,9 @@ Saving (upper bound): that exposed transfer time per step; perfect overlap would
 
 from __future__ import annotations
 
-from ..analysis.comm_wait import step_wait_sql
-from ..analysis.overlap import overlap_sql, work_sql
+from dataclasses import asdict
+
+from ..analysis.measures.overlap import communication_basis, exposed_comm
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -30,26 +31,13 @@ class CommExposed(Rule):
     needs = ("comms",)
 
     def precondition(self, ctx: Context) -> str | None:
-        return None if work_sql(ctx.data) is not None else "no communication in the selected steps"
+        return None if communication_basis(ctx.data) is not None else "no communication in the selected steps"
 
     def check(self, ctx: Context) -> Finding | None:
-        d = ctx.data
-        got = work_sql(d)
-        if got is None:
+        measured = exposed_comm(ctx.data)
+        if measured is None or not measured.ranks:
             return None
-        work, basis = got
-        steps = ctx.basis.windows if basis == "gpu" else int(d.scalar("SELECT count(*) FROM detail_steps") or 0)
-        steps = max(int(steps or 0), 1)
-        rows = d.rows(f"""
-            WITH o AS ({overlap_sql(work)}),
-                 w AS (SELECT rank, sum(wait_ns)::BIGINT AS wait_ns FROM ({step_wait_sql(d)}) GROUP BY rank)
-            SELECT o.rank, o.comm_ns / 1e6 / {steps} AS comm_ms, (o.comm_ns - o.overlap_ns) / 1e6 / {steps} AS exposed_ms,
-                   coalesce(w.wait_ns, 0) / 1e6 / {steps} AS wait_ms,
-                   greatest(o.comm_ns - o.overlap_ns - coalesce(w.wait_ns, 0), 0) / 1e6 / {steps} AS exposed_transfer_ms,
-                   100.0 * o.overlap_ns / nullif(o.comm_ns, 0) AS overlap_pct
-            FROM o LEFT JOIN w USING (rank) ORDER BY rank""")
-        if not rows:
-            return None
+        rows = [asdict(r) for r in measured.ranks]
         low = min(rows, key=lambda r: r["exposed_transfer_ms"])
         p = ctx.pct(low["exposed_transfer_ms"])
         if p is None or p < MIN_EXPOSED_PCT:
@@ -59,10 +47,10 @@ class CommExposed(Rule):
                 f"of it overlapped" + (f", {ms(low['wait_ms'])} of the rest waiting for other ranks" if low["wait_ms"] else "")
                 + ")")
         how = "perfect overlap would hide the exposed transfer time, waits for late ranks left out"
-        return self.finding(ctx, low["exposed_transfer_ms"], Evidence(text, how, rows), _advice(d, basis), url=URL)
+        return self.finding(ctx, low["exposed_transfer_ms"], Evidence(text, how, rows), _advice(measured.basis), url=URL)
 
 
-def _advice(d, basis: str) -> str:  # noqa: ANN001 - ProfileData
+def _advice(basis: str) -> str:
     gloo = basis == "host"
     first = ("Gloo runs collectives on CPU threads: on GPUs use the NCCL backend. " if gloo else "")
     return (first + "Let DDP start each gradient all-reduce while backward still runs: keep gradients in buckets "

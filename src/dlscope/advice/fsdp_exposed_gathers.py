@@ -36,10 +36,10 @@ shortens only if every rank's does); prefetching that hid them entirely would sa
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
 from ..analysis import fsdp_units
-from ..analysis import interval_arrays as ia
+from ..analysis.measures.fsdp import untraced_pass_idle
 from .context import Context
 from .finding import Evidence, Finding, cap_severity
 from .rule import MIN_SAVING_PCT, Rule
@@ -97,38 +97,12 @@ class FsdpExposedGathers(Rule):
 
 def untraced_idle(ctx: Context) -> dict[tuple[int, str], float] | None:
     """Per (rank, pass): how long the compute stream can have waited in the pass per step without
-    the tracer, ms: the median untraced GPU span of the pass (``phase_gpu``) less the median
-    compute-kernel time inside its traced spans; None without marks in both kinds of step."""
-    d = ctx.data
-    if not d.has("phase_gpu"):
-        return None
-    marks = d.con.execute("""
-        SELECT g.rank, g.step, g.name, g.gpu_start_ns, g.gpu_end_ns, s.traced
-        FROM phase_gpu g JOIN steps s ON s.rank = g.rank AND s.step = g.step
-        WHERE g.name IN ('forward', 'backward') AND (s.traced OR NOT s.warmup)""").fetchnumpy()
-    if not len(marks["rank"]):
-        return None
-    rank = marks["rank"].astype(np.int64)
-    start, end = marks["gpu_start_ns"].astype(np.int64), marks["gpu_end_ns"].astype(np.int64)
-    traced = marks["traced"].astype(bool)
-    busy = ia.covered(rank, start, end, fsdp_units.compute_islands(d))
-    spans: dict[tuple[int, str], list[float]] = {}
-    work: dict[tuple[int, str], list[float]] = {}
-    # per (rank, pass, step): a pass that occurs more than once in a step (gradient accumulation)
-    # counts as the sum of its occurrences
-    per_step: dict[tuple[int, str, int, bool], list[float]] = {}
-    for i, key in enumerate(zip(rank.tolist(), marks["name"].tolist(), marks["step"].tolist(), traced.tolist())):
-        x = per_step.setdefault(key, [0.0, 0.0])
-        x[0] += float(end[i] - start[i])
-        x[1] += float(busy[i])
-    for (r, name, _, was_traced), (span, b) in per_step.items():
-        (work if was_traced else spans).setdefault((r, name), []).append(b if was_traced else span)
-    out = {key: max(float(np.median(spans[key])) - float(np.median(work[key])), 0.0) / 1e6
-           for key in spans if key in work}
-    return out or None
+    the tracer, ms (:func:`dlscope.analysis.measures.fsdp.untraced_pass_idle`); None without
+    marks in both kinds of step."""
+    return {(p.rank, p.pass_name): p.idle_ms for p in untraced_pass_idle(ctx.data)} or None
 
 
-def prefetchable_by_rank(rows: list[dict]) -> dict[int, tuple[float, float, float]]:
+def prefetchable_by_rank(rows: list[dict[str, Any]]) -> dict[int, tuple[float, float, float]]:
     """Per rank, from the fsdp_units rows (in the report's order: by first gather in the step):
     (exposed forward gathers after the first, exposed backward gathers, reduce-scatter tail),
     ms per step."""

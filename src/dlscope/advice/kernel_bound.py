@@ -11,7 +11,10 @@ by the time the host waited for the GPU. Advice follows the class of the kernels
 
 from __future__ import annotations
 
-from ..analysis.kernel_metrics import LATENCY_PCT, kernel_metrics_sql
+from typing import Any
+
+from ..analysis.kernel_metrics import LATENCY_PCT
+from ..analysis.measures.kernel_metrics import profiled_kernels
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -41,18 +44,11 @@ class KernelBound(Rule):
     needs_gpu = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
-        rows = d.rows(f"""
-            WITH m AS ({kernel_metrics_sql()}),
-                 k AS (SELECT k.rank, k.name, sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {b.windows} AS ms_per_step
-                       FROM kernels k {ctx.in_windows('k')} GROUP BY ALL)
-            SELECT k.name AS kernel, k.ms_per_step, m.sm_pct, m.memory_pct, m.occupancy_pct, m.tensor_pct,
-                   CASE WHEN greatest(m.sm_pct, m.memory_pct) < {LATENCY_PCT} THEN 'latency'
-                        WHEN m.memory_pct >= m.sm_pct THEN 'memory' ELSE 'compute' END AS bound,
-                   k.ms_per_step * greatest(0, 1 - greatest(m.sm_pct, m.memory_pct) / 100) AS headroom_ms
-            FROM m JOIN k USING (rank, name)
-            WHERE m.sm_pct IS NOT NULL AND m.memory_pct IS NOT NULL
-            ORDER BY k.ms_per_step DESC""")
+        # a kernel whose bottleneck unit runs at u% of its peak can at best run 1 - u/100 faster
+        rows: list[dict[str, Any]] = [{"kernel": k.kernel, "ms_per_step": k.ms_per_step, "sm_pct": k.sm_pct, "memory_pct": k.memory_pct,
+                 "occupancy_pct": k.occupancy_pct, "tensor_pct": k.tensor_pct, "bound": k.bound,
+                 "headroom_ms": k.ms_per_step * max(0.0, 1 - max(k.sm_pct, k.memory_pct) / 100)}
+                for k in profiled_kernels(ctx.data)]
         if not rows:
             return None
         cut = sum(r["headroom_ms"] for r in rows)

@@ -10,19 +10,15 @@ waited for the GPU. With the model and its input in channels_last they are not n
 
 from __future__ import annotations
 
-from ..analysis.kernel_names import kernel_names, kernel_op_join
+from typing import Any
+
+from ..analysis.measures.layouts import layout_conversions
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
 from .text import count, kernel_label, merge_rows, ms, op_label, steps
 
-# (pattern, example) -- layout conversion kernels
-LAYOUT_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"nchwtonhwc|nhwctonchw", "cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>"),
-    (r"nchw2nhwc|nhwc2nchw|nchw_to_nhwc|nhwc_to_nchw", "xmma_cudnn::nchw2nhwc_kernel"),
-)
-LAYOUT_RE = "|".join(f"({p})" for p, _ in LAYOUT_PATTERNS)
 TOP = 5
 URL = "https://pytorch.org/tutorials/intermediate/memory_format_tutorial.html"
 URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/dl-performance-convolutional/index.html#tensor-layout"
@@ -37,22 +33,14 @@ class LayoutTransposes(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
-        rows = d.rows(f"""
-            SELECT o.name AS op, k.name AS kernel, count(*)::DOUBLE / {b.windows} AS calls_per_step,
-                   sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {b.windows} AS ms_per_step,
-                   list(DISTINCT k.step ORDER BY k.step) AS steps
-            FROM kernels k SEMI JOIN (SELECT name_id FROM {kernel_names(d)}
-                                      WHERE regexp_matches(lower(name), '{LAYOUT_RE}')) n ON n.name_id = k.name_id
-            {ctx.in_windows('k')} {kernel_op_join(d)}
-            GROUP BY ALL ORDER BY ms_per_step DESC""")
-        t = sum(r["ms_per_step"] for r in rows)
-        judged = ctx.judge_gpu_cut(t, MIN_SAVING_PCT) if rows else None
+        conversions = layout_conversions(ctx.data)
+        t = sum(c.ms_per_step for c in conversions)
+        judged = ctx.judge_gpu_cut(t, MIN_SAVING_PCT) if conversions else None
         if judged is None:
             return None
         saving, cap_note = judged
-        for r in rows:
-            r["op"], r["kernel"], r["steps"] = op_label(r["op"]), kernel_label(r["kernel"]), steps(r["steps"] or [])
+        rows: list[dict[str, Any]] = [{"op": op_label(c.op), "kernel": kernel_label(c.kernel), "calls_per_step": c.calls_per_step,
+                 "ms_per_step": c.ms_per_step, "steps": steps(c.steps)} for c in conversions]
         rows = merge_rows(rows, ("op", "kernel"), ("calls_per_step", "ms_per_step"))
         n = sum(r["calls_per_step"] for r in rows)
         to_nhwc = sum(r["calls_per_step"] for r in rows if "tonhwc" in r["kernel"].lower() or "2nhwc" in r["kernel"].lower())

@@ -1,12 +1,11 @@
 """The matrix math of the GPU windows, by precision, op and kernel: shared by the tensor-core and
-mixed-precision rules (classes from :mod:`dlscope.analysis.math_kernels`)."""
+mixed-precision rules (measured by :mod:`dlscope.analysis.measures.math_kernels`)."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
-from ..analysis.kernel_names import kernel_names, kernel_op_join
+from ..analysis.measures.math_kernels import MATH_PRECISIONS, matrix_math
 from .context import Context
 from .rule import Rule
 from .text import kernel_label, merge_rows, ms, op_label, steps
@@ -27,12 +26,6 @@ class MatrixMathRule(Rule):
         return None
 
 
-# the precision classes rules ask about; one query serves them all (no_tensor_cores and
-# amp_not_enabled each asked for theirs: 0.2 s apiece on a 500k-event profile)
-MATH_PRECISIONS = ("fp32", "fp32_tc")
-_by_context: weakref.WeakKeyDictionary[Context, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
-
-
 def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, Any]]:
     """Per (op, kernel) of the given precision classes (among :data:`MATH_PRECISIONS`): calls
     and ms per step, the steps seen, longest first. ``op`` is the framework op that launched the
@@ -40,28 +33,16 @@ def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, 
     unknown = set(precisions) - set(MATH_PRECISIONS)
     if unknown:
         raise ValueError(f"precision classes {sorted(unknown)} are not among {MATH_PRECISIONS}")
-    rows = _by_context.get(ctx)
-    if rows is None:
-        rows = _by_context[ctx] = _math_rows(ctx)
-    return [dict(r) for r in rows if r["precision"] in precisions]  # copies: a rule may annotate its rows
+    rows = _labelled(ctx)
+    return [r for r in rows if r["precision"] in precisions]
 
 
-def _math_rows(ctx: Context) -> list[dict[str, Any]]:
-    d = ctx.data
-    wanted = ", ".join(f"'{p}'" for p in MATH_PRECISIONS)
-    rows = d.rows(f"""
-        SELECT o.name AS op, k.name AS kernel, k.precision,
-               count(*)::DOUBLE / {max(ctx.basis.windows, 1)} AS calls_per_step,
-               sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {max(ctx.basis.windows, 1)} AS ms_per_step,
-               list(DISTINCT k.step ORDER BY k.step) AS steps
-        FROM (SELECT k.*, n.precision FROM kernels k JOIN {kernel_names(d)} n ON n.name_id = k.name_id
-              {ctx.in_windows('k')}) k {kernel_op_join(d)}
-        WHERE k.precision IN ({wanted})
-        GROUP BY ALL ORDER BY ms_per_step DESC""")
-    for r in rows:
-        r["op"] = op_label(r["op"])
-        r["kernel"] = kernel_label(r["kernel"])
-        r["steps"] = steps(r["steps"] or [])
+def _labelled(ctx: Context) -> list[dict[str, Any]]:
+    """The measured matrix math as evidence rows: ops and kernels labelled, steps written out,
+    rows that became equal merged."""
+    rows = [{"op": op_label(m.op), "kernel": kernel_label(m.kernel), "precision": m.precision,
+             "calls_per_step": m.calls_per_step, "ms_per_step": m.ms_per_step, "steps": steps(m.steps)}
+            for m in matrix_math(ctx.data)]
     return merge_rows(rows, ("op", "kernel", "precision"), ("calls_per_step", "ms_per_step"))
 
 

@@ -18,8 +18,9 @@ import re
 
 from ..analysis.host_classes import HostClass
 from ..analysis.host_state import DATA_LOADING_RE
+from ..analysis.measures.stragglers import ranks_with_steps, traced_step_selected, traced_stragglers
 from ..analysis.rank_waits import StragglerVerdict, untraced_straggler
-from ..analysis.straggler import OUTSIDE, phase_excess_sql, stragglers_sql
+from ..analysis.straggler import OUTSIDE
 from .context import Context
 from .finding import Evidence, Finding, cap_severity
 from .rule import Rule
@@ -45,8 +46,7 @@ class Straggler(Rule):
     needs_steps = True
 
     def precondition(self, ctx: Context) -> str | None:
-        n = int(ctx.data.scalar("SELECT count(DISTINCT rank) FROM sel_steps") or 0)
-        return None if n >= 2 else "fewer than two ranks with steps"
+        return None if ranks_with_steps(ctx.data) >= 2 else "fewer than two ranks with steps"
 
     def check(self, ctx: Context) -> Finding | None:
         verdict = untraced_straggler(ctx.data)
@@ -87,34 +87,27 @@ class Straggler(Rule):
         return f
 
     def _from_traced(self, ctx: Context) -> Finding | None:
-        d = ctx.data
-        s = stragglers_sql(d)
-        rows = d.rows(f"""
-            WITH s AS MATERIALIZED ({s})
-            SELECT s.step, s.straggler AS rank, s.basis, s.lag_ns / 1e6 AS lag_ms, s.step_ns / 1e6 AS step_ms,
-                   CASE WHEN e.phase_excess_ns > 0 THEN e.phase END AS phase,
-                   CASE WHEN e.phase_excess_ns > 0 THEN e.phase_excess_ns / 1e6 END AS phase_excess_ms
-            FROM s LEFT JOIN ({phase_excess_sql(d, 'SELECT * FROM s')}) e USING (step) ORDER BY s.step""")
+        rows = traced_stragglers(ctx.data)
         if len(rows) < MIN_STEPS:
             return None
         counts: dict[int, int] = {}
         for r in rows:
-            counts[r["rank"]] = counts.get(r["rank"], 0) + 1
+            counts[r.rank] = counts.get(r.rank, 0) + 1
         rank, n = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
         if n < MIN_SHARE * len(rows):
             return None
-        mine = [r for r in rows if r["rank"] == rank]
-        lag = sum(r["lag_ms"] for r in mine) / len(rows)  # mean over all compared steps
-        step_ms = sum(r["step_ms"] for r in rows) / len(rows)
+        mine = [r for r in rows if r.rank == rank]
+        lag = sum(r.lag_ms for r in mine) / len(rows)  # mean over all compared steps
+        step_ms = sum(r.step_ms for r in rows) / len(rows)
         if not step_ms or 100 * lag / step_ms < MIN_LAG_PCT:
             return None
         phases: dict[str, float] = {}
         for r in mine:
-            if r["phase"]:
-                phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["phase_excess_ms"]
-        phase = max(phases, key=phases.get) if phases else None
-        basis = "waited for it at their collectives" if mine[0]["basis"] == "waits" else "ran shorter steps"
-        traced = bool(d.traced_excluded) or bool(d.scalar("SELECT count(*) FROM sel_steps WHERE traced"))
+            if r.phase:
+                phases[r.phase] = phases.get(r.phase, 0.0) + (r.phase_excess_ms or 0.0)
+        phase = max(phases, key=lambda name: phases[name]) if phases else None
+        basis = "waited for it at their collectives" if mine[0].basis == "waits" else "ran shorter steps"
+        traced = ctx.basis.traced_excluded or traced_step_selected(ctx.data)
         text = (f"rank {rank} was the slowest rank in {n} of {len(rows)} compared steps; the other ranks {basis} "
                 f"{ms(lag)} per step on average ({pct(100 * lag / step_ms)} of the {ms(step_ms)} step)"
                 + (f"; it lost the time in '{phase}' ({ms(phases[phase] / len(mine))} more than the other ranks "
@@ -123,7 +116,8 @@ class Straggler(Rule):
         if traced:
             how += (". Measured in traced steps only, whose tracer overhead differs per rank: not confirmed "
                     "without tracing, so at most LOW")
-        ev_rows = [{k: r[k] for k in ("step", "rank", "lag_ms", "phase", "phase_excess_ms")} for r in mine[:8]]
+        ev_rows = [{"step": r.step, "rank": r.rank, "lag_ms": r.lag_ms, "phase": r.phase,
+                    "phase_excess_ms": r.phase_excess_ms} for r in mine[:8]]
         f = self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
         if traced:
             f.severity = cap_severity(f.severity, "low")

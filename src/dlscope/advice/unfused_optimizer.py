@@ -3,11 +3,9 @@ parameter and operation (the single-tensor "for-loop" implementation, torch.prof
 ``OptimizerSingleTensorPattern``) or one per operation over lists of parameters (``foreach``),
 where a fused implementation does the whole update in one pass.
 
-Measured, in the optimizer's step (``Optimizer.step#Name.step`` annotations, else the derived
-``optimizer`` phase): its host time per step, the kernels it launched by implementation
-(kernels named ``Fused...``, e.g. ``multi_tensor_apply_kernel<..., FusedAdamMathFunctor...>``:
-fused; other ``multi_tensor_apply_kernel``: foreach; the rest: per parameter),
-their GPU time, and the number of distinct kernels (one per arithmetic pass over the state).
+Measured (:mod:`dlscope.analysis.measures.optimizer`): the optimizer step's host time per step,
+its kernels by implementation (fused, foreach, per parameter), their GPU time, and the number of
+distinct kernels (one per arithmetic pass over the state).
 
 Saving (upper bound), the sum of two parts:
 
@@ -22,7 +20,7 @@ Saving (upper bound), the sum of two parts:
 
 from __future__ import annotations
 
-from ..analysis.intervals import points_in_sql
+from ..analysis.measures.optimizer import optimizer_step, optimizer_step_recorded
 from ..analysis.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -58,72 +56,40 @@ class UnfusedOptimizer(Rule):
     cuda_only = True
 
     def precondition(self, ctx: Context) -> str | None:
-        if not ctx.data.scalar(f"SELECT count(*) FROM ({_phases_sql(ctx)})"):
+        if not optimizer_step_recorded(ctx.data):
             return "no optimizer step was recorded (torch's Optimizer.step annotation or the derived 'optimizer' phase)"
         return None
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
-        w = ctx.windows_table
-        model = _model_sql()
-        ops_ms = "0::DOUBLE" if not d.has("ops") else f"""
-            SELECT coalesce(sum(o.end_ns - o.start_ns), 0)::DOUBLE FROM ops o ASOF JOIN phw p
-              ON p.rank = o.rank AND o.start_ns >= p.start_ns
-            ANTI JOIN ({_nested_sql('ops', 'op_id', model)}) n ON n.rank = o.rank AND n.id = o.op_id
-            WHERE coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
-        r = d.rows(f"""
-            WITH ph AS ({_phases_sql(ctx)}),
-                 phw AS (SELECT ph.* FROM ph JOIN {w} ON {w}.rank = ph.rank AND ph.start_ns >= {w}.start_ns
-                                                     AND ph.start_ns < {w}.end_ns),
-                 k AS (SELECT k.name, k.step, k.end_ns - k.start_ns AS ns,
-                              CASE WHEN lower(k.name) LIKE '%fused%' THEN 'fused'
-                                   WHEN lower(k.name) LIKE '%multi_tensor_apply%' THEN 'foreach'
-                                   ELSE 'per_parameter' END AS impl
-                       FROM kernels k {ctx.in_windows('k')}
-                       JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
-                       ASOF JOIN phw p ON p.rank = a.rank AND a.start_ns >= p.start_ns
-                       ANTI JOIN ({_nested_sql('api', 'correlation_id', model)}) n
-                         ON n.rank = a.rank AND n.id = a.correlation_id
-                       WHERE a.start_ns < p.end_ns)
-            SELECT (SELECT sum(end_ns - start_ns)::DOUBLE FROM phw) / 1e6 / {b.windows} AS phase_ms,
-                   ({ops_ms}) / 1e6 / {b.windows} AS ops_ms,
-                   (SELECT any_value(name) FROM phw) AS phase,
-                   count(*)::DOUBLE / {b.windows} AS kernels,
-                   count(*) FILTER (WHERE impl = 'foreach')::DOUBLE / {b.windows} AS foreach,
-                   count(*) FILTER (WHERE impl = 'fused')::DOUBLE / {b.windows} AS fused,
-                   count(*) FILTER (WHERE impl = 'per_parameter')::DOUBLE / {b.windows} AS per_parameter,
-                   coalesce(sum(ns), 0)::DOUBLE / 1e6 / {b.windows} AS gpu_ms,
-                   count(DISTINCT name) AS passes, list(DISTINCT step ORDER BY step) AS steps,
-                   arg_max(name, ns) AS longest
-            FROM k""")[0]
-        if not r["kernels"] or r["fused"] >= r["foreach"] + r["per_parameter"]:
+        r = optimizer_step(ctx.data)
+        if not r.kernels or r.fused_kernels >= r.foreach_kernels + r.per_parameter_kernels:
             return None  # nothing launched, or already fused
-        impl = "per-parameter" if r["per_parameter"] >= r["foreach"] else "foreach"
-        if impl == "per-parameter" and r["per_parameter"] < MIN_PER_PARAMETER_KERNELS:
+        impl = "per-parameter" if r.per_parameter_kernels >= r.foreach_kernels else "foreach"
+        if impl == "per-parameter" and r.per_parameter_kernels < MIN_PER_PARAMETER_KERNELS:
             return None
-        phase_ms, passes = r["phase_ms"] or 0.0, max(int(r["passes"]), 1)
-        floor = r["gpu_ms"] / passes
-        gpu_saving, cap_note = ctx.gpu_saving_cap(r["gpu_ms"] - floor)
-        host_keep = (1 / passes) if impl == "foreach" else min(1.0, passes / r["kernels"])
-        host_saving = (r["ops_ms"] or 0.0) * (1 - host_keep)
+        phase_ms, passes = r.phase_ms or 0.0, max(int(r.distinct_kernels), 1)
+        floor = r.gpu_ms / passes
+        gpu_saving, cap_note = ctx.gpu_saving_cap(r.gpu_ms - floor)
+        host_keep = (1 / passes) if impl == "foreach" else min(1.0, passes / r.kernels)
+        host_saving = (r.ops_ms or 0.0) * (1 - host_keep)
         saving = gpu_saving + host_saving
-        p = ctx.pct(r["gpu_ms"] - floor + host_saving)  # judged on the cut itself; the step bound may be smaller
+        p = ctx.pct(r.gpu_ms - floor + host_saving)  # judged on the cut itself; the step bound may be smaller
         if p is None or p < MIN_SAVING_PCT:
             return None
         opt = ctx.facts.optimizer or ""
         name = opt or "the optimizer"
-        text = (f"{name}.step takes {ms(phase_ms)} per step on the host and launches {count(r['kernels'])} kernels "
-                f"({impl}: {count(r['per_parameter'] if impl == 'per-parameter' else r['foreach'])}; "
-                f"{ms(r['gpu_ms'])} of GPU time in {r['passes']} distinct kernels)")
-        how = (f"a fused update makes one pass instead of {r['passes']}: its kernels could take "
-               f"{ms(r['gpu_ms'] - floor)} less"
+        text = (f"{name}.step takes {ms(phase_ms)} per step on the host and launches {count(r.kernels)} kernels "
+                f"({impl}: {count(r.per_parameter_kernels if impl == 'per-parameter' else r.foreach_kernels)}; "
+                f"{ms(r.gpu_ms)} of GPU time in {r.distinct_kernels} distinct kernels)")
+        how = (f"a fused update makes one pass instead of {r.distinct_kernels}: its kernels could take "
+               f"{ms(r.gpu_ms - floor)} less"
                + (f" ({cap_note})" if cap_note else "") + f", and dispatching fewer ops up to {ms(host_saving)} less host "
                f"time; up to {ms(saving)} per step (measured with the profiler on)")
-        row = {"optimizer": opt or None, "implementation": impl, "phase": r["phase"], "phase_ms_per_step": phase_ms,
-               "ops_ms_per_step": r["ops_ms"],
-               "kernels_per_step": r["kernels"], "gpu_ms_per_step": r["gpu_ms"], "distinct_kernels": r["passes"],
-               "longest_kernel": kernel_label(r["longest"]) if r["longest"] else None,
-               "steps": steps(r["steps"] or [])}
+        row = {"optimizer": opt or None, "implementation": impl, "phase": r.phase, "phase_ms_per_step": phase_ms,
+               "ops_ms_per_step": r.ops_ms,
+               "kernels_per_step": r.kernels, "gpu_ms_per_step": r.gpu_ms, "distinct_kernels": r.distinct_kernels,
+               "longest_kernel": kernel_label(r.longest_kernel) if r.longest_kernel else None,
+               "steps": steps(r.steps)}
         return self.finding(ctx, saving, Evidence(text, how, [row]), _advice(ctx, opt, impl),
                             url=URL if ctx.facts.torch else URL_CUDA)
 
@@ -135,27 +101,6 @@ class UnfusedOptimizer(Rule):
         return Fix(self.id, f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
                    host={"optimizer": host}, gpu_in={"optimizer": 1 / passes})
 
-
-
-def _model_sql() -> str:
-    """The forward and backward passes (dlscope's hooks, or derived from the trace)."""
-    return "SELECT rank, start_ns, end_ns FROM phases WHERE kind = 'range' AND name IN ('forward', 'backward')"
-
-
-def _nested_sql(table: str, key: str, model: str) -> str:
-    """SQL: ``rank, id`` (``id`` the ``key``) of each row of ``table`` that starts inside a forward or
-    backward pass. PyTorch Lightning runs them inside ``optimizer.step(closure)``: their work is the
-    model's, not the optimizer's."""
-    inner = points_in_sql(f"SELECT rank, {key} AS id, start_ns AS ts_ns FROM {table} WHERE {key} IS NOT NULL",
-                          model, "p.rank AS prank, i.rank AS irank, p.id")
-    return f"SELECT DISTINCT prank AS rank, id FROM ({inner}) WHERE prank = irank"
-
-
-def _phases_sql(ctx: Context) -> str:
-    """The optimizer's step ranges: torch's annotation when recorded, else the derived phase."""
-    return """SELECT rank, pid, start_ns, end_ns, name FROM phases
-              WHERE kind = 'range' AND (name LIKE 'Optimizer.step#%' OR (name = 'optimizer' AND source = 'derived'
-                    AND NOT EXISTS (SELECT 1 FROM phases q WHERE q.name LIKE 'Optimizer.step#%')))"""
 
 
 def _advice(ctx: Context, opt: str, impl: str) -> str:
