@@ -189,7 +189,7 @@ def _times_plausible(ranges: list[tuple[int, int] | tuple[()] | None]) -> bool:
     nothing."""
     if any(r is None for r in ranges):
         return False
-    known = [r for r in ranges if r is not None]
+    known = [r for r in ranges if r is not None and len(r) == 2]  # () is a file without statistics
     if not known:
         return True
     lo = min(r[0] for r in known)
