@@ -16,7 +16,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,9 @@ import duckdb
 
 from ..errors import InputError
 from ..store import db
-from ..store.build import MAX_TIME_NS, ProfileBuilder, key_node_steps_sql
+from ..store.build import ProfileBuilder, key_node_steps_sql
 from ..store.meta import CollectorStatus, Meta
+from ..store.schema import MAX_TIME_NS
 from .base import Importer, ImportOptions
 from .comms import comms_sql
 from .parallel_parse import create_in_order
@@ -356,7 +357,9 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
            op_base: int, world_size: int | None = None) -> tuple[dict[str, str], list[tuple[str, int]]]:
     """One query per table over the normalized events, each creating ``<prefix><table>``.
     Returns the relations by table and the categories left out (with counts)."""
-    cats = lambda xs: "(" + ", ".join(f"'{c}'" for c in xs) + ")"  # noqa: E731
+    def cats(xs: Iterable[str]) -> str:
+        return "(" + ", ".join(f"'{c}'" for c in xs) + ")"
+
     out: dict[str, str] = {}
 
     def q(name: str, sql: str) -> None:

@@ -12,8 +12,9 @@ says why. ``--key-node NAME`` makes iterations from the NVTX range NAME, as DLPr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -97,7 +98,7 @@ class NsysImporter(Importer):
         clock = session_clock(x)
         off = clock.offset_ns
         got: dict[str, pa.Table] = {}
-        readers = {"kernels": ev.read_kernels, "memcpy": ev.read_memcpy, "memset": ev.read_memset,
+        readers: dict[str, Callable[[NsysExport, int], pa.Table | None]] = {"kernels": ev.read_kernels, "memcpy": ev.read_memcpy, "memset": ev.read_memset,
                    "api": ev.read_api,
                    # waits take their thread and kind from the API calls read just before
                    "sync": lambda x, off: ev.read_sync(x, off, got.get("api"))}
@@ -116,7 +117,7 @@ class NsysImporter(Importer):
             builder.add("steps", key_node_steps(phases, options.key_node, rank))
         self._fill_meta(x, rank, clock.as_dict(), rows, phases, unclosed, meta)
 
-    def _fill_meta(self, x: NsysExport, rank: int, clock: dict, rows: dict[str, int],
+    def _fill_meta(self, x: NsysExport, rank: int, clock: dict[str, Any], rows: dict[str, int],
                    phases: pa.Table | None, unclosed: int, meta: Meta) -> None:
         import pyarrow.compute as pc
 

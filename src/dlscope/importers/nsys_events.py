@@ -128,7 +128,8 @@ def read_kernels(x: NsysExport, offset_ns: int) -> pa.Table | None:
         return None
     # the templated (demangled) name is what nsys prints by default
     name_col = next((c for c in ("demangledName", "shortName", "mangledName") if x.has(KERNEL, c)), None)
-    c = lambda col, expr=None: x.col(KERNEL, col, expr, "k")  # noqa: E731
+    def c(col: str, expr: str | None = None) -> str:
+        return x.col(KERNEL, col, expr, "k")
     static = c("staticSharedMemory")
     dynamic = c("dynamicSharedMemory")
     t = _query(x, {
@@ -159,7 +160,8 @@ def _gpu_activity_columns(c: Any, offset_ns: int) -> dict[str, tuple[str, Any]]:
 def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
     if not x.has(MEMCPY, "start", "end"):
         return None
-    c = lambda col, expr=None: x.col(MEMCPY, col, expr, "m")  # noqa: E731
+    def c(col: str, expr: str | None = None) -> str:
+        return x.col(MEMCPY, col, expr, "m")
     copy_kind = _enum_case(x, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind", COPY_KINDS, DEFAULT_COPY_IDS) \
         if x.has(MEMCPY, "copyKind") else "'unknown'"
     src = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.srcKind", MEM_KINDS, DEFAULT_MEM_IDS) \
@@ -177,7 +179,8 @@ def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
 def read_memset(x: NsysExport, offset_ns: int) -> pa.Table | None:
     if not x.has(MEMSET, "start", "end"):
         return None
-    c = lambda col, expr=None: x.col(MEMSET, col, expr, "m")  # noqa: E731
+    def c(col: str, expr: str | None = None) -> str:
+        return x.col(MEMSET, col, expr, "m")
     kind = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.memKind", MEM_KINDS, DEFAULT_MEM_IDS) \
         if x.has(MEMSET, "memKind") else "NULL"
     return _query(x, {
@@ -203,7 +206,8 @@ def read_api(x: NsysExport, offset_ns: int) -> pa.Table | None:
     This is usually the largest table: only integers come out of SQLite."""
     if not x.has(RUNTIME, "start", "end", "nameId"):
         return None
-    c = lambda col, expr=None: x.col(RUNTIME, col, expr, "r")  # noqa: E731
+    def c(col: str, expr: str | None = None) -> str:
+        return x.col(RUNTIME, col, expr, "r")
     t = _query(x, {
         "start_ns": (f"r.start + {offset_ns}", I64), "end_ns": (f"r.end + {offset_ns}", I64),
         "gtid": (c("globalTid"), I64), "correlation_id": (c("correlationId"), I64),
@@ -230,7 +234,8 @@ def read_sync(x: NsysExport, offset_ns: int, api: pa.Table | None) -> pa.Table |
     records carry the id its ENUM_CUPTI_SYNC_TYPE calls 'stream wait event')."""
     if not x.has(SYNC, "start", "end"):
         return None
-    c = lambda col, expr=None: x.col(SYNC, col, expr, "y")  # noqa: E731
+    def c(col: str, expr: str | None = None) -> str:
+        return x.col(SYNC, col, expr, "y")
     by_enum = _enum_case(x, "ENUM_CUPTI_SYNC_TYPE", "y.syncType", SYNC_KINDS, DEFAULT_SYNC_IDS) \
         if x.has(SYNC, "syncType") else "'unknown'"
     t = _query(x, {

@@ -30,7 +30,7 @@ BACKWARD_OP_PREFIX = "autograd::engine::evaluate_function:"
 
 
 def is_torch_auto_annotation(name: str | None) -> bool:
-    return bool(name) and _AUTO.match(name) is not None
+    return bool(name) and _AUTO.match(name or "") is not None
 
 
 def derive_torch_phases(con: duckdb.DuckDBPyConnection, ops: str, phases: str, steps: str, out: str) -> str | None:

@@ -42,8 +42,8 @@ def _num(v: Any) -> int:
     return v
 
 
-def _signed(v: Any) -> int:
-    v = _num(v)
+def _signed(value: Any) -> int:
+    v = _num(value)
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
@@ -53,8 +53,9 @@ def fields(buf: bytes) -> list[tuple[int, int, Any]]:
     message, of the wrong wire type)."""
     if not isinstance(buf, bytes):
         raise ValueError("a message field of the wrong wire type")
-    out = []
+    out: list[tuple[int, int, Any]] = []
     i, n = 0, len(buf)
+    v: int | bytes
     while i < n:
         key, i = _varint(buf, i)
         num, wt = key >> 3, key & 7
@@ -179,8 +180,8 @@ def parse_plane(buf: bytes) -> Plane:
         elif num == 2:
             plane.name = _text(v)
         elif num == 6:
-            k, val = _stat(v, stat_names)
-            plane.stats[k] = val
+            stat_name, val = _stat(v, stat_names)
+            plane.stats[stat_name] = val
         elif num == 3:
             plane.lines.append(_line(v, event_md, md_stats, stat_names))
     return plane

@@ -376,7 +376,7 @@ def _kernel(details: str) -> dict[str, Any]:
 
 
 def _memcpy(details: str, name: str) -> tuple[str, str, str, int]:
-    kv = dict(re.findall(r"(\w+):(\S+)", details))
+    kv: dict[str, str] = dict(re.findall(r"(\w+):(\S+)", details))
     size = _int(kv.get("size")) or _int(kv.get("num_bytes")) or 0
     src = kv.get("kind_src", kv.get("kind", "unknown")).lower()  # a memset says kind:
     dst = kv.get("kind_dst", "unknown").lower()

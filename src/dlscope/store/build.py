@@ -26,9 +26,8 @@ import duckdb
 from ..errors import InputError
 from . import db
 from .meta import Meta
-from .schema import (  # MAX_TIME_NS re-exported: importers check a base time against it
+from .schema import (
     DUCK_TYPES,
-    MAX_TIME_NS,  # noqa: F401
     NAME_COLUMNS,
     TABLES,
     TABLES_BY_NAME,
