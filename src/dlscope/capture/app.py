@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..store import spool
 
@@ -75,7 +75,7 @@ class Range:
     def __enter__(self) -> Range:  # replaced per clock by range_type()
         raise NotImplementedError
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         raise NotImplementedError
 
     def __call__(self, fn: F) -> F:
@@ -100,7 +100,7 @@ def range_type(clock: Callable[[], int]) -> type[Range]:
                 self._append(_now())
                 return self
 
-            def __exit__(self, exc_type: Any, exc: Any, tb: Any, _now: Callable[[], int] = clock) -> bool:
+            def __exit__(self, exc_type: Any, exc: Any, tb: Any, _now: Callable[[], int] = clock) -> Literal[False]:
                 self._append(-_now())
                 return False
 
@@ -119,7 +119,7 @@ class NullRange:
     def __enter__(self) -> NullRange:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         return False
 
     def __call__(self, fn: F) -> F:

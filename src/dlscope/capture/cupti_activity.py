@@ -300,8 +300,8 @@ class ActivityTracer:
         found: dict[int, list[int]] = {}
         pos = 0
         while pos < valid:
-            offs, pos = cr.walk(buf, valid, self._sizes, pos)
-            for k, o in offs.items():
+            walked, pos = cr.walk(buf, valid, self._sizes, pos)
+            for k, o in walked.items():
                 found.setdefault(k, []).extend(o)
             if pos < valid and not self._learn(buf, valid, pos):
                 self.errors.append(f"unknown record at byte {pos}; {valid - pos} bytes skipped")

@@ -88,7 +88,8 @@ def _is_in(table: pa.Table, column: str, values: tuple[str, ...]) -> np.ndarray:
     import pyarrow.compute as pc
 
     hit = pc.fill_null(pc.is_in(table.column(column), value_set=pa.array(values, pa.string())), False)
-    return hit.to_numpy(zero_copy_only=False).astype(bool)
+    mask: np.ndarray = hit.to_numpy(zero_copy_only=False).astype(bool)
+    return mask
 
 
 def _sorted_steps(steps: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +135,8 @@ def _slice_max(v: np.ndarray, a: np.ndarray, b: np.ndarray, empty: np.ndarray) -
         padded = np.append(v, v[-1])  # reduceat needs every index < len
         idx = np.stack([a[some], b[some]], axis=1).ravel()
         out[some] = np.maximum.reduceat(padded, idx)[::2]
-    return out
+    result: np.ndarray = out
+    return result
 
 
 def _merge_gpu_marks(gpu: pa.Table, f_tid: np.ndarray, f_start: np.ndarray, f_end: np.ndarray,

@@ -29,7 +29,8 @@ class _Loader(importlib.abc.Loader):
         self.inner = inner
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.inner.create_module(spec)
+        module: ModuleType | None = self.inner.create_module(spec)
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)

@@ -82,8 +82,7 @@ def is_permanent(nvml: Any, e: BaseException) -> bool:
 
 def precheck(env: dict[str, str] | None = None) -> str | None:
     """A reason not to try NVML at all, found without loading it (cheap, in any process)."""
-    env = os.environ if env is None else env
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and parse_visible(cvd) == []:
         return f"no GPU is visible (CUDA_VISIBLE_DEVICES={cvd!r})"
     if os.name == "posix" and os.path.isdir("/proc") and not os.path.exists("/proc/driver/nvidia/version"):

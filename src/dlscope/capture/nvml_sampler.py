@@ -103,8 +103,8 @@ class Sampler:
                     failures.pop((g.index, group), None)
                 records += [(t, g.index, metric, v) for metric, v in zip(FAST_GROUPS[group], values)]
         self.writer.add_many(records)
-        for g, group, e in failed:
-            self._failed(g, group, list(FAST_GROUPS[group]), e)
+        for g, group, err in failed:
+            self._failed(g, group, list(FAST_GROUPS[group]), err)
 
     def _sample_gpm(self) -> None:
         for g in self.gpus:

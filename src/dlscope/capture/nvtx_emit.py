@@ -13,7 +13,8 @@ dlscope records). They go to NVTX's default domain, so ``nsys stats -r nvtx_sum`
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import CollectorUnavailable
 from .app import Range
@@ -35,12 +36,12 @@ def nvtx_range_class(base: type[Range], domain: Any) -> type[Range]:
             self._nvtx_attrs = domain.get_event_attributes(message=name)
 
         # NVTX encloses dlscope's own timing: push before the enter time, pop after the exit time.
-        def __enter__(self, _push: Any = domain.push_range, _enter: Any = base.__enter__) -> Range:
+        def __enter__(self, _push: Any = domain.push_range, _enter: Callable[[Range], Range] = base.__enter__) -> Range:
             _push(self._nvtx_attrs)
             return _enter(self)
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any, _pop: Any = domain.pop_range,
-                     _exit: Any = base.__exit__) -> bool:
+                     _exit: Any = base.__exit__) -> Literal[False]:
             _exit(self, exc_type, exc, tb)
             _pop()
             return False

@@ -75,8 +75,8 @@ class TorchEvents:
     def __init__(self, torch: Any) -> None:
         self.cuda = torch.cuda
         C = torch._C
-        self._initialized = getattr(torch.cuda, "is_initialized", lambda: True)
-        self._capturing = getattr(C, "_cuda_isCurrentStreamCapturing", None) or \
+        self._initialized: Callable[[], bool] = getattr(torch.cuda, "is_initialized", lambda: True)
+        self._capturing: Any = getattr(C, "_cuda_isCurrentStreamCapturing", None) or \
             getattr(torch.cuda, "is_current_stream_capturing", lambda: False)
         self._get_device = getattr(C, "_cuda_getDevice", None) or torch.cuda.current_device
         self._raw_stream = getattr(C, "_cuda_getCurrentRawStream", None)
@@ -134,7 +134,7 @@ class PhaseGpuClock:
         self.index = {n: i for i, n in enumerate(names)}
         self.clock = clock
         self._pool: list[Any] = []
-        self._pending: deque[tuple[int, int, int, int, Any, Any, int]] = deque()
+        self._pending: deque[tuple[int, int, int, int, Any, Any, int, int]] = deque()
         self._anchors: dict[int, _Anchor] = {}
         self._resynced: dict[int, int] = {}  # device -> host time of the last resync attempt
         self.resyncs = 0

@@ -277,11 +277,11 @@ class TorchCollector(Collector):
 def detail_last_step(settings: Settings, schedule: Any) -> int | None:
     """The last step the PyTorch layer traces (None: no limit before the window's end)."""
     if settings.detail_steps is not None:
-        return schedule.start + schedule.warmup + settings.detail_steps - 1
+        return int(schedule.start + schedule.warmup + settings.detail_steps - 1)
     if settings.mode == "full" or schedule.windowed:
-        last = schedule.start + schedule.warmup + MAX_TRACED_STEPS - 1
-        return min(last, schedule.stop) if schedule.stop is not None else last
-    return schedule.start + schedule.warmup + DEFAULT_DETAIL_STEPS - 1
+        last = int(schedule.start + schedule.warmup + MAX_TRACED_STEPS - 1)
+        return min(last, int(schedule.stop)) if schedule.stop is not None else last
+    return int(schedule.start + schedule.warmup + DEFAULT_DETAIL_STEPS - 1)
 
 
 def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_ns: int) -> int:
@@ -298,7 +298,7 @@ def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_n
     rows = ph.filter(pc.equal(ph.column("name"), CLOCK_MARKER))
     if not rows.num_rows:
         return 0
-    s, e = rows.column("start_ns")[0].as_py(), rows.column("end_ns")[0].as_py()
+    s, e = int(rows.column("start_ns")[0].as_py()), int(rows.column("end_ns")[0].as_py())
     if s < a:
         return a - s
     if e > b:

@@ -176,7 +176,7 @@ class TorchPhaseHooks(Collector):
 
     # ---- the ranges --------------------------------------------------------------------------
     def _range(self, name: str) -> Range:
-        ranges = getattr(self._local, "ranges", None)
+        ranges: dict[str, Range] | None = getattr(self._local, "ranges", None)
         if ranges is None:
             assert self.session is not None
             ranges = self._local.ranges = self.session.recorder.thread_ranges()

@@ -4,14 +4,14 @@ warm-up steps must cover)."""
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 from .base import FixContext, InjectedFix
 
 
 class Compile(InjectedFix):
     name = "compile"
-    rules = ("launch_bound", "fusion_candidates")
+    rules: ClassVar[tuple[str, ...]] = ("launch_bound", "fusion_candidates")
     describe = "torch.compile of the outermost module's forward"
     on_request_only = True
     mode: str | None = None  # torch.compile's mode

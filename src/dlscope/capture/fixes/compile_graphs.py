@@ -4,11 +4,13 @@ a launch-bound step. Only when named, as ``compile``."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from .compile import Compile
 
 
 class CompileGraphs(Compile):
     name = "compile_graphs"
-    rules = ("launch_bound",)
+    rules: ClassVar[tuple[str, ...]] = ("launch_bound",)
     describe = "torch.compile(mode='reduce-overhead') of the outermost module's forward (CUDA graphs)"
     mode = "reduce-overhead"

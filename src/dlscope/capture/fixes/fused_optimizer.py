@@ -32,11 +32,12 @@ class FusedOptimizer(InjectedFix):
                 if kwargs.get("fused") or not _all_cuda(torch, params):
                     fix.skipped.append(f"{_name}: already fused" if kwargs.get("fused") else
                                        f"{_name}: parameters not all on CUDA")
-                    return _orig(opt, params, *args, **kwargs)
+                    _orig(opt, params, *args, **kwargs)
+                    return
                 kwargs["fused"] = True
                 kwargs.pop("foreach", None)
                 fix.changed += 1
-                return _orig(opt, params, *args, **kwargs)
+                _orig(opt, params, *args, **kwargs)
 
             cls.__init__ = functools.wraps(orig)(init)
 
