@@ -207,7 +207,8 @@ class ProfileData:
         return self._shared[name]
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        return self.table(sql, params).to_pylist()
+        rows: list[dict[str, Any]] = self.table(sql, params).to_pylist()
+        return rows
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
         rows = self.con.execute(sql, params or []).fetchall()

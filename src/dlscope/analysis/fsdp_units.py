@@ -17,6 +17,7 @@ tracer does not slow (GPU time), against the union of the rank's compute kernels
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +60,14 @@ def _phase_islands(data: ProfileData, name: str) -> dict[str, np.ndarray]:
         f"SELECT rank, start_ns, end_ns FROM phases WHERE name = '{name}' AND source = 'hook'").fetchnumpy())
 
 
+def _unit_name(annotation: str | None) -> str:
+    """The unit an all-gather's annotation names ("(root)" for the root's own, unannotated: none)."""
+    if annotation is None:
+        return "(unannotated)"
+    m = UNIT_RE.match(annotation)
+    return (m.group("unit") or "(root)") if m else annotation
+
+
 def compute(data: ProfileData) -> ReportResult:
     rows = _rows(data)
     empty = pa.table({"rank": pa.array([], pa.int32())})
@@ -71,14 +80,13 @@ def compute(data: ProfileData) -> ReportResult:
     exposed = (e - s) - ia.covered(rank, s, e, compute_isl)
     launch = rows["launch_ns"].astype(np.int64)
     bw = ia.covered(rank, launch, launch + 1, _phase_islands(data, "backward")) > 0
-    units = [("(unannotated)" if u is None else (UNIT_RE.match(u).group("unit") or "(root)") if UNIT_RE.match(u) else u)
-             for u in rows["unit"].tolist()]
+    units = [_unit_name(u) for u in rows["unit"].tolist()]
     steps = {r: len({st for rr, st in zip(rank.tolist(), rows["step"].tolist()) if rr == r and st is not None}) or 1
              for r in set(rank.tolist())}
     groups: dict[tuple[int, str, str], list[int]] = {}
     for i, key in enumerate(zip(rank.tolist(), units, np.where(bw, "backward", "forward").tolist())):
         groups.setdefault(key, []).append(i)
-    out = {"rank": [], "unit": [], "pass": [], "gathers_per_step": [], "gather_ms_per_step": [],
+    out: dict[str, list[Any]] = {"rank": [], "unit": [], "pass": [], "gathers_per_step": [], "gather_ms_per_step": [],
            "exposed_ms_per_step": [], "exposed_pct": []}
     for (r, unit, p), idx in sorted(groups.items(), key=lambda kv: (kv[0][0], min(s[kv[1]]))):
         n = steps[r]

@@ -16,6 +16,8 @@ loading data in parallel does not keep the main process from launching.
 
 from __future__ import annotations
 
+from functools import partial
+
 from .context import ProfileData
 from .intervals import union_sql
 
@@ -122,7 +124,7 @@ def host_ctes(data: ProfileData) -> str:
     (rank, start_ns, end_ns), empty when nothing of the class was recorded."""
     ctes = [f"mp AS ({main_pid_sql(data)})"]
     for c in HOST_CLASSES:
-        ctes.append(f"h_{c} AS (SELECT * FROM {data.shared_islands(f'host_{c}', lambda c=c: _intervals_query(data, c))})")
+        ctes.append(f"h_{c} AS (SELECT * FROM {data.shared_islands(f'host_{c}', partial(_intervals_query, data, c))})")
     return ",\n".join(ctes)
 
 

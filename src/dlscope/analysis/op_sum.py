@@ -47,7 +47,10 @@ def op_gpu_sql(data: ProfileData) -> str | None:
 def compute(data: ProfileData) -> ReportResult:
     gpu = op_gpu_sql(data)
     gpu_join = f"LEFT JOIN ({gpu}) g USING (rank, op_id)" if gpu else ""
-    g = (lambda col: f"coalesce(g.{col}, 0)") if gpu else (lambda col: "0")  # noqa: E731
+
+    def g(col: str) -> str:
+        return f"coalesce(g.{col}, 0)" if gpu else "0"
+
     table = data.table(f"""
         WITH o AS (SELECT o.*, {g('own_ns')} AS own_ns, {g('own_kernels')} AS own_kernels, {g('total_ns')} AS total_ns
                    FROM ({selected_sql(data, 'ops')}) o {gpu_join})

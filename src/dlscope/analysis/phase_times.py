@@ -89,7 +89,8 @@ def untraced_class_times(data: ProfileData) -> ClassTimes | None:
     """:class:`ClassTimes` over the steps measured without the tracer; None when there are none
     (every step traced, or no steps). Computed once per opened profile (the replay's calibration
     and launch_bound's what-if both read it)."""
-    return data.computed("untraced_class_times", lambda: _untraced_class_times(data))
+    times: ClassTimes | None = data.computed("untraced_class_times", lambda: _untraced_class_times(data))
+    return times
 
 
 def _untraced_class_times(data: ProfileData) -> ClassTimes | None:

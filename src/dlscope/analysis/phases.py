@@ -156,13 +156,13 @@ def _breakdown(data: ProfileData) -> list[PhaseRow]:
             rows += _per_step(data, base, "(SELECT * FROM detail_steps WHERE traced)", "traced", {r.name for _, r in rows})
         return _tree_order(data, base, rows)
     wall = wall_ns(data)
-    rows = data.rows(f"""
+    wall_rows = data.rows(f"""
         SELECT name, count(*) AS n, sum(end_ns - start_ns)::DOUBLE AS total, min(depth) AS depth,
                any_value(source) AS source, min(start_ns) AS first
         FROM ({base}) GROUP BY name ORDER BY first, name""")
     return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / r["n"],
                      100.0 * r["total"] / wall if wall else None, int(r["depth"] or 0), r["source"], basis="wall")
-            for r in rows]
+            for r in wall_rows]
 
 
 def wall_ns(data: ProfileData) -> int:

@@ -92,7 +92,8 @@ def _setup_of(gone: np.ndarray, launches: np.ndarray, wid: np.ndarray) -> np.nda
     next_launch = np.minimum.accumulate(idx[::-1])[::-1]  # index of the next launch at or after each call
     has = next_launch < n
     target = np.where(has, next_launch, 0)
-    return ~launches & has & gone[target] & (wid[target] == wid)
+    hidden: np.ndarray = ~launches & has & gone[target] & (wid[target] == wid)
+    return hidden
 
 
 def _gpu_items_sql(data: ProfileData) -> str | None:
@@ -300,8 +301,8 @@ class Fix:
             # (measured on H100, a 2x batch took 1.85x and 1.86x the GPU time per step on the suite's
             # ResNet-50 and GPT, whose per-parameter optimizers launch a fixed set of kernels)
             scales = a["cls"] != HOST_CLASSES.index("optimizer")
-            k = self.batch
-            factor = a[f"wave{int(k)}"] if k == int(k) and int(k) in WAVE_FACTORS else k
+            b = self.batch
+            factor = a[f"wave{int(b)}"] if b == int(b) and int(b) in WAVE_FACTORS else b
             a["gpu_ns"] = np.where(scales, a["gpu_ns"] * factor, a["gpu_ns"])
             a["gap_input"] *= self.batch
         return c
@@ -321,7 +322,8 @@ def host_work(calls: Calls, host_factor: HostScale = 1.0) -> np.ndarray:
     a = calls.arrays
     f = _class_factors(host_factor)
     gaps = sum(a[f"gap_{c.label}"] * f[c] for c in HostClass)
-    return gaps + a["call_ns"] * f[a["cls"].astype(np.int64)]
+    work: np.ndarray = gaps + a["call_ns"] * f[a["cls"].astype(np.int64)]
+    return work
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ class ReportResult:
         """The rows as ``dlscope stats --format json`` prints them (values JSON cannot hold as text)."""
         import json
 
-        return json.loads(json.dumps(self.table.to_pylist(), default=str))
+        rows: list[dict[str, Any]] = json.loads(json.dumps(self.table.to_pylist(), default=str))
+        return rows
 
     def to_pandas(self) -> Any:
         return self.table.to_pandas()

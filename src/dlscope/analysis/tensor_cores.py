@@ -94,7 +94,7 @@ def is_tensor_core_kernel(name: str | None) -> bool:
 
 def is_tensor_core_eligible_op(name: str | None) -> bool:
     """True when the op is of a type that can run on tensor cores (GEMM, convolution, attention)."""
-    return bool(name) and _ELIGIBLE.search(name) is not None
+    return bool(name) and _ELIGIBLE.search(name or "") is not None
 
 
 def _sql_str(s: str) -> str:

@@ -93,6 +93,11 @@ def from_summary(doc: Any, name: str) -> Baseline:
     return Baseline(name, None, values, batch, _mem_peak_gb([g for g in gpu if isinstance(g, dict)]))
 
 
+def _per_second(ms: float | None) -> float | None:
+    """ms per sample -> samples per second (None for no time)."""
+    return None if not ms else 1e3 / ms
+
+
 def _throughput(base: Baseline, cur: np.ndarray, batch: int | None, limit: float) -> Verdict:
     what, unit = METRICS["throughput"][:2]
     if not batch or not base.batch:
@@ -105,8 +110,7 @@ def _throughput(base: Baseline, cur: np.ndarray, batch: int | None, limit: float
         if mean is None:
             return Verdict("throughput", what, unit, None, None, None, limit, False, False, "the baseline has no steps")
         shift = compare_to_value(mean / bb, cur / cb, "mean")
-    rate = (lambda ms: None if not ms else 1e3 / ms)  # noqa: E731 - ms per sample -> samples per second
-    ra, rb = rate(shift.a), rate(shift.b)
+    ra, rb = _per_second(shift.a), _per_second(shift.b)
     change = None if not ra or rb is None else 100.0 * (ra - rb) / ra  # positive: throughput fell
     return _verdict("throughput", what, unit, ra, rb, change, limit, shift)
 

@@ -182,6 +182,7 @@ def explain(da: Decomposition, db: Decomposition) -> tuple[float | None, list[Ch
     for key in pa_.keys() | pb.keys():
         x, y = pa_.get(key), pb.get(key)
         part = y or x
+        assert part is not None  # the key came from one of the two
         delta = (y.ms if y else 0.0) - (x.ms if x else 0.0)
         status = "matched" if x and y else ("new" if y else "vanished")
         rows.append(Change(part.kind, part.name, x.ms if x else None, y.ms if y else None, delta,

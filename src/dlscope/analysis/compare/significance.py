@@ -112,7 +112,8 @@ def _order_statistic_quantiles(xs: np.ndarray, q: float, rng: np.random.Generato
         return lo
     u_next = u + (1.0 - u) * rng.beta(1, n - k - 1, size=n_boot)
     hi = xs[np.minimum((u_next * n).astype(np.int64), n - 1)]
-    return lo + frac * (hi - lo)
+    mixed: np.ndarray = lo + frac * (hi - lo)
+    return mixed
 
 
 def _resampled_means(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
@@ -120,7 +121,8 @@ def _resampled_means(x: np.ndarray, rng: np.random.Generator, n_boot: int) -> np
     (population variance / n), the shape the mean of thousands of steps has."""
     if len(x) > RESAMPLE_MAX_N:
         return rng.normal(float(x.mean()), float(x.std()) / math.sqrt(len(x)), size=n_boot)
-    return x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    means: np.ndarray = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    return means
 
 
 def _resampled_quantiles(x: np.ndarray, q: float, rng: np.random.Generator, n_boot: int) -> np.ndarray:
