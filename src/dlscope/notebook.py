@@ -175,7 +175,7 @@ class DiffView(Diff):
         return diff_html(self, self.advice)
 
 
-class Findings(list):  # type: ignore[type-arg]
+class Findings(list["Finding"]):
     """The findings (a list), shown in a notebook as the HTML report's advice section."""
 
     def _repr_html_(self) -> str:

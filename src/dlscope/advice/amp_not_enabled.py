@@ -13,6 +13,8 @@ memory traffic of the elementwise ops between them, which this bound leaves out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..analysis.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
 from ..analysis.hardware import ratios_label
 from ..analysis.replay import Fix
@@ -53,7 +55,7 @@ class AmpNotEnabled(MatrixMathRule):
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), self._advice(ctx, rows),
                             url=URL if ctx.facts.torch else URL_CUDA)
 
-    def _advice(self, ctx: Context, rows: list[dict]) -> str:
+    def _advice(self, ctx: Context, rows: list[dict[str, Any]]) -> str:
         f = ctx.facts
         dev = f.device
         bf16 = dev is None or dev.has_bf16

@@ -13,6 +13,8 @@ only by as much as the host waited for the GPU (:meth:`.context.Context.gpu_savi
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..analysis.hardware import ratios_label
 from ..analysis.replay import Fix
 from .context import Context
@@ -59,7 +61,7 @@ class NoTensorCores(MatrixMathRule):
         advice, url = self._advice(ctx, rows, bool(tf32))
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=url)
 
-    def _advice(self, ctx: Context, rows: list[dict], tf32: bool) -> tuple[str, str]:
+    def _advice(self, ctx: Context, rows: list[dict[str, Any]], tf32: bool) -> tuple[str, str]:
         if not ctx.facts.torch:
             return ("Let cuBLAS and cuDNN use tensor cores for fp32 data: cublasSetMathMode(handle, "
                     "CUBLAS_TF32_TENSOR_OP_MATH) (cublasLt: CUBLAS_COMPUTE_32F_FAST_TF32), "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 def ms(v: float | None) -> str:
@@ -109,10 +110,10 @@ def op_label(name: str | None) -> str | None:
     return name
 
 
-def merge_rows(rows: list[dict], keys: tuple[str, ...], sums: tuple[str, ...]) -> list[dict]:
+def merge_rows(rows: list[dict[str, Any]], keys: tuple[str, ...], sums: tuple[str, ...]) -> list[dict[str, Any]]:
     """Rows that became equal on ``keys`` after labelling, merged: ``sums`` added, the first
     row's other values kept; ordered by the last of ``sums``, largest first."""
-    out: dict[tuple, dict] = {}
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         k = tuple(r.get(c) for c in keys)
         if k in out:

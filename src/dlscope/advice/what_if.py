@@ -146,9 +146,9 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
         if fix.batch == 1.0 and not f.alternative_of:
             applied.append(fix)
     for f in ordered:
-        w = f.what_if
-        if w is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
-            after_pct = 100 * w.saving_after_above_ms / unit
+        last = f.what_if
+        if last is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
+            after_pct = 100 * last.saving_after_above_ms / unit
             if after_pct < MIN_SAVING_PCT:
                 f.negligible = True
                 f.severity = "info"

@@ -9,8 +9,13 @@ iterations tile the run and whatever happens between key nodes (data loading, lo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import NoStepsError
 from ..store.build import key_node_steps_sql, step_of_sql
+
+if TYPE_CHECKING:
+    import duckdb
 
 STEP_MARKERS = ("dlscope steps (prof.step())", "ProfilerStep#N ranges (torch.profiler)",
                 "optimizer steps (dlscope profile on an unmodified script)")
@@ -28,7 +33,7 @@ def no_steps_message(key_node: str | None = None) -> str:
             "; name a range or op that marks one iteration with --key-node NAME")
 
 
-def apply_key_node(con, key_node: str) -> int:  # type: ignore[no-untyped-def]
+def apply_key_node(con: duckdb.DuckDBPyConnection, key_node: str) -> int:
     """Replace the ``steps`` view and every event view's ``step`` with key-node iterations.
     Returns the number of iterations; raises NoStepsError when the key node does not occur."""
     con.execute("""

@@ -39,7 +39,7 @@ def _wrap(fn: F, name: str, resolve: Callable[[str], Any]) -> F:
         with resolve(name):
             return fn(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature; mypy sees the wrapper's
 
 
 def _no_active_phase(name: str) -> NullRange:
@@ -129,7 +129,7 @@ class NullRange:
 NULL_RANGE = NullRange()
 
 
-class _ThreadRanges(dict):  # type: ignore[type-arg]
+class _ThreadRanges(dict[str, "Range"]):
     """name -> Range for one thread; a miss creates and registers the Range."""
 
     def __init__(self, recorder: AppRecorder) -> None:

@@ -89,7 +89,7 @@ def walk(buf: Any, valid: int, sizes: dict[int, int], start: int = 0) -> tuple[d
             if last_list is None:
                 last_list = out[k] = []
             last_kind = k
-        last_list.append(pos)  # type: ignore[union-attr]
+        last_list.append(pos)  # type: ignore[union-attr]  # set above whenever the kind changed
         pos += size
     return out, pos
 

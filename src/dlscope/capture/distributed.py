@@ -112,13 +112,13 @@ def on_process_group(callback: Callable[[int, int], None]) -> None:
                     sys.stderr.write(f"dlscope: not profiling process {os.getpid()}: {e}\n")
             return out
 
-        init_process_group._dlscope_wrapped = True  # type: ignore[attr-defined]
-        init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+        init_process_group._dlscope_wrapped = True  # type: ignore[attr-defined]  # markers on the wrapping function
+        init_process_group.__wrapped__ = original  # type: ignore[attr-defined]  # (see above)
         init_process_group.__doc__ = original.__doc__
         # torch.distributed defines it only where the backend is built in (is_available())
-        dist.init_process_group = init_process_group  # type: ignore[attr-defined]
+        dist.init_process_group = init_process_group  # type: ignore[attr-defined]  # (see above)
         c10d = sys.modules.get("torch.distributed.distributed_c10d")
         if c10d is not None and getattr(c10d, "init_process_group", None) is original:
-            c10d.init_process_group = init_process_group  # type: ignore[attr-defined]
+            c10d.init_process_group = init_process_group  # type: ignore[attr-defined]  # (see above)
 
     when_imported("torch.distributed", patch)

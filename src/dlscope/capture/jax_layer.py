@@ -47,7 +47,7 @@ class JaxCollector(XprofCollector):
                     busy.on = False
             return result
 
-        backends.__wrapped__ = original  # type: ignore[attr-defined]
+        backends.__wrapped__ = original  # type: ignore[attr-defined]  # a marker on the wrapping function
         xla_bridge.backends = backends
         self._wrapped = (xla_bridge, original)
 

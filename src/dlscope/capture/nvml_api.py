@@ -199,7 +199,7 @@ def device_info(nvml: Any, h: Any, index: int, nvml_index: int) -> dict[str, Any
     get("sms", lambda: int(nvml.nvmlDeviceGetAttributes_v2(h).multiprocessorCount))
     if "sms" not in info and "compute_capability" in info:
         cc = tuple(int(x) for x in info["compute_capability"].split("."))
-        per = _CORES_PER_SM.get(cc)  # type: ignore[arg-type]
+        per = _CORES_PER_SM.get(cc)  # type: ignore[arg-type]  # a tuple of any length: a miss for the odd ones
         if per:
             get("sms", lambda: int(nvml.nvmlDeviceGetNumGpuCores(h)) // per)
     return info

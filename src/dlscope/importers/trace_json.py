@@ -21,11 +21,11 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from ..errors import InputError
 from .base import GZIP_MAGIC
@@ -82,7 +82,7 @@ class _Parts:
         self._in_part = 0
         self._out = self._open(0)
 
-    def _open(self, start: int):  # type: ignore[no-untyped-def]
+    def _open(self, start: int) -> BinaryIO:
         path = self.workdir / f"events.{len(self.files):03d}.json"
         self.files.append(path)
         self.starts.append(start)
@@ -149,13 +149,13 @@ def stream_size(path: Path) -> int:
     return isize
 
 
-def _chunks(path: Path):  # type: ignore[no-untyped-def]
+def _chunks(path: Path) -> Iterator[bytes]:
     """The file's decompressed bytes, in blocks."""
     for block, _ in _blocks(path):
         yield block
 
 
-def _blocks(path: Path):  # type: ignore[no-untyped-def]
+def _blocks(path: Path) -> Iterator[tuple[bytes, int]]:
     """Decompressed blocks, each with how many bytes of the (compressed) file were read so far."""
     try:
         with open(path, "rb") as raw:

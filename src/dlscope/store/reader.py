@@ -169,14 +169,14 @@ def _time_ranges(con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]],
         found = [b for pairs in by_column.values() for b in pairs]
         if set(by_column) != set(timed[f]) or None in found:
             continue  # a time column without statistics: unknown
-        ranges[f] = (min(b[0] for b in found), max(b[1] for b in found))  # type: ignore[index]
+        ranges[f] = (min(b[0] for b in found), max(b[1] for b in found))  # type: ignore[index]  # None was ruled out just above
     return ranges
 
 
 def _int_pair(lo: str | None, hi: str | None) -> tuple[int, int] | None:
     """A statistic's min and max as integers; None if either is missing or not an integer."""
     try:
-        return int(lo), int(hi)  # type: ignore[arg-type]
+        return int(lo), int(hi)  # type: ignore[arg-type]  # None raises TypeError, caught below
     except (TypeError, ValueError):
         return None
 

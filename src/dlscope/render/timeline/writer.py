@@ -89,7 +89,7 @@ def _open(path: Path, compress: bool) -> BinaryIO | _ThreadedFile:
         from isal import igzip_threaded
 
         # one thread compresses while this one fetches rows; the header's mtime is 0
-        threaded: BinaryIO = igzip_threaded.open(path, "wb", compresslevel=GZIP_LEVEL, threads=1)  # type: ignore[no-untyped-call]
+        threaded: BinaryIO = igzip_threaded.open(path, "wb", compresslevel=GZIP_LEVEL, threads=1)  # type: ignore[no-untyped-call]  # isal ships no annotations
         return threaded
     return _ThreadedFile(path)
 
