@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SEVERITIES = ("critical", "high", "medium", "low", "info")
+from ..analysis.replay import CalibrationBasis
+from ..vocabulary.severity import SEVERITIES, Severity
+
+__all__ = ["KEYS", "SEVERITIES", "Evidence", "Finding", "Severity", "WhatIf", "cap_severity", "severity_for"]
+
 
 # Severity from the estimated saving, in % of the mean step time. 20% and 5% are XProf's lines
 # between a "highly" and a "moderately" input-bound program (input_pipeline_analysis.cc:
@@ -20,22 +24,22 @@ KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct
         "bound_ms_per_step", "what_if")
 
 
-def severity_for(saving_pct: float | None) -> str:
+def severity_for(saving_pct: float | None) -> Severity:
     """The severity of a finding that could save ``saving_pct`` % of each step."""
     if saving_pct is None or saving_pct <= 0:
-        return "info"
+        return Severity.INFO
     if saving_pct >= CRITICAL_PCT:
-        return "critical"
+        return Severity.CRITICAL
     if saving_pct >= HIGH_PCT:
-        return "high"
+        return Severity.HIGH
     if saving_pct >= MEDIUM_PCT:
-        return "medium"
-    return "low"
+        return Severity.MEDIUM
+    return Severity.LOW
 
 
-def cap_severity(severity: str, cap: str) -> str:
+def cap_severity(severity: Severity, cap: Severity) -> Severity:
     """``severity``, lowered to ``cap`` when it is above it (a finding without a measured basis)."""
-    return severity if SEVERITIES.index(severity) >= SEVERITIES.index(cap) else cap
+    return severity.at_most(cap)
 
 
 @dataclass
@@ -66,7 +70,7 @@ class WhatIf:
     per_sample: bool
     host_factor: float               # one factor over all host work (profiles without hook phases)
     host_factors: dict[str, float]   # host class -> factor, when calibrated per class
-    calibration: str                 # CalibrationBasis name: 'per_class', 'single', 'none'
+    calibration: CalibrationBasis    # what the replay's host work was scaled to
     after_above_ms: float | None = None
     after_above_fixed_ms: float | None = None
     saving_after_above_ms: float = 0.0
@@ -77,13 +81,16 @@ class WhatIf:
         return self.step_ms - self.fixed_step_ms
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-ready: the calibration by its name in lower case ('per_class', 'step_time', 'none')."""
+        return {**asdict(self), "calibration": self.calibration.name.lower()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WhatIf:
         """From :meth:`as_dict`'s JSON (``dlscope advise --format json``)."""
         names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in names})
+        fields = {k: v for k, v in d.items() if k in names}
+        fields["calibration"] = CalibrationBasis[str(d.get("calibration", "none")).upper()]
+        return cls(**fields)
 
 
 @dataclass
@@ -101,7 +108,7 @@ class Finding:
 
     id: str
     title: str
-    severity: str
+    severity: Severity
     evidence: Evidence
     saving_ms_per_step: float | None
     saving_pct: float | None
@@ -133,4 +140,4 @@ class Finding:
         the largest saving first; severity breaks ties, then the id (a stable order)."""
         group = 3 if self.negligible else 2 if self.symptom else 1 if self.alternative_of else 0
         return (group, -(self.saving_pct if self.saving_pct is not None else -1.0),
-                SEVERITIES.index(self.severity), self.id)
+                self.severity.rank, self.id)

@@ -41,7 +41,7 @@ from typing import Any
 from ..analysis import fsdp_units
 from ..analysis.measures.fsdp import untraced_pass_idle
 from .context import Context
-from .finding import Evidence, Finding, cap_severity
+from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms, pct
 
@@ -91,7 +91,7 @@ class FsdpExposedGathers(Rule):
         f = self.finding(ctx, saving, Evidence(text, how, worst), advice, url=URL)
         # an upper bound checked against one measured prefetch change (a single job): at most MEDIUM;
         # at most LOW where no GPU marks bound the traced exposure
-        f.severity = cap_severity(f.severity, "medium" if idle is not None else "low")
+        f.severity = cap_severity(f.severity, Severity.MEDIUM if idle is not None else Severity.LOW)
         return f
 
 

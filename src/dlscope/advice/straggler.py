@@ -22,7 +22,7 @@ from ..analysis.measures.stragglers import ranks_with_steps, traced_step_selecte
 from ..analysis.rank_waits import StragglerVerdict, untraced_straggler
 from ..analysis.straggler import OUTSIDE
 from .context import Context
-from .finding import Evidence, Finding, cap_severity
+from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import Rule
 from .text import ms, pct
 
@@ -83,7 +83,7 @@ class Straggler(Rule):
             # a host slower at everything is where the process ran more often than what it runs: the
             # balanced accelerate job's rank 0 was so once (rank 1's GPU stalled 2.7 ms a step) and
             # not in the four runs of the next lease; the wait is real, its cause may not recur
-            f.severity = cap_severity(f.severity, "medium")
+            f.severity = cap_severity(f.severity, Severity.MEDIUM)
         return f
 
     def _from_traced(self, ctx: Context) -> Finding | None:
@@ -120,7 +120,7 @@ class Straggler(Rule):
                     "phase_excess_ms": r.phase_excess_ms} for r in mine[:8]]
         f = self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
         if traced:
-            f.severity = cap_severity(f.severity, "low")
+            f.severity = cap_severity(f.severity, Severity.LOW)
         return f
 
 

@@ -35,15 +35,15 @@ from ..analysis.replay import (
     traced_work_ms,
 )
 from .context import Context
-from .finding import Finding, WhatIf, cap_severity, severity_for
+from .finding import Finding, Severity, WhatIf, cap_severity, severity_for
 from .rule import MIN_SAVING_PCT, Rule
 
 # Replay only profiles whose traced steps the model covers: enough calls to be a real program.
 MIN_CALLS = 10
 # Severity discipline (docs/DESIGN's measurement basis): a prediction from traced timing alone
 # (every step traced) is never CRITICAL or HIGH; one that no measurement confirms is at most LOW.
-TRACED_ONLY_CAP = "medium"
-UNCONFIRMED_CAP = "low"
+TRACED_ONLY_CAP = Severity.MEDIUM
+UNCONFIRMED_CAP = Severity.LOW
 
 
 class Replayer:
@@ -125,7 +125,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
         _set_saving(f, r.base_ms - fixed, unit, r.calibration.basis)
         f.what_if = WhatIf(step_ms=r.base_ms, fixed_step_ms=fixed, per_sample=fix.batch != 1.0,
                            host_factor=r.calibration.host_factor, host_factors=r.calibration.by_class,
-                           calibration=r.calibration.basis.name.lower())
+                           calibration=r.calibration.basis)
         f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
         if r.calibration.basis is CalibrationBasis.NONE:
             f.evidence.saving += (" Every step was traced, so no step measured without the tracer confirms the "
@@ -151,7 +151,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             after_pct = 100 * last.saving_after_above_ms / unit
             if after_pct < MIN_SAVING_PCT:
                 f.negligible = True
-                f.severity = "info"
+                f.severity = Severity.INFO
                 f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
                                       "cause is real, its fix would hardly show.")
                 continue

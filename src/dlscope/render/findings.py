@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..advice.finding import WhatIf
+from ..analysis.replay import CalibrationBasis
 
 SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 EVIDENCE_ROWS = 5
@@ -174,11 +175,11 @@ def render_what_if(findings: Sequence[Any], out: Console) -> None:
     f0 = _what_if(rows[0])
     assert f0 is not None
     factors = f0.host_factors or {}
-    if f0.calibration == "per_class" and any(abs(v - 1.0) > 0.02 for v in factors.values()):
+    if f0.calibration is CalibrationBasis.PER_CLASS and any(abs(v - 1.0) > 0.02 for v in factors.values()):
         parts = ", ".join(f"{k} {v:.2f}" for k, v in factors.items())
         out.print(f"Host work per class scaled to the phases of the steps measured without tracing ({parts}): the "
                   "tracer slows the host unevenly, and the GPU not at all.")
-    elif f0.calibration == "none":
+    elif f0.calibration is CalibrationBasis.NONE:
         out.print("Every step was traced: no step measured without the tracer calibrates the host's work, so these "
                   "predictions carry the tracer's overhead (at most MEDIUM).")
     elif abs(f0.host_factor - 1.0) > 0.02:

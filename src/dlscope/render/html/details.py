@@ -16,11 +16,10 @@ from ...analysis.report import ReportResult
 from ...analysis.summary import Summary
 from ...analysis.tensor_cores import TensorCoreShare
 from ...store.meta import Meta
+from ...vocabulary.severity import SEVERITIES
 from ..findings import evidence_parts, saving_phrase
 from . import blocks
 from .svg import esc
-
-SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 
 def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: float | None,
