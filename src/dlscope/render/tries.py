@@ -7,7 +7,6 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from ..analysis.compare.significance import ALPHA
 from ..analysis.compare.tries import FixOutcome
 
 
@@ -21,7 +20,7 @@ def _verdict(o: FixOutcome) -> str:
     if o.measured_saving_pct is None:
         return o.why or "not measured"
     parts = ["significant" if o.significant else "not significant"]
-    if not o.significant and o.p_value is not None and o.p_value < ALPHA:
+    if not o.significant and o.p_value is not None and o.p_value < o.alpha:
         parts[0] += " (the steps' bootstrap interval includes zero)"  # the one way p < 0.05 is not enough
     if o.agrees is not None and not (o.weaker and not o.agrees):
         parts.append("prediction holds" if o.agrees else "prediction off")
@@ -51,9 +50,10 @@ def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: A
                   "-" if o.fixed_ms is None else f"{o.fixed_ms:,.2f}", _pct(o.measured_saving_pct), lo_hi,
                   "-" if o.p_value is None else f"{o.p_value:.2g}", _pct(o.predicted_saving_pct), escape(_verdict(o)))
     out.print(t)
-    tests = sorted({o.p_test for o in [*outcomes, *([together] if together else [])] if o.p_test})
-    if tests:  # the p beside each verdict is the verdict's: say which test gave it
-        out.print(f"p: {'; or '.join(tests)} (significant: p < {ALPHA} and the interval excludes zero)")
+    shown = [o for o in [*outcomes, *([together] if together else [])] if o.p_test]
+    if shown:  # the p beside each verdict is the verdict's: say which test gave it
+        tests = "; or ".join(sorted({o.p_test for o in shown}))
+        out.print(f"p: {tests} (significant: p < {shown[0].alpha:g} and the interval excludes zero)")
     if baseline_spread_pct is not None:
         out.print(f"The unchanged program's own runs differ by {baseline_spread_pct:.0f}% (median step, slowest "
                   "against fastest): a fix that saves less than that needs more rounds (--repeat) to be told "

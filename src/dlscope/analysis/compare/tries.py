@@ -80,6 +80,7 @@ class FixOutcome:
     measured_interval_pct: tuple[float, float] | None = None
     p_value: float | None = None  # of the verdict: see p_test
     p_test: str = ""  # which test gave p_value
+    alpha: float = ALPHA  # significant: p_value under this, and the interval excludes zero
     steps_p_value: float | None = None  # Mann-Whitney U over the pooled steps
     rounds_p_value: float | None = None  # paired t over the rounds (two rounds or more)
     significant: bool = False
