@@ -477,7 +477,7 @@ def _relax(con: sqlite3.Connection, table: str) -> None:
 REQUIRED_TABLES = ["strings", "phases", "steps", "ops", "api", "kernels", "memcpy", "memset", "sync", "counters"]
 META_FIELDS = ["format", "format_version", "dlscope_version", "source", "inputs", "command", "host", "start_ns",
                "end_ns", "exit_code", "ranks", "world_size", "devices", "frameworks", "collectors", "dropped",
-               "clock", "batch_size", "warmup_steps", "step_window", "key_node", "notes", "table_rows", "timings_s"]
+               "clock", "batch_size", "batch_size_source", "warmup_steps", "step_window", "key_node", "notes", "table_rows", "timings_s"]
 
 
 def profile_files(folder: Path) -> dict[str, bytes]:

@@ -44,6 +44,10 @@ class StepStats:
     ranks: int
     steps_per_rank: int = 0  # distinct step numbers measured (count = this x ranks in lock step)
     throughput_basis: str = THROUGHPUT_BASIS  # how steps_per_s and samples_per_s are defined
+    batch_size: int | None = None
+    # where the batch size came from (meta.json's batch_size_source: 'given', 'DataLoader.batch_size',
+    # 'first batch'); None when unknown or not recorded (profiles written before it was)
+    batch_size_source: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,4 +78,5 @@ def step_stats(data: ProfileData) -> StepStats:
         total_steps=total_steps, warmup_excluded=excluded, traced_excluded=list(data.traced_excluded),
         first_step=row["first"], last_step=row["last"],
         ranks=int(row["ranks"] or 0), steps_per_rank=int(row["distinct_steps"] or 0),
+        batch_size=data.meta.batch_size, batch_size_source=data.meta.batch_size_source,
     )

@@ -25,9 +25,10 @@ from ..store.writer import remove_spool
 from ..vocabulary.version import __version__
 from . import COLLECTORS
 from .base import DecodeContext
+from .batch_size import GIVEN
 from .forward_passes import merge_forward_calls
 from .schedule import Action, StepSchedule
-from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE
+from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE, TorchPhaseHooks
 
 PROCESS_DOMAIN = "process"  # domain of the phase covering a whole profiled command
 
@@ -204,6 +205,18 @@ def flag_traced_steps(steps: pa.Table, phases: pa.Table | None) -> pa.Table:
     return t.append_column("traced", pa.array(traced))
 
 
+def _batch_size(settings: dict[str, Any], meta: Meta) -> tuple[int | None, str | None]:
+    """The run's batch size and where it came from: the one the user gave, else the one the phase
+    hooks read from the program's DataLoader at its first batch (:mod:`.batch_size`)."""
+    if settings.get("batch_size") is not None:
+        return settings["batch_size"], GIVEN
+    hooks = meta.collectors.get(TorchPhaseHooks.name)
+    found = (hooks.settings.get("batch") if hooks is not None else None) or {}
+    if isinstance(found.get("size"), int) and found["size"] > 0:
+        return found["size"], str(found.get("source") or "")
+    return None, None
+
+
 def _merge_status(meta: Meta, name: str, st: CollectorStatus) -> None:
     prev = meta.collectors.get(name)
     rank = {"ok": 3, "failed": 2, "unavailable": 1, "off": 0}
@@ -342,7 +355,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     settings = main_settings or {}
     sched = StepSchedule.from_options(tuple(settings["steps"]) if settings.get("steps") else None,
                                       settings.get("warmup"))
-    meta.batch_size = settings.get("batch_size")
+    meta.batch_size, meta.batch_size_source = _batch_size(settings, meta)
     meta.warmup_steps = sched.warmup
     meta.step_window = [sched.start, sched.stop] if sched.windowed else None
     meta.key_node = settings.get("key_node")

@@ -1,7 +1,8 @@
 """Apply the fixes ``dlscope try`` asks for inside the profiled program, end the run after enough
 steps, and keep the loss of every step for the numerics check.
 
-Settings (``Settings.extra``): ``fixes`` (names in :data:`.fixes.BY_NAME`), ``stop_after_step``
+Settings (``Settings.extra``): ``fixes`` (names in :data:`.fixes.BY_NAME`), ``fix_options`` (per
+fix name, what try knows for it: ``FixContext.options``), ``stop_after_step``
 (the program is ended with ``SystemExit(0)`` when that step begins: the measured steps are done
 and the rest of the run would only cost time) and ``record_loss``. Each fix is installed when the
 program imports torch; the collector's settings in the profile's ``meta.json`` say which applied
@@ -63,6 +64,7 @@ class FixInjector(Collector):
         from .fixes import BY_NAME, FixContext, NotApplicable
 
         self._ctx = ctx = FixContext()
+        ctx.options = dict(self.settings.extra.get("fix_options") or {})
         for name in self.wanted_fixes:
             fix = BY_NAME[name]()
             try:
@@ -154,7 +156,8 @@ class FixInjector(Collector):
             except Exception as e:  # noqa: BLE001
                 applied, why = False, f"{e.__class__.__name__}: {e}"
             status[fix.name] = {"applied": applied, "reason": why, "changed": fix.changed,
-                                "changes_precision": fix.changes_precision}
+                                "changes_precision": fix.changes_precision, "detail": fix.detail,
+                                "applied_as": fix.applied_as, "weaker": fix.weaker}
         for name, why in self.not_applied.items():
             status[name] = {"applied": False, "reason": why, "changed": 0}
         losses = []

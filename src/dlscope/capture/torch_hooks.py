@@ -10,7 +10,9 @@ steps are split by the same boundaries.
 
 What is hooked, and what each costs per step (a Range enter+exit is a few hundred ns):
 
-* ``dataloader``: ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator), wrapped;
+* ``dataloader``: ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator), wrapped; until the
+  first batch, ``__init__`` too, and the first batch is read once for the batch size
+  (:func:`.batch_size.detect_batch_size`; then both go back to the plain wrapper and original);
 * ``forward``: the outermost module call. Global module hooks find the outermost modules in the
   first step; then they are removed and only those modules keep a pre- and a post-hook, because a
   global hook sends every submodule call through ``Module._call_impl``'s slow path (about 150
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CollectorUnavailable
 from . import phase_events
 from .base import Collector, DecodeContext, Settings
+from .batch_size import detect_batch_size
 from .import_hooks import cancel, when_imported
 from .phase_events import PhaseGpuClock, TorchEvents
 from .schedule import Action
@@ -88,6 +91,9 @@ class TorchPhaseHooks(Collector):
         self._compiling: Any = lambda: False
         self._gpu: PhaseGpuClock | None = None
         self.hooked: list[str] = []
+        # the batch size read from the first batch: {"size", "source"} (finalize records it in meta.json)
+        self.batch: dict[str, Any] | None = None
+        self._loader_batch: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, session: Session) -> None:
@@ -143,6 +149,8 @@ class TorchPhaseHooks(Collector):
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"hooked": list(self.hooked)}
+        if self.batch:
+            d["batch"] = dict(self.batch)
         if self._gpu is not None:
             d["phase_gpu"] = {"marks": self._gpu.marks, "resyncs": self._gpu.resyncs, "failed": self._gpu.failed}
         return d
@@ -226,7 +234,36 @@ class TorchPhaseHooks(Collector):
     def _hook_dataloader(self, torch: ModuleType) -> None:
         from torch.utils.data import dataloader
 
-        self._patch(dataloader._BaseDataLoaderIter, "__next__", self._wrapped(DATALOADER))
+        it_cls = dataloader._BaseDataLoaderIter
+        timed = self._wrapped(DATALOADER)
+        orig_init, orig_next = it_cls.__init__, it_cls.__next__
+        plain_next = functools.wraps(orig_next)(timed(orig_next))
+        loader_batch = self._loader_batch
+
+        def make_init(orig: Any) -> Any:
+            def init(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+                orig(it, loader, *args, **kwargs)
+                loader_batch[it] = getattr(loader, "batch_size", None)  # the iterator keeps no loader
+            return init
+
+        def make_next(orig: Any) -> Any:
+            first = timed(orig)
+
+            def next_(it: Any, *args: Any, **kwargs: Any) -> Any:
+                batch = first(it, *args, **kwargs)
+                if self.batch is None:  # the first batch of the run: read once, then unhook
+                    try:
+                        found = detect_batch_size(loader_batch.get(it), batch)
+                    except Exception:  # never break the program over a batch we cannot read
+                        found = None
+                    self.batch = {"size": found[0], "source": found[1]} if found else {}
+                    it_cls.__next__, it_cls.__init__ = plain_next, orig_init
+                    loader_batch.clear()
+                return batch
+            return next_
+
+        self._patch(it_cls, "__init__", make_init)
+        self._patch(it_cls, "__next__", make_next)
         self.hooked.append(DATALOADER)
 
     def _hook_backward(self, torch: ModuleType) -> None:

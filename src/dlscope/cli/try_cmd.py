@@ -102,6 +102,7 @@ class Trial:
         self.asked, self.combined, self.quiet = asked, combined, quiet
         self.runs: list[Run] = []
         self.interrupted = False
+        self.fix_options: dict[str, dict[str, Any]] = {}  # per fix: the advice's predicted saving
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -113,6 +114,8 @@ class Trial:
 
         first = self._run("baseline", 0, [], traced=True)
         predicted, fired = self._advice(first)
+        # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
+        self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
         if "auto" in self.asked:
             names = [f.name for f in FIXES if not f.on_request_only and set(f.rules) & set(fired)]
             names += [n for n in self.asked if n != "auto" and n not in names]
@@ -168,7 +171,8 @@ class Trial:
 
         path = self.out / f"{label}.{rnd}.dlscope"
         last = WARMUP_STEPS + self.steps
-        extra = {"fixes": fixes, "stop_after_step": last, "record_loss": True}
+        extra = {"fixes": fixes, "stop_after_step": last, "record_loss": True,
+                 "fix_options": {n: self.fix_options.get(n, {}) for n in fixes}}
         settings = (Settings(extra=extra) if traced else
                     Settings(warmup=WARMUP_STEPS, detail_steps=0, extra=extra))
         self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")

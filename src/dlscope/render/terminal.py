@@ -24,6 +24,15 @@ def _ms(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
+def batch_note(size: int | None, source: str | None) -> str:
+    """'' or ' (batch 64, from DataLoader.batch_size)' (the source as meta.json records it)."""
+    if not size:
+        return ""
+    if not source:
+        return f" (batch {size})"
+    return f" (batch {size}, as given)" if source == "given" else f" (batch {size}, from {source})"
+
+
 def _ranges(steps: list[int]) -> str:
     """[1, 2, 3, 7] -> '1-3, 7'."""
     runs: list[list[int]] = []
@@ -89,7 +98,8 @@ def render_summary(s: Summary, out: Console) -> None:
         t.add_row(_ms(st.mean_ms, 3), _ms(st.p50_ms, 3), _ms(st.p95_ms, 3), _ms(st.p99_ms, 3), _ms(st.std_ms, 3),
                   _ms(st.steps_per_s, 2), _ms(st.samples_per_s, 1) if st.samples_per_s else "- (batch size unknown)")
         out.print(t)
-        out.print(f"  {st.throughput_basis}")  # diff, report and check use the same definition
+        # diff, report and check use the same definition; the batch size says where it came from
+        out.print(f"  {st.throughput_basis}{batch_note(st.batch_size, st.batch_size_source)}")
     elif st.total_steps:
         out.print(f"[bold]Steps[/bold]  {st.total_steps} recorded, none selected ({s.selection or 'all warm-up'})")
     else:

@@ -20,8 +20,12 @@ def _verdict(o: FixOutcome) -> str:
     if o.measured_saving_pct is None:
         return o.why or "not measured"
     parts = ["significant" if o.significant else "not significant"]
-    if o.agrees is not None:
+    if not o.significant and o.p_value is not None and o.p_value < o.alpha:
+        parts[0] += " (the steps' bootstrap interval includes zero)"  # the one way p < 0.05 is not enough
+    if o.agrees is not None and not (o.weaker and not o.agrees):
         parts.append("prediction holds" if o.agrees else "prediction off")
+    elif o.weaker and o.predicted_saving_pct:
+        parts.append(f"the fix applied was weaker than advised: {o.weaker}")
     elif o.predicted_saving_pct:
         parts.append("prediction undecided: more rounds (--repeat) would tell")
     if o.changes_precision:
@@ -39,11 +43,17 @@ def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: A
         t.add_column(c, justify="left" if c in ("fix", "verdict") else "right")
     for o in [*outcomes, *([together] if together else [])]:
         name = o.name if o.name != "combined" else f"together ({o.reason})"
+        if o.applied_as:
+            name += f": {o.applied_as}"
         lo_hi = f"{o.measured_interval_pct[0]:+.1f}..{o.measured_interval_pct[1]:+.1f}%" if o.measured_interval_pct else "-"
         t.add_row(escape(name), "-" if o.baseline_ms is None else f"{o.baseline_ms:,.2f}",
                   "-" if o.fixed_ms is None else f"{o.fixed_ms:,.2f}", _pct(o.measured_saving_pct), lo_hi,
                   "-" if o.p_value is None else f"{o.p_value:.2g}", _pct(o.predicted_saving_pct), escape(_verdict(o)))
     out.print(t)
+    shown = [o for o in [*outcomes, *([together] if together else [])] if o.p_test]
+    if shown:  # the p beside each verdict is the verdict's: say which test gave it
+        tests = "; or ".join(sorted({o.p_test for o in shown}))
+        out.print(f"p: {tests} (significant: p < {shown[0].alpha:g} and the interval excludes zero)")
     if baseline_spread_pct is not None:
         out.print(f"The unchanged program's own runs differ by {baseline_spread_pct:.0f}% (median step, slowest "
                   "against fastest): a fix that saves less than that needs more rounds (--repeat) to be told "

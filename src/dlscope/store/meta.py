@@ -42,6 +42,9 @@ class Meta:
     dropped: dict[str, int] = field(default_factory=dict)
     clock: dict[str, Any] = field(default_factory=lambda: {"domain": "unix_epoch_ns"})
     batch_size: int | None = None
+    # where batch_size came from: 'given' (--batch-size, dlscope.profile(batch_size=...)),
+    # 'DataLoader.batch_size' or 'first batch' (capture/batch_size.py); None in older profiles
+    batch_size_source: str | None = None
     warmup_steps: int = 0
     step_window: list[int | None] | None = None
     key_node: str | None = None
@@ -157,7 +160,8 @@ FIELD_TYPES: dict[str, str] = {
     "format": "str", "format_version": "int", "dlscope_version": "str", "source": "str", "inputs": "list[str]",
     "command": "list[str]?", "host": "str", "start_ns": "int?", "end_ns": "int?", "exit_code": "int?",
     "ranks": "list[int]", "world_size": "int?", "devices": "list", "frameworks": "dict[str]",
-    "collectors": "dict[dict]", "dropped": "dict[int]", "clock": "dict", "batch_size": "float?", "warmup_steps": "int",
+    "collectors": "dict[dict]", "dropped": "dict[int]", "clock": "dict", "batch_size": "float?",
+    "batch_size_source": "str?", "warmup_steps": "int",
     "step_window": "list[int?]?", "key_node": "str?", "notes": "list[str]", "table_rows": "dict[int]",
     "timings_s": "dict[float]",
 }

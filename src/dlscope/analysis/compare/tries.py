@@ -9,7 +9,10 @@ placement, clocks and allocator, and on a launch-bound 5-7 ms step the same unch
 at a 7.6, 4.5 and 7.4 ms median in three runs of one try (H100, lease 9). So with two rounds or
 more the interval is Student's t over each round's ratio of medians (the fixed run against that
 round's baseline run: alternation cancels drift; :func:`~.significance.paired_rounds`), and a
-saving is *significant* only when both the steps' test and the rounds' test reject. Pooled steps
+saving is *significant* only when both the steps' test and the rounds' test reject; its p-value is
+then the larger of the two (the test that both reject: an intersection-union test), so that a small
+p never stands beside "not significant" (issue 41: the steps' p = 0.0054 was shown where the
+rounds' test did not reject). Both are kept apart too (``steps_p_value``, ``rounds_p_value``). Pooled steps
 had called a CNN's bf16 fix 10% slower with p = 0.0001 where its three rounds said -28%, -7% and
 -2% (p = 0.26 over the rounds; H100, lease 10). With one round the runs' spread is unknown: the
 interval is the steps' bootstrap, and the verdict says so.
@@ -17,7 +20,9 @@ interval is the steps' bootstrap, and the verdict says so.
 A prediction *agrees* with a significant measurement when it is within 0.5x..2x of it or inside
 its interval, or neither reaches 2% of the step. Against a saving that is not significant it
 agrees when it predicts under 2%, is *off* when the interval's top is under half the prediction
-(the measurement rules it out), and is undecided (None: more rounds would tell) otherwise.
+(the measurement rules it out), and is undecided (None: more rounds would tell) otherwise. A fix
+that applied less than the advice's change (``weaker``: fewer DataLoader workers than the
+prediction needs) never makes a prediction *off*: it is left undecided, and the verdict says so.
 
 Numerics: the loss of each measured step (the scalar ``backward`` started from) of the fixed runs
 against the baseline runs': a NaN or infinite loss, or a mean loss more than :data:`LOSS_TOLERANCE`
@@ -73,7 +78,11 @@ class FixOutcome:
     predicted_saving_pct: float | None
     measured_saving_pct: float | None = None
     measured_interval_pct: tuple[float, float] | None = None
-    p_value: float | None = None
+    p_value: float | None = None  # of the verdict: see p_test
+    p_test: str = ""  # which test gave p_value
+    alpha: float = ALPHA  # significant: p_value under this, and the interval excludes zero
+    steps_p_value: float | None = None  # Mann-Whitney U over the pooled steps
+    rounds_p_value: float | None = None  # paired t over the rounds (two rounds or more)
     significant: bool = False
     agrees: bool | None = None
     loss_diverged: bool = False
@@ -83,6 +92,9 @@ class FixOutcome:
     runs: int = 0
     steps: int = 0
     why: str = ""
+    applied_as: str = ""  # what the fix applied, in a few words ("4 workers")
+    detail: dict[str, Any] = field(default_factory=dict)  # the same as the fix recorded it (num_workers ...)
+    weaker: str = ""  # why the change applied is weaker than the advised one ('' when it is not)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -104,6 +116,8 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
     if not_applied:
         out.applied, out.reason = False, not_applied[0]
         return out
+    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
+    out.applied_as, out.detail, out.weaker = info.get("applied_as") or "", info.get("detail") or {}, info.get("weaker") or ""
     a = [s for r in base for s in r.steps_ms]
     b = [s for r in fixed for s in r.steps_ms]
     out.steps = len(b)
@@ -114,11 +128,16 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
     out.baseline_ms, out.fixed_ms = shift.a, shift.b
     out.measured_saving_pct = -100.0 * (shift.b - shift.a) / shift.a
     pairs = _round_pairs(base, fixed)
-    out.p_value = shift.p_value
+    out.p_value = out.steps_p_value = shift.p_value
+    out.p_test = "Mann-Whitney U over the steps"
     if len(pairs) >= 2:
         rounds = paired_rounds([x for x, _ in pairs], [y for _, y in pairs])
         out.measured_interval_pct = (100.0 * (1.0 - rounds.ratio_high), 100.0 * (1.0 - rounds.ratio_low))
         out.significant = shift.significant and rounds.p_value < ALPHA
+        out.rounds_p_value = rounds.p_value
+        if shift.p_value is not None:
+            out.p_value = max(shift.p_value, rounds.p_value)
+            out.p_test = "the larger of the steps' Mann-Whitney U and the rounds' paired t"
         out.why = (f"{shift.why}; {rounds.rounds} rounds, each round's fixed run against its baseline run: "
                    f"p={rounds.p_value:.2g} (paired t)")
         if shift.significant and not out.significant:
@@ -129,6 +148,8 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         out.significant = shift.significant
         out.why = f"{shift.why}; one round: the spread between runs is unknown"
     out.agrees = agrees(predicted_pct, out.measured_saving_pct, out.significant, out.measured_interval_pct)
+    if out.weaker and out.agrees is False:
+        out.agrees = None  # the prediction was for the advised change, not for this weaker one
     out.loss_diverged, out.loss_note = loss_check(base, fixed)
     return out
 

@@ -25,6 +25,9 @@ class FixContext:
         self.on_step_start: list[Any] = []     # callables run at each step boundary (a new step begins)
         self.before_backward: list[Any] = []   # callables run right before torch.autograd.backward
         self.first_forward: list[Any] = []     # callables (module, args) -> args | None, at the outermost forward
+        # per fix name, what dlscope try knows for it (Settings.extra["fix_options"]): the advice's
+        # predicted saving ('predicted_saving_pct') sizes a fix that has a size (DataLoader workers)
+        self.options: dict[str, dict[str, Any]] = {}
 
 
 class InjectedFix:
@@ -36,6 +39,11 @@ class InjectedFix:
 
     def __init__(self) -> None:
         self.changed = 0  # how many objects (loaders, optimizers, modules) it changed
+        self.detail: dict[str, Any] = {}  # what it applied, for try's JSON (e.g. num_workers)
+        self.applied_as = ""  # the same in a few words for try's table ("4 workers")
+        # why the change applied is weaker than the one the advice predicted for ('' when it is not):
+        # then a measured saving below the prediction does not make the prediction wrong
+        self.weaker = ""
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         raise NotImplementedError

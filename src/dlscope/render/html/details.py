@@ -207,7 +207,8 @@ def capture_section(meta: Meta) -> str:
                               + (f", compute {d['compute_capability']}" if d.get("compute_capability") else "")
                               for d in meta.devices) or "-"),
         ("frameworks", ", ".join(f"{k} {v}" for k, v in meta.frameworks.items()) or "-"),
-        ("batch size", "-" if meta.batch_size is None else str(meta.batch_size)),
+        ("batch size", "-" if meta.batch_size is None else str(meta.batch_size)
+         + (f" ({meta.batch_size_source})" if meta.batch_size_source else "")),
         ("warm-up steps", str(meta.warmup_steps)),
         ("step window", "-" if not meta.step_window else ":".join("" if v is None else str(v) for v in meta.step_window)),
         ("key node", meta.key_node or "-"),
