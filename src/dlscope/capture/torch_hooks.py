@@ -257,7 +257,7 @@ class TorchPhaseHooks(Collector):
                     except Exception:  # never break the program over a batch we cannot read
                         found = None
                     self.batch = {"size": found[0], "source": found[1]} if found else {}
-                    it_cls.__next__, it_cls.__init__ = plain_next, orig_init
+                    it_cls.__next__, it_cls.__init__ = plain_next, orig_init  # type: ignore[method-assign]  # the hooks put back
                     loader_batch.clear()
                 return batch
             return next_

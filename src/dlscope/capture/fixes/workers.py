@@ -95,7 +95,7 @@ class DataLoaderWorkers(InjectedFix):
             extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
             return orig(loader, **given, **extra)
 
-        DataLoader.__init__ = init
+        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
 
     def outcome(self) -> tuple[bool, str]:
         if self.changed:
