@@ -117,3 +117,4 @@ class DecodeContext:
     devices: list[dict[str, Any]] = field(default_factory=list)
     frameworks: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # decode stage -> seconds
+    steps_completed: int = 0  # step boundaries the process recorded, those outside --steps included

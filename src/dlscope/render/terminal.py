@@ -6,6 +6,7 @@ import shlex
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.headline import Headline
@@ -54,6 +55,8 @@ def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
 
 def render_summary(s: Summary, out: Console) -> None:
     out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
+    if s.failure is not None:  # first, and alone: steps, phases and layers would only mislead
+        out.print(f"  [bold]{escape(s.failure)}[/bold]")
     if s.command:
         out.print(f"  command: {shlex.join(s.command)}")
     line = f"  source: {s.source}   wall time: {_ms(s.wall_ms / 1000, 3)} s"
@@ -62,6 +65,10 @@ def render_summary(s: Summary, out: Console) -> None:
     out.print(line)
     for line in _device_lines(s.devices):
         out.print(line)
+    if s.failure is not None:
+        for note in s.notes:
+            out.print(f"  note: {note}")
+        return
     st = s.steps
     out.print()
     if st.count:
