@@ -50,7 +50,8 @@ class ProfileCommand(Command):
         parser.add_argument("--batch-size", type=int, metavar="N", help="samples per step, for samples/s")
         parser.add_argument("--mode", choices=("default", "full"), default="default",
                             help="'default' traces ops and kernels for a few steps after warm-up and times the "
-                                 "rest untraced; 'full' traces every step with shapes, stacks and memory")
+                                 "rest untraced; 'full' traces every step with input shapes and memory events "
+                                 "(Python stacks are not recorded)")
         parser.add_argument("--detail-steps", type=int, metavar="N",
                             help="steps to trace in detail after warm-up (default 5; 0: none)")
         parser.add_argument("--torch", choices=("auto", "on", "off"), default="auto", help="PyTorch layer")
@@ -91,6 +92,7 @@ class ProfileCommand(Command):
 
         # the live line: on a terminal only, and never with --quiet
         settings.extra["live"] = not args.quiet and LiveView.wanted()
+        settings.extra["quiet"] = bool(args.quiet)  # so that meta.json says who turned the live line off
         tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
         rc = run_profiled(cmd, out, settings, stderr_tail=tail)
         from ..analysis.context import ProfileData

@@ -36,6 +36,12 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
+def warmup_excluded_text(steps: list[int]) -> str:
+    """'warm-up excluded: 1 step (step 0)': the count first, so that step 0 never reads as none."""
+    n = len(steps)
+    return f"warm-up excluded: {n} step{'s' if n > 1 else ''} (step{'s' if n > 1 else ''} {_ranges(steps)})"
+
+
 def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
     """One line per kind of GPU: 'devices 0-3: 4 x NAME (132 SMs)', or 'device 0: NAME'."""
     groups: dict[tuple[Any, Any], list[Any]] = {}
@@ -80,9 +86,7 @@ def render_summary(s: Summary, out: Console) -> None:
         if st.first_step is not None:
             head += f" (steps {st.first_step}-{st.last_step})"
         if st.warmup_excluded:
-            ws = st.warmup_excluded
-            head += f"; warm-up excluded: step{'s' if len(ws) > 1 else ''} {', '.join(map(str, ws[:5]))}"
-            head += "..." if len(ws) > 5 else ""
+            head += f"; {warmup_excluded_text(st.warmup_excluded)}"
         if s.selection:
             head += f"; selection: {s.selection}"
         out.print(head)
