@@ -186,3 +186,13 @@ def test_the_stderr_tee_passes_everything_through_and_keeps_a_bounded_tail(tmp_p
     os.close(w_fd)
     tail.join()
     assert len(tail._tail) <= launcher.TAIL_BYTES and tail.last_line() == "last one"
+
+
+def test_q_is_quiet(tmp_path):
+    """-q, as most tools spell it: no live line, no summary; meta.json says the user turned the
+    live line off."""
+    r = run_dlscope("profile", "-q", "-o", tmp_path / "q.dlscope", "--", sys.executable, "-c", "print('only me')")
+    assert r.returncode == 0 and r.stdout == "only me\n", r.stdout + r.stderr
+    assert "dlscope: profile written to" in r.stderr
+    live = open_profile(tmp_path / "q.dlscope").meta.collectors["live"]
+    assert (live.status, live.reason) == ("off", "turned off by the user (--quiet)")

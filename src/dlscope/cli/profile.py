@@ -64,7 +64,7 @@ class ProfileCommand(Command):
                             help="TensorFlow layer: ops, kernels and steps through tf.profiler")
         parser.add_argument("--nvtx", action="store_true", help="also emit phases and steps as NVTX ranges")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op that marks one iteration")
-        parser.add_argument("--quiet", action="store_true",
+        parser.add_argument("-q", "--quiet", action="store_true",
                             help="no live status line while the program runs, no summary after it")
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
