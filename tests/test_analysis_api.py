@@ -90,6 +90,28 @@ def test_notebook_views_are_html_without_script():
     assert "<svg" in pages[0] and "amp_not_enabled" in pages[0]  # step-time plot and the top finding
 
 
+@pytest.mark.parametrize("name", ["step_sum", "cuda_gpu_kern_sum", "cuda_gpu_trace"])  # 29, 49, 11k rows
+def test_print_of_a_report_shows_its_table_as_text(name):
+    """print(p.report(NAME)) and the REPL showed the dataclass, formatters included
+    (``<function fixed.<locals>.fmt ...>``): now the table as ``dlscope stats`` prints it."""
+    from dlscope.render.notebook import MAX_ROWS
+    from dlscope.render.tables import _human  # what `dlscope stats` shows of a column without a format
+
+    with dlscope.open(SINGLE) as p:
+        r = p.report(name)
+    text = str(r)
+    assert repr(r) == text and "<function" not in text and "formats=" not in text
+    lines = text.splitlines()
+    assert lines[0] == f"{name}: {r.title}"
+    assert lines[1].split() == " ┃ ".join(r.table.column_names).split()  # the header: every column, unfolded
+    shown = min(r.table.num_rows, MAX_ROWS)
+    rows = [ln.split("│") for ln in lines[3:3 + shown]]
+    for got, want in zip(rows, r.table.slice(0, shown).to_pylist()):  # each cell as the report formats it
+        assert [c.strip() for c in got] == ["" if v is None else r.formats.get(c, _human)(v) for c, v in want.items()]
+    more = r.table.num_rows - shown
+    assert (f"{more:,} more rows" in lines[3 + shown]) if more else len(lines) == 3 + shown + len(r.notes)
+
+
 def test_bad_paths_and_names_are_one_line_errors():
     from dlscope.errors import InputError, UsageError
 

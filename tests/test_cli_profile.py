@@ -24,6 +24,9 @@ def test_exit_code_and_output_pass_through(tmp_path):
     assert "program output unchanged" in r.stdout
     prof = open_profile(out)
     assert prof.meta.exit_code == 3 and prof.meta.batch_size == 4
+    # failed after its steps: the run's end is recorded, and the summary is the usual one
+    assert prof.meta.run_end.exit_code == 3 and prof.meta.run_end.steps_completed == 4
+    assert "failed before its first step" not in r.stdout and "Steps  3 measured" in r.stdout
     con = attach(prof)
     assert q(con, "SELECT count(*) FROM steps")[0][0] == 4
     assert q(con, "SELECT count(*) FROM phases WHERE name = 'run'")[0][0] == 4
@@ -130,3 +133,66 @@ def test_recording_imports_nothing_heavy_into_the_program(tmp_path):
     probe = "import sys; print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'numpy', 'duckdb', 'rich'}))"
     r = run_dlscope("profile", "-o", tmp_path / "i.dlscope", "--quiet", "--", sys.executable, "-c", probe)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_program_that_fails_before_its_first_step_is_summarized_by_its_error(tmp_path, cli):
+    """`import` of a missing module (a venv not activated): the summary says so first, with the
+    exit code and the program's last stderr line, and nothing about steps or rules."""
+    out = tmp_path / "m.dlscope"
+    r = run_dlscope("profile", "-o", out, "--", sys.executable, "-c", "import dlscope_no_such_module")
+    error = "ModuleNotFoundError: No module named 'dlscope_no_such_module'"
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stderr and error in r.stderr  # still passed through
+    failure = f"the program failed before its first step: exit code 1: {error}"
+    end = open_profile(out).meta.run_end
+    assert (end.exit_code, end.signal, end.last_stderr_line, end.steps_completed) == (1, None, error, 0)
+    later = cli("summary", out)
+    as_json = json.loads(cli("summary", out, "--format", "json").out)
+    for text in (r.stdout, later.out):
+        lines = text.splitlines()
+        assert lines[0].startswith("dlscope summary") and lines[1].strip() == failure
+        assert not any(w in text for w in ("Steps", "step()", "rule", "Advice", "Layers")), text
+    assert list(as_json)[:2] == ["profile", "failure"] and as_json["failure"] == failure
+    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0}
+    assert not {"steps", "phases", "layers", "advice"} & set(as_json)
+
+
+def test_a_program_killed_before_its_first_step_says_by_which_signal(tmp_path):
+    out = tmp_path / "k.dlscope"
+    r = run_dlscope("profile", "-o", out, "--", sys.executable, "-c",
+                    "import os, signal, sys; print('loading', file=sys.stderr); os.kill(os.getpid(), signal.SIGKILL)")
+    assert r.returncode == 128 + signal.SIGKILL
+    assert ("the program failed before its first step: killed by signal 9 (SIGKILL): loading"
+            in r.stdout.splitlines()[1])
+    assert open_profile(out).meta.run_end.signal == signal.SIGKILL
+
+
+def test_the_stderr_tee_passes_everything_through_and_keeps_a_bounded_tail(tmp_path):
+    """200 kB of stderr, no newline at its end, then a failure: every byte reaches our stderr in
+    order, and the tail kept is at most TAIL_BYTES."""
+    from dlscope.capture import launcher
+
+    prog = ("import sys\nfor i in range(20000): sys.stderr.write(f'line {i:05d}\\n')\n"
+            "sys.stderr.write('x' * 500 + ' the end'); sys.exit(4)")
+    r = run_dlscope("profile", "-o", tmp_path / "t.dlscope", "--quiet", "--", sys.executable, "-c", prog)
+    assert r.returncode == 4
+    assert r.stderr.startswith("".join(f"line {i:05d}\n" for i in range(20000)) + "x" * 500 + " the end")
+    end = open_profile(tmp_path / "t.dlscope").meta.run_end
+    assert end.last_stderr_line == "x" * (launcher.LAST_LINE_CHARS - 3) + "..."
+    tail = launcher.StderrTail()
+    r_fd, w_fd = os.pipe()
+    tail.start(os.fdopen(r_fd, "rb"))
+    os.write(w_fd, b"a\n" * 10_000 + b"last one\r\n")
+    os.close(w_fd)
+    tail.join()
+    assert len(tail._tail) <= launcher.TAIL_BYTES and tail.last_line() == "last one"
+
+
+def test_q_is_quiet(tmp_path):
+    """-q, as most tools spell it: no live line, no summary; meta.json says the user turned the
+    live line off."""
+    r = run_dlscope("profile", "-q", "-o", tmp_path / "q.dlscope", "--", sys.executable, "-c", "print('only me')")
+    assert r.returncode == 0 and r.stdout == "only me\n", r.stdout + r.stderr
+    assert "dlscope: profile written to" in r.stderr
+    live = open_profile(tmp_path / "q.dlscope").meta.collectors["live"]
+    assert (live.status, live.reason) == ("off", "turned off by the user (--quiet)")

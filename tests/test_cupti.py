@@ -18,7 +18,7 @@ import pytest
 from dlscope import api
 from dlscope.analysis.context import ProfileData
 from dlscope.analysis.phase_sum import compute as phase_sum
-from dlscope.capture import cupti_activity, cupti_records, import_hooks
+from dlscope.capture import cupti_activity, cupti_records, import_hooks, nvml_api
 from dlscope.capture.base import Settings
 from dlscope.capture.cupti import CuptiCollector
 from dlscope.capture.session import Session
@@ -42,6 +42,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(cupti_activity, "_load_libcupti", lambda: lib)
     monkeypatch.setattr(cupti_activity, "BUFFER_BYTES", 16 * 1024)
     monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    monkeypatch.setattr(nvml_api, "driver_missing", lambda: False)  # a fake CUPTI stands for a GPU machine
     return mod
 
 
@@ -216,6 +217,16 @@ def test_auto_with_no_cuda_framework(tmp_path, fake):
     st = open_profile(tmp_path / "c.dlscope").meta.collectors["cupti"]
     assert st.status == "off" and "imported no CUDA framework" in st.reason
     assert fake.lib.req is None
+
+
+def test_auto_on_a_machine_without_gpu_says_so(tmp_path, monkeypatch):
+    """No NVIDIA driver: the reason is the missing GPU, not the auto mode's wait for a framework."""
+    monkeypatch.setattr(nvml_api, "driver_missing", lambda: True)
+    s, prof = session(tmp_path, cupti="auto", torch="off")
+    with prof:
+        pass
+    st = open_profile(tmp_path / "c.dlscope").meta.collectors["cupti"]
+    assert (st.status, st.reason) == ("unavailable", "no NVIDIA GPU on this machine")
 
 
 def test_claimed_cupti_is_not_taken(tmp_path, fake):

@@ -33,8 +33,9 @@ def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
 
     ``steps="A:B"`` records only steps A to B (inclusive); ``warmup=N`` flags the first N recorded
     steps as warm-up (default: 1 without a window, 0 with one). ``mode="full"`` adds input
-    shapes, stacks and memory to the PyTorch layer. ``torch``, ``nvml`` and ``cupti`` are
-    'auto', 'on' or 'off'; ``nvtx=True`` also emits phases and steps as NVTX ranges.
+    shapes and memory events to the PyTorch layer (Python stacks are not recorded). ``torch``,
+    ``nvml`` and ``cupti`` are 'auto', 'on' or 'off'; ``nvtx=True`` also emits phases and steps as
+    NVTX ranges.
     """
     from .capture.schedule import parse_steps
     from .errors import UsageError

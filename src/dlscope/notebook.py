@@ -157,12 +157,22 @@ class Analysis:
 
 
 class ReportView(_ReportResult):
-    """A report's result (``.table``, ``.rows()``, ``.to_pandas()``), shown in a notebook as a table."""
+    """A report's result (``.table``, ``.rows()``, ``.to_pandas()``), shown in a notebook as a table,
+    and as the text table of ``dlscope stats`` by ``print()`` and the REPL (the dataclass's own repr
+    showed the formatters: ``<function fixed.<locals>.fmt ...>``)."""
 
     def _repr_html_(self) -> str:
         from .render.notebook import report_html
 
         return report_html(self)
+
+    def __repr__(self) -> str:
+        from .render.notebook import MAX_ROWS
+        from .render.tables import report_text
+
+        return report_text(self.name, self.title, self.table, self.formats, self.notes, MAX_ROWS)
+
+    __str__ = __repr__
 
 
 class DiffView(Diff):

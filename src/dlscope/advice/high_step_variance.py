@@ -105,7 +105,7 @@ def _advice(ctx: Context, varying: tuple[str, float] | None, slow: list[dict]) -
                  f"--iter-stop M), leaving out steps {slow_steps} if they are not part of the steady state.")
     if name and re.search(DATA_LOADING_RE, name.lower()):
         first = (f"'{name}' takes a different time every step: the input pipeline is not keeping a buffer ahead of the "
-                 "GPU. Prepare batches in the background (DataLoader workers with prefetch_factor >= 2, "
+                 f"{'GPU' if ctx.data.has('kernels') else 'step'}. Prepare batches in the background (DataLoader workers with prefetch_factor >= 2, "
                  "persistent_workers=True) so their jitter is absorbed.")
     elif name:
         first = (f"'{name}' grows in the slow steps (steps {slow_steps}): look there for periodic work (logging, "

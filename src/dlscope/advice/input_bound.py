@@ -95,13 +95,14 @@ class InputBound(Rule):
         pin = " pin_memory=True," if gpu and (_copies_in_input(ctx).get("pageable") or f.dataloader != "multi") else ""
         if top == "dataloader" or top.startswith("enumerate(DataLoader"):
             if f.dataloader == "multi":
-                return ("The DataLoader already has worker processes, yet the GPU waits for them: raise num_workers "
-                        "(and prefetch_factor), add persistent_workers=True, and make the per-sample work cheaper "
-                        "(decode once and cache; move augmentation to the GPU with torchvision.transforms.v2 on CUDA "
-                        "tensors or NVIDIA DALI).")
-            who = "the GPU waits" if gpu else "each step waits"
-            return (f"The DataLoader loads every batch in the training process (num_workers=0), so {who} "
-                    f"{ms(saving)} per step. Create it with DataLoader(dataset, batch_size=...,{pin} num_workers=N, "
+                return (f"The DataLoader already has worker processes, yet {'the GPU' if gpu else 'the step'} waits "
+                        "for them: raise num_workers (and prefetch_factor), add persistent_workers=True, and make the "
+                        "per-sample work cheaper (decode once and cache"
+                        + ("; move augmentation to the GPU with torchvision.transforms.v2 on CUDA tensors or NVIDIA "
+                           "DALI)." if gpu else ")."))
+            waits = f"the GPU waits {ms(saving)} per step" if gpu else f"each step waits {ms(saving)}"
+            return (f"The DataLoader loads every batch in the training process (num_workers=0), so {waits}. "
+                    f"Create it with DataLoader(dataset, batch_size=...,{pin} num_workers=N, "
                     f"persistent_workers=True, prefetch_factor=2), N about the CPU cores {'per GPU' if gpu else 'to spare'}, so batches are "
                     f"prepared in parallel {meanwhile}.")
         untraced = per_name[0].get("outside_ops_pct")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import signal
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..store.meta import RunEnd
 from .context import ProfileData
 from .gpu_metrics import headline as gpu_headline
 from .headline import Headline, headline
@@ -31,8 +33,15 @@ class Summary:
     gpu: list[dict[str, Any]] = field(default_factory=list)
     unavailable: list[str] = field(default_factory=list)
     headline: Headline | None = None  # None: no GPU activity
+    run_end: RunEnd | None = None
+    # the program failed before its first step: this line is the whole story (no steps, no rules)
+    failure: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        if self.failure is not None:
+            return {"profile": self.profile, "failure": self.failure, "source": self.source,
+                    "command": self.command, "wall_ms": self.wall_ms, "exit_code": self.exit_code,
+                    "run_end": asdict(self.run_end) if self.run_end else None, "notes": self.notes}
         return {
             "profile": self.profile, "source": self.source, "command": self.command,
             "wall_ms": self.wall_ms, "exit_code": self.exit_code,
@@ -63,11 +72,29 @@ def distinct_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def failure_line(end: RunEnd | None, steps: StepStats) -> str | None:
+    """'the program failed before its first step: exit code 1: ModuleNotFoundError: ...' when it
+    did (no step recorded, none found by --key-node either), else None."""
+    if end is None or not end.failed_before_first_step or steps.total_steps:
+        return None
+    if end.signal is not None:
+        try:
+            how = f"killed by signal {end.signal} ({signal.Signals(end.signal).name})"
+        except ValueError:
+            how = f"killed by signal {end.signal}"
+    else:
+        how = f"exit code {end.exit_code}"
+    return f"the program failed before its first step: {how}" + (
+        f": {end.last_stderr_line}" if end.last_stderr_line else "")
+
+
 def summarize(data: ProfileData) -> Summary:
     m = data.meta
+    steps = step_stats(data)
     return Summary(
         profile=str(data.path), source=m.source, command=m.command, wall_ms=wall_ns(data) / 1e6,
-        exit_code=m.exit_code, steps=step_stats(data), phases=phase_breakdown(data),
+        exit_code=m.exit_code, steps=steps, phases=phase_breakdown(data),
         layers=layer_status(data), devices=distinct_devices(m.devices), selection=data.selection.describe(),
         notes=list(m.notes), gpu=gpu_headline(data), unavailable=unavailable_lines(m), headline=headline(data),
+        run_end=m.run_end, failure=failure_line(m.run_end, steps),
     )

@@ -29,7 +29,7 @@ class Settings:
     batch_size: int | None = None
     steps: tuple[int | None, int | None] | None = None  # inclusive window
     warmup: int | None = None  # None: 1 step without a window, 0 with one
-    mode: str = "default"  # 'default' (low overhead) or 'full' (shapes, stacks, memory)
+    mode: str = "default"  # 'default' (low overhead) or 'full' (input shapes, memory events)
     detail_steps: int | None = None  # steps traced in detail; None: 5 in default mode, all in full
     torch: str = "auto"  # auto | on | off
     nvml: str = "auto"
@@ -69,6 +69,13 @@ class Collector:
 
     def wanted(self) -> bool:
         return not self.setting or getattr(self.settings, self.setting, "auto") != "off"
+
+    def off_reason(self) -> str:
+        """Why :meth:`wanted` said no, for meta.json: a collector that runs only when asked for
+        (nvtx, fixes) is off by default, not turned off by the user."""
+        if self.setting and getattr(self.settings, self.setting, "auto") == "off":
+            return "turned off by the user"
+        return "off (default)"
 
     def start(self, session: Session) -> None:
         """Begin recording, or raise CollectorUnavailable(reason)."""
@@ -117,3 +124,4 @@ class DecodeContext:
     devices: list[dict[str, Any]] = field(default_factory=list)
     frameworks: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # decode stage -> seconds
+    steps_completed: int = 0  # step boundaries the process recorded, those outside --steps included

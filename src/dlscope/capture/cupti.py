@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import CollectorUnavailable
 from . import cupti_records as cr
+from . import nvml_api
 from .base import Collector, DecodeContext, Settings
 from .import_hooks import cancel, when_imported
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .session import Session
 
 OWNER = "cupti"
+NO_GPU = "no NVIDIA GPU on this machine"
 WINDOW_NAME = "CUPTI tracing"
 TRACE_DOMAIN = "trace"  # finalize.TRACE_DOMAIN: phases marking when detailed tracing ran
 
@@ -176,6 +178,8 @@ class CuptiCollector(Collector):
         if self.state == "tracing":
             return None
         if self.state == "waiting" or (self.state == "idle" and self.reason == "waiting"):
+            if nvml_api.driver_missing():  # the first thing to know on a machine without a GPU
+                return "unavailable", NO_GPU
             return "off", "auto: the program imported no CUDA framework other than PyTorch (" + \
                 ", ".join(FRAMEWORKS[:4]) + " ...)"
         if self.state == "skipped":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..store import spool
 from ..store.build import ProfileBuilder
-from ..store.meta import CollectorStatus, Meta
+from ..store.meta import CollectorStatus, Meta, RunEnd
 from ..store.writer import remove_spool
 from ..vocabulary.version import __version__
 from . import COLLECTORS
@@ -143,6 +144,7 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
     st = explicit or st  # steps the program marked itself win over optimizer steps
     if st:
         bounds = np.sort(np.concatenate([b.values for b in st]).astype(np.int64)) + off
+        ctx.steps_completed = len(bounds)
         step_tid = st[0].b
         source = spool.STEP_SOURCES.get(st[0].a, "dlscope")
         sched_d = ctx.session.get("schedule") or {}
@@ -258,9 +260,10 @@ def counters_to_ranks(counters: pa.Table, rank_devices: dict[int, int]) -> pa.Ta
 
 
 def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = None,
-                     exit_code: int | None = None) -> Path:
+                     exit_code: int | None = None, run_end: RunEnd | None = None) -> Path:
     """Build ``profile_dir`` from its spool and remove the spool. Raises InputError if there is
-    nothing to finalize."""
+    nothing to finalize. ``run_end``: how the program ended (its exit code wins over ``exit_code``);
+    its ``steps_completed`` is counted here."""
     profile_dir = Path(profile_dir)
     spool_dir = profile_dir / "spool"
     pids = spool.spool_pids(spool_dir) if spool_dir.is_dir() else []
@@ -278,6 +281,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     home_rank = min((int(s.get("rank", 0)) for s in sessions.values() if s and s.get("rank_source") in RANKED),
                     default=0)
     rank_devices: dict[int, int] = {}
+    steps_completed = 0
     host_tables: list[tuple[int, dict[str, pa.Table]]] = []
     for pid in pids:
         session = sessions[pid]
@@ -304,6 +308,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         t0 = time.perf_counter()
         tables = decode_app(spool_dir, ctx, end_info)
         meta.timed("decode.app", time.perf_counter() - t0)
+        steps_completed = max(steps_completed, ctx.steps_completed)
         if not_a_rank:
             # a process of the job that never had a rank (mp.spawn's parent): its phases are kept,
             # its steps and detail would collide with rank 0's
@@ -363,6 +368,9 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     meta.end_ns = max(ends) if ends else int(time.time_ns())
     meta.ranks = sorted(ranks) or [0]
     meta.exit_code = exit_code
+    if run_end is not None:
+        meta.run_end = replace(run_end, steps_completed=steps_completed)
+        meta.exit_code = run_end.exit_code
     if command is not None:
         meta.command = command
     builder.write(profile_dir, meta)

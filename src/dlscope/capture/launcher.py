@@ -14,14 +14,61 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 from ..errors import UsageError
+from ..store.meta import RunEnd
 from .base import Settings
 from .session import Session
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
+TAIL_BYTES = 4096  # of the program's stderr kept for its last line: a traceback's last line fits
+LAST_LINE_CHARS = 300  # a longer last line is cut (it goes into meta.json and the summary)
+
+
+class StderrTail:
+    """Tee of the program's stderr: every byte goes on to ours as it comes, and the last
+    :data:`TAIL_BYTES` are kept, so that the summary can say how a failed program ended. A thread
+    copies the pipe in chunks as they come (no per-line work): the program never waits for dlscope
+    beyond the pipe's buffer. Its stderr is a pipe then, not a terminal."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._thread: threading.Thread | None = None
+
+    def start(self, pipe: IO[bytes]) -> None:
+        self._thread = threading.Thread(target=self._copy, args=(pipe,), name="dlscope-stderr", daemon=True)
+        self._thread.start()
+
+    def _copy(self, pipe: IO[bytes]) -> None:
+        fd, out = pipe.fileno(), 2  # the descriptor the program would have inherited
+        passing = True
+        try:
+            while chunk := os.read(fd, 65536):
+                self._tail = (self._tail + chunk)[-TAIL_BYTES:]
+                while passing and chunk:
+                    try:
+                        chunk = chunk[os.write(out, chunk):]
+                    except OSError:  # our stderr was closed: keep draining, or the program blocks
+                        passing = False
+        except OSError:
+            pass
+        finally:
+            pipe.close()
+
+    def join(self, timeout: float = 2.0) -> None:
+        """Wait for the copy to reach the end of the pipe. A process the program left behind may
+        hold the pipe open: then the copy goes on in the background and the tail so far is used."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def last_line(self) -> str:
+        text = self._tail.decode("utf-8", "replace").replace("\r", "\n")
+        lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+        last = lines[-1] if lines else ""
+        return last if len(last) <= LAST_LINE_CHARS else last[:LAST_LINE_CHARS - 3] + "..."
 
 
 def command_after_dashes(words: list[str]) -> list[str]:
@@ -55,10 +102,12 @@ def _interactive() -> bool:
         return False
 
 
-def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: TextIO | None = None) -> int:
+def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: TextIO | None = None,
+                 stderr_tail: StderrTail | None = None) -> int:
     """Run ``cmd`` to completion under the profiler; returns its raw return code (negative:
     killed by that signal). The caller finalizes. ``stdout``: where the program's standard output
-    goes (default: ours)."""
+    goes (default: ours). ``stderr_tail``: tee the program's stderr through it (default: the
+    program writes to ours directly)."""
     from . import COLLECTORS
 
     host_collectors = [c for c in COLLECTORS if c.scope == "host"]
@@ -74,9 +123,13 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
     try:
         run_range.__enter__()
         try:
-            proc = subprocess.Popen(cmd, env=child_env(profile_dir, settings), stdout=stdout)
+            proc = subprocess.Popen(cmd, env=child_env(profile_dir, settings), stdout=stdout,
+                                    stderr=subprocess.PIPE if stderr_tail is not None else None)
         except OSError as e:
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
+        if stderr_tail is not None:
+            assert proc.stderr is not None
+            stderr_tail.start(proc.stderr)
         forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
         interactive = _interactive()
 
@@ -99,6 +152,8 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+        if stderr_tail is not None:
+            stderr_tail.join()  # the program's last words before anything dlscope prints
         run_range.__exit__(None, None, None)
     finally:
         if live is not None:
@@ -110,3 +165,9 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
 def exit_status(rc: int) -> int:
     """The shell's convention: a program killed by signal N exits 128 + N."""
     return 128 - rc if rc < 0 else rc
+
+
+def run_end(rc: int, tail: StderrTail | None) -> RunEnd:
+    """The record of how the run ended, from Popen's return code (finalize counts the steps)."""
+    return RunEnd(exit_code=exit_status(rc), signal=-rc if rc < 0 else None,
+                  last_stderr_line=tail.last_line() if tail is not None else "")

@@ -43,6 +43,10 @@ class LiveStatus(Collector):
     def wanted(self) -> bool:
         return bool(self.settings.extra.get("live"))
 
+    def off_reason(self) -> str:
+        # off by default (no terminal, or a program not run by `dlscope profile`) unless --quiet
+        return "turned off by the user (--quiet)" if self.settings.extra.get("quiet") else super().off_reason()
+
     def start(self, session: Session) -> None:
         self.session = session
 

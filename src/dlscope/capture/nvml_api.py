@@ -85,9 +85,14 @@ def precheck(env: dict[str, str] | None = None) -> str | None:
     cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and parse_visible(cvd) == []:
         return f"no GPU is visible (CUDA_VISIBLE_DEVICES={cvd!r})"
-    if os.name == "posix" and os.path.isdir("/proc") and not os.path.exists("/proc/driver/nvidia/version"):
+    if driver_missing():
         return "no NVIDIA driver is loaded (/proc/driver/nvidia/version is missing)"
     return None
+
+
+def driver_missing() -> bool:
+    """True where Linux says no NVIDIA driver is loaded: then this machine has no NVIDIA GPU to use."""
+    return os.name == "posix" and os.path.isdir("/proc") and not os.path.exists("/proc/driver/nvidia/version")
 
 
 def load(module: str = "pynvml") -> Any:

@@ -109,7 +109,7 @@ class Session:
     def _start_collector(self, cls: type[Collector]) -> None:
         c = cls(self.settings)
         if not c.wanted():
-            self.statuses[c.name] = CollectorStatus("off", "turned off by the user")
+            self.statuses[c.name] = CollectorStatus("off", c.off_reason())
             return
         try:
             c.start(self)

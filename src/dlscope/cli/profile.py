@@ -50,7 +50,8 @@ class ProfileCommand(Command):
         parser.add_argument("--batch-size", type=int, metavar="N", help="samples per step, for samples/s")
         parser.add_argument("--mode", choices=("default", "full"), default="default",
                             help="'default' traces ops and kernels for a few steps after warm-up and times the "
-                                 "rest untraced; 'full' traces every step with shapes, stacks and memory")
+                                 "rest untraced; 'full' traces every step with input shapes and memory events "
+                                 "(Python stacks are not recorded)")
         parser.add_argument("--detail-steps", type=int, metavar="N",
                             help="steps to trace in detail after warm-up (default 5; 0: none)")
         parser.add_argument("--torch", choices=("auto", "on", "off"), default="auto", help="PyTorch layer")
@@ -63,13 +64,13 @@ class ProfileCommand(Command):
                             help="TensorFlow layer: ops, kernels and steps through tf.profiler")
         parser.add_argument("--nvtx", action="store_true", help="also emit phases and steps as NVTX ranges")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op that marks one iteration")
-        parser.add_argument("--quiet", action="store_true",
+        parser.add_argument("-q", "--quiet", action="store_true",
                             help="no live status line while the program runs, no summary after it")
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     def run(self, args: argparse.Namespace) -> int:
         from ..capture.base import Settings
-        from ..capture.launcher import command_after_dashes, exit_status, run_profiled
+        from ..capture.launcher import StderrTail, command_after_dashes, exit_status, run_end, run_profiled
 
         cmd = command_after_dashes(list(args.command))
         if args.batch_size is not None and args.batch_size <= 0:
@@ -91,7 +92,9 @@ class ProfileCommand(Command):
 
         # the live line: on a terminal only, and never with --quiet
         settings.extra["live"] = not args.quiet and LiveView.wanted()
-        rc = run_profiled(cmd, out, settings)
+        settings.extra["quiet"] = bool(args.quiet)  # so that meta.json says who turned the live line off
+        tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
+        rc = run_profiled(cmd, out, settings, stderr_tail=tail)
         from ..analysis.context import ProfileData
         from ..analysis.summary import summarize
         from ..capture.finalize import finalize_profile
@@ -100,14 +103,16 @@ class ProfileCommand(Command):
         status = exit_status(rc)
         err = console(stderr=True)
         try:
-            finalize_profile(out, command=cmd, exit_code=status)
+            finalize_profile(out, command=cmd, run_end=run_end(rc, tail))
         except DlscopeError as e:
             err.print(f"dlscope: could not finalize the profile: {e}; the recording is kept in {out}")
             return status or 2
         if not args.quiet:
             data = ProfileData.open(out)
-            render_summary(summarize(data), console())
-            _top_advice(data, out)
+            summary = summarize(data)
+            render_summary(summary, console())
+            if summary.failure is None:  # rules judge steps; a program that never ran one has none
+                _top_advice(data, out)
         how = f"exited with {status}" if rc >= 0 else f"was killed by signal {-rc}"
         print(f"dlscope: profile written to {out} (the program {how})", file=sys.stderr)
         return status

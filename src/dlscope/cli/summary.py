@@ -32,13 +32,16 @@ class SummaryCommand(Command):
 
         data = open_for_analysis(args.profile, selection_from(args))
         s = summarize(data)
-        findings = advise(data).findings
+        # a program that failed before its first step gets that said, and no rules (they judge steps)
+        findings = advise(data).findings if s.failure is None else []
         out = console()
         if args.format == "json":
             d = s.as_dict()
-            d["advice"] = [f.as_dict() for f in findings]
+            if s.failure is None:
+                d["advice"] = [f.as_dict() for f in findings]
             out.file.write(json.dumps(d, indent=1, default=str) + "\n")
         else:
             render_summary(s, out)
-            render_top_findings(findings, out, args.profile)
+            if s.failure is None:
+                render_top_findings(findings, out, args.profile)
         return 0

@@ -167,7 +167,7 @@ class Trial:
         from ..analysis.compare.tries import Run
         from ..capture.base import Settings
         from ..capture.finalize import finalize_profile
-        from ..capture.launcher import exit_status, run_profiled
+        from ..capture.launcher import StderrTail, exit_status, run_end, run_profiled
 
         path = self.out / f"{label}.{rnd}.dlscope"
         last = WARMUP_STEPS + self.steps
@@ -177,12 +177,13 @@ class Trial:
                     Settings(warmup=WARMUP_STEPS, detail_steps=0, extra=extra))
         self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
         # with --format json our stdout is the result: the program's own output goes to stderr
-        rc = run_profiled(self.cmd, path, settings, stdout=_stderr_file() if self.quiet else None)
+        tail = StderrTail()
+        rc = run_profiled(self.cmd, path, settings, stdout=_stderr_file() if self.quiet else None, stderr_tail=tail)
         status = exit_status(rc)
         if rc in (-2, 130):  # Ctrl-C: the program was stopped; so is the trial
             self.interrupted = True
         try:
-            finalize_profile(path, command=self.cmd, exit_code=status)
+            finalize_profile(path, command=self.cmd, run_end=run_end(rc, tail))
         except Exception as e:  # noqa: BLE001 - a run that left no profile is reported, the others go on
             self.say(f"run {label} left no readable profile: {e}")
             run = Run(label, rnd, status or 2, [], profile=str(path))

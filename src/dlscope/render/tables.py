@@ -85,3 +85,19 @@ def render(table: pa.Table, fmt: str, console: Console, title: str | None = None
         if table.num_rows > TABLE_MAX_ROWS:
             console.print(f"  ... {table.num_rows - TABLE_MAX_ROWS:,} more rows "
                           "(--format csv or --format json prints them all)")
+
+
+def report_text(name: str, title: str, table: pa.Table, formats: dict[str, Formatter], notes: list[str],
+                max_rows: int) -> str:
+    """A report as ``dlscope stats --report NAME`` prints it, for ``print(p.report(NAME))`` and the
+    REPL: title, table (``max_rows`` at most), notes. As wide as the table: nothing folds."""
+    buf = io.StringIO()
+    out = Console(file=buf, width=100_000, color_system=None, highlight=False, soft_wrap=True)
+    out.print(f"{name}: {title}", markup=False)
+    out.print(rich_table(table, formats=formats, max_rows=max_rows))
+    if table.num_rows > max_rows:
+        out.print(f"  ... {table.num_rows - max_rows:,} more rows: .table (Arrow) or .to_pandas() has them all",
+                  markup=False)
+    for note in notes:
+        out.print(f"  note: {note}", markup=False)
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())

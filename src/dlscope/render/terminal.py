@@ -6,6 +6,7 @@ import shlex
 from typing import Any, Literal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.headline import Headline
@@ -44,6 +45,12 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
+def warmup_excluded_text(steps: list[int]) -> str:
+    """'warm-up excluded: 1 step (step 0)': the count first, so that step 0 never reads as none."""
+    n = len(steps)
+    return f"warm-up excluded: {n} step{'s' if n > 1 else ''} (step{'s' if n > 1 else ''} {_ranges(steps)})"
+
+
 def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
     """One line per kind of GPU: 'devices 0-3: 4 x NAME (132 SMs)', or 'device 0: NAME'."""
     groups: dict[tuple[Any, Any], list[Any]] = {}
@@ -63,6 +70,8 @@ def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
 
 def render_summary(s: Summary, out: Console) -> None:
     out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
+    if s.failure is not None:  # first, and alone: steps, phases and layers would only mislead
+        out.print(f"  [bold]{escape(s.failure)}[/bold]")
     if s.command:
         out.print(f"  command: {shlex.join(s.command)}")
     line = f"  source: {s.source}   wall time: {_ms(s.wall_ms / 1000, 3)} s"
@@ -71,6 +80,10 @@ def render_summary(s: Summary, out: Console) -> None:
     out.print(line)
     for line in _device_lines(s.devices):
         out.print(line)
+    if s.failure is not None:
+        for note in s.notes:
+            out.print(f"  note: {note}")
+        return
     st = s.steps
     out.print()
     if st.count:
@@ -82,9 +95,7 @@ def render_summary(s: Summary, out: Console) -> None:
         if st.first_step is not None:
             head += f" (steps {st.first_step}-{st.last_step})"
         if st.warmup_excluded:
-            ws = st.warmup_excluded
-            head += f"; warm-up excluded: step{'s' if len(ws) > 1 else ''} {', '.join(map(str, ws[:5]))}"
-            head += "..." if len(ws) > 5 else ""
+            head += f"; {warmup_excluded_text(st.warmup_excluded)}"
         if s.selection:
             head += f"; selection: {s.selection}"
         out.print(head)

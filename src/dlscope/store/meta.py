@@ -23,6 +23,26 @@ class CollectorStatus:
 
 
 @dataclass
+class RunEnd:
+    """How the profiled program ended, as the process that waited for it saw it (the
+    ``dlscope profile`` parent): one record per run. A later profile of a distributed job keeps one
+    per rank, so that a rank that died says how."""
+
+    exit_code: int | None = None  # the shell's convention: 128 + N when killed by signal N
+    signal: int | None = None  # the signal that killed it, if one did
+    last_stderr_line: str = ""  # the last non-empty line the program wrote to stderr (its error, mostly)
+    steps_completed: int = 0  # steps the program finished (prof.step() calls, or optimizer steps)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.exit_code) or self.signal is not None
+
+    @property
+    def failed_before_first_step(self) -> bool:
+        return self.failed and self.steps_completed == 0
+
+
+@dataclass
 class Meta:
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
@@ -51,6 +71,7 @@ class Meta:
     notes: list[str] = field(default_factory=list)
     table_rows: dict[str, int] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)  # how long building this profile took, by stage
+    run_end: RunEnd | None = None  # how the program ended (None: not recorded by `dlscope profile`, or imported)
 
     def timed(self, stage: str, seconds: float) -> None:
         self.timings_s[stage] = round(self.timings_s.get(stage, 0.0) + seconds, 4)
@@ -68,6 +89,8 @@ class Meta:
             k: CollectorStatus(**{kk: vv for kk, vv in v.items() if kk in ("status", "reason", "settings")})
             for k, v in (d.get("collectors") or {}).items()
         }
+        if isinstance(d.get("run_end"), dict):
+            kwargs["run_end"] = RunEnd(**{k: v for k, v in d["run_end"].items() if k in RUN_END_TYPES})
         devices = kwargs.pop("devices", None) or []
         for name in ("start_ns", "end_ns"):  # a time the row rule would call malformed is unknown
             v = kwargs.get(name)
@@ -163,7 +186,7 @@ FIELD_TYPES: dict[str, str] = {
     "collectors": "dict[dict]", "dropped": "dict[int]", "clock": "dict", "batch_size": "float?",
     "batch_size_source": "str?", "warmup_steps": "int",
     "step_window": "list[int?]?", "key_node": "str?", "notes": "list[str]", "table_rows": "dict[int]",
-    "timings_s": "dict[float]",
+    "timings_s": "dict[float]", "run_end": "dict?",
 }
 # the keys of a device (Meta.add_device leaves out those of the wrong type) and of a collector
 # that the commands read, and their types
@@ -172,6 +195,7 @@ DEVICE_TYPES = {"rank": "int?", "index": "int", "nvml_index": "int?", "name": "s
                 "sms": "int?", "compute_capability": "str?", "uuid": "str?", "host": "str?", "source": "str?",
                 "pci_bus_id": "str?", "driver": "str?", "cuda_driver": "str?", "gpm": "bool?"}
 COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
+RUN_END_TYPES = {"exit_code": "int?", "signal": "int?", "last_stderr_line": "str", "steps_completed": "int"}
 
 
 def shape_problem(raw: dict[str, Any]) -> str | None:
@@ -188,4 +212,8 @@ def shape_problem(raw: dict[str, Any]) -> str | None:
                 return wrong(f"collectors.{name}.{key}", col[key], kind)
         if "status" not in col:
             return f"collectors.{name} has no status"
+    end = raw.get("run_end") or {}
+    for key, kind in RUN_END_TYPES.items():
+        if key in end and not _is(end[key], kind):
+            return wrong(f"run_end.{key}", end[key], kind)
     return None

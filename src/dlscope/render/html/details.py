@@ -18,6 +18,7 @@ from ...analysis.tensor_cores import TensorCoreShare
 from ...store.meta import Meta
 from ...vocabulary.severity import SEVERITIES
 from ..findings import evidence_parts, saving_phrase
+from ..terminal import warmup_excluded_text
 from . import blocks
 from .svg import esc
 
@@ -29,7 +30,7 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
     if st.count:
         span = f"steps {st.first_step}-{st.last_step}" if st.first_step is not None else ""
         if st.warmup_excluded:
-            span += f"; warm-up {', '.join(map(str, st.warmup_excluded[:5]))} excluded"
+            span += f"; {warmup_excluded_text(st.warmup_excluded)}"
         if st.traced_excluded:
             span += f"; {len(st.traced_excluded)} traced steps timed apart"
         items.append(("steps measured", blocks.count(st.count), span))
