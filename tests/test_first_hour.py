@@ -71,7 +71,7 @@ def test_the_quick_start_gives_one_throughput(first_hour, tmp_path):
     steps_s, samples_s = 1e3 / mean_ms, batch * 1e3 / mean_ms
 
     summary = outputs["summary"]
-    row = re.search(r"[\d.]+ │ ([\d,.]+) │ ([\d,.]+)\s*$", summary.split("Steps", 1)[1].split("Phases", 1)[0], re.M)
+    row = re.search(r"[\d.]+\s+│\s+([\d,.]+)\s+│\s+([\d,.]+)\s*$", summary.split("Steps", 1)[1].split("Phases", 1)[0], re.M)
     assert row, summary
     assert float(row.group(1).replace(",", "")) == pytest.approx(steps_s, abs=0.01)
     assert float(row.group(2).replace(",", "")) == pytest.approx(samples_s, abs=0.1)
