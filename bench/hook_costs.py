@@ -78,8 +78,8 @@ def hooks_cost(device: str, blocks: int, steps: int) -> dict:
     for b in range(blocks):
         for mode in modes[b % 3:] + modes[:b % 3]:  # rotated, so that drifts hit every mode alike
             if mode.startswith("hooks"):
-                extra = {"phase_gpu": False} if mode == "hooks_no_gpu_marks" else {}
-                s = Session(tmp / f"h{b}{mode}.dlscope", Settings(extra=extra), collectors=[TorchPhaseHooks]).start()
+                settings = Settings(phase_gpu=mode != "hooks_no_gpu_marks")
+                s = Session(tmp / f"h{b}{mode}.dlscope", settings, collectors=[TorchPhaseHooks]).start()
                 block(model, opt, loader, 3, device)
                 s.step()  # the first boundary after a forward narrows the module hooks to the outermost modules
                 times[mode].append(block(model, opt, loader, steps, device))
@@ -143,8 +143,8 @@ def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
     res = {}
     # the live line's per-step cost in the program (capture/live_status.py): a step boundary with
     # and without it (its file is written by the flusher thread, once a second)
-    for label, cols, extra in (("step boundary", [], {}), ("step boundary, live line on", [LiveStatus], {"live": True})):
-        s = Session(tmp / f"{len(res)}.dlscope", Settings(extra=extra), collectors=cols).start()
+    for label, cols, live in (("step boundary", [], False), ("step boundary, live line on", [LiveStatus], True)):
+        s = Session(tmp / f"{len(res)}.dlscope", Settings(live=live), collectors=cols).start()
         res[label] = {"ns": best(s.step)}
         s.stop()
     res["live line"] = {"off_ns": res["step boundary"]["ns"], "hooks_ns": res["step boundary, live line on"]["ns"],

@@ -134,7 +134,7 @@ def test_short_phases_are_flagged(tmp_path, fake_module):
 
 def test_thread_mode_in_the_dlscope_parent(tmp_path, fake_module):
     fake_module(FakeNvml(time.perf_counter_ns, [FakeGpu(gpm=False, name="Tesla T4", cc=(7, 5))]))
-    session = Session(tmp_path / "t.dlscope", Settings(extra={"nvml_module": FAKE}), owner="cli-parent",
+    session = Session(tmp_path / "t.dlscope", Settings(nvml_module=FAKE), owner="cli-parent",
                       collectors=[NvmlCollector])
     session.start()
     time.sleep(0.4)
@@ -156,7 +156,7 @@ def test_thread_mode_in_the_dlscope_parent(tmp_path, fake_module):
 
 
 def test_helper_process_under_the_api(tmp_path):
-    settings = Settings(extra={"nvml_module": "tests.fake_nvml"})
+    settings = Settings(nvml_module="tests.fake_nvml")
     session = Session(tmp_path / "a.dlscope", settings, owner="api", collectors=[NvmlCollector])
     session.start()
     helper = session.collectors[0]._proc
@@ -182,7 +182,7 @@ import sys, time
 from dlscope.capture.base import Settings
 from dlscope.capture.nvml import NvmlCollector
 from dlscope.capture.session import Session
-s = Session(sys.argv[1], Settings(extra={"nvml_module": "tests.fake_nvml"}), owner="api", collectors=[NvmlCollector])
+s = Session(sys.argv[1], Settings(nvml_module="tests.fake_nvml"), owner="api", collectors=[NvmlCollector])
 s.start()
 print("ready", flush=True)
 time.sleep(120)
@@ -225,7 +225,7 @@ def test_killed_program_keeps_samples_and_the_helper_stops(tmp_path):
 
 def test_nvml_unavailable_is_recorded_and_shown(tmp_path, fake_module, cli):
     fake_module(FakeNvml(time.perf_counter_ns, init_error=9))
-    session = Session(tmp_path / "u.dlscope", Settings(extra={"nvml_module": FAKE}), owner="api",
+    session = Session(tmp_path / "u.dlscope", Settings(nvml_module=FAKE), owner="api",
                       collectors=[NvmlCollector])
     # thread mode is what the dlscope parent uses; the api's helper would report the same
     session.owner = "cli-parent"
@@ -245,7 +245,7 @@ def test_nvml_unavailable_is_recorded_and_shown(tmp_path, fake_module, cli):
 
 
 def test_helper_reports_unavailable_nvml(tmp_path):
-    settings = Settings(extra={"nvml_module": "dlscope_no_such_module"})
+    settings = Settings(nvml_module="dlscope_no_such_module")
     session = Session(tmp_path / "h.dlscope", settings, owner="api", collectors=[NvmlCollector])
     session.start()
     session.stop()

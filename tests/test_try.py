@@ -181,11 +181,11 @@ def test_fixes_that_act_at_the_outermost_forward_leave_the_submodules_on_the_fas
     from torch import nn
     from torch.nn.modules import module as nn_module
 
-    from dlscope.capture.base import Settings
+    from dlscope.capture.base import Settings, TryRun
     from dlscope.capture.fix_injector import FixInjector
     from dlscope.capture.session import Session
 
-    s = Session(tmp_path / "x.dlscope", Settings(extra={"fixes": ["channels_last"]}), collectors=[FixInjector]).start()
+    s = Session(tmp_path / "x.dlscope", Settings(try_run=TryRun(fixes=["channels_last"])), collectors=[FixInjector]).start()
     try:
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
         model(torch.randn(1, 3, 8, 8))
@@ -390,3 +390,42 @@ def test_the_p_beside_not_significant_is_the_verdicts():
     row = next(ln for ln in text.splitlines() if ln.lstrip("│ ").startswith("x "))
     assert f"{o.p_value:.2g}" in row and f"{o.steps_p_value:.2g}" not in row and "not significant" in row
     assert "p: the larger of the steps' Mann-Whitney U and the rounds' paired t" in text
+
+
+def test_the_tries_table_is_declared_once_and_read_back():
+    """store.schema.TRIES is the one declaration: every column is written from an outcome (a field
+    of the same name or a derived one) and read back into the same outcome."""
+    from dataclasses import fields
+
+    from dlscope.analysis.compare.tries import TRIES_DERIVED, FixOutcome, read_tries, tries_table
+    from dlscope.store.schema import TRIES, conform
+
+    names = {f.name for f in fields(FixOutcome)}
+    assert all(c.name in names or c.name in TRIES_DERIVED for c in TRIES.columns)
+    assert set(TRIES_DERIVED) <= {c.name for c in TRIES.columns}
+    done = FixOutcome("tf32", ["no_tensor_cores", "amp_not_enabled"], True, "", True, 30.0, 25.5, (20.0, 31.0),
+                      0.004, significant=True, agrees=True, baseline_ms=10.0, fixed_ms=7.45, runs=3, steps=60)
+    failed = FixOutcome("bf16", ["amp_not_enabled"], False, "the run crashed", True, None, runs=1)
+    table = tries_table([done, failed])
+    want = conform("tries", table).schema  # the schema's own types, in its order
+    assert [(f.name, f.type) for f in table.schema] == [(f.name, f.type) for f in want]
+    back = read_tries(table)
+    for before, after in zip([done, failed], back):
+        for c in TRIES.columns:
+            if c.name not in TRIES_DERIVED:
+                assert getattr(after, c.name) == getattr(before, c.name), c.name
+        assert (after.name, after.rules, after.reason, after.measured_interval_pct) == \
+            (before.name, before.rules, before.reason, before.measured_interval_pct)
+
+
+def test_a_try_run_crosses_the_process_boundary_typed():
+    """What try asks of a run travels in the settings' JSON (DLSCOPE_SESSION) and comes back typed."""
+    import json
+
+    from dlscope.capture.base import Settings, TryRun
+
+    s = Settings(warmup=6, detail_steps=0, try_run=TryRun(["workers"], {"workers": {"predicted_saving_pct": 76.0}},
+                                                           stop_after_step=26, record_loss=True))
+    back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s and isinstance(back.try_run, TryRun)
+    assert Settings.from_dict({"extra": {"fixes": ["bf16"]}}).try_run is None  # an older profile's settings

@@ -49,7 +49,7 @@ def test_collectors_off_by_default_are_not_said_turned_off_by_the_user(tmp_path)
     assert st["torch"] == ("off", "turned off by the user")  # --torch off
     for name in ("nvtx", "fixes", "live"):  # nvtx without --nvtx, fixes outside `try`, live off a terminal
         assert st[name] == ("off", "off (default)"), name
-    st = _statuses(tmp_path / "b", extra={"quiet": True})
+    st = _statuses(tmp_path / "b", quiet=True)
     assert st["live"] == ("off", "turned off by the user (--quiet)")
 
 

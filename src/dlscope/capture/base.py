@@ -23,6 +23,18 @@ if TYPE_CHECKING:
 
 
 @dataclass
+class TryRun:
+    """What one run of ``dlscope try`` asks of the program (read by the fix injector,
+    :mod:`.fix_injector`): the fixes to apply, what try knows for each, where to stop."""
+
+    fixes: list[str] = field(default_factory=list)  # names in capture.fixes.BY_NAME
+    # per fix name, what try knows for it (FixContext.options): the advice's predicted saving
+    fix_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stop_after_step: int | None = None  # the run ends after this step (its measured steps are done)
+    record_loss: bool = False  # keep the scalar losses, to flag a fix that changes the numerics
+
+
+@dataclass
 class Settings:
     """Everything a user can ask of a recording (API keywords and `dlscope profile` flags)."""
 
@@ -40,9 +52,18 @@ class Settings:
     key_node: str | None = None
     flush_interval_s: float = 1.0
     sample_interval_ms: int = 50
-    extra: dict[str, Any] = field(default_factory=dict)
+    gpm_interval_ms: float | None = None  # NVML GPM's window (None: the collector's, capture.nvml)
+    live: bool = False  # the `dlscope profile` parent shows the live line: the processes feed it
+    quiet: bool = False  # --quiet: the user turned the live line off (meta.json says so)
+    try_run: TryRun | None = None  # a run of `dlscope try`
+    # for tests and benchmarks: an NVML module with pynvml's names; the PyTorch hooks' phases and
+    # their GPU marks (on unless turned off)
+    nvml_module: str = "pynvml"
+    phase_hooks: bool = True
+    phase_gpu: bool = True
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: it crosses the process boundary (``DLSCOPE_SESSION``) and goes in meta.json."""
         d = asdict(self)
         d["steps"] = list(self.steps) if self.steps else None
         return d
@@ -52,6 +73,8 @@ class Settings:
         d = dict(d)
         if d.get("steps") is not None:
             d["steps"] = tuple(d["steps"])
+        if isinstance(d.get("try_run"), dict):
+            d["try_run"] = TryRun(**{k: v for k, v in d["try_run"].items() if k in TryRun.__dataclass_fields__})
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -70,7 +71,7 @@ class CuptiCollector(Collector):
         self._stopped = False
         self._lock = threading.RLock()  # the hook may fire again from inside a start
         # for tests: a callable(spool_dir, pid, clock) -> tracer with start/flush/stop
-        self._make_tracer = settings.extra.get("cupti_tracer")
+        self._make_tracer: Callable[..., ActivityTracer] | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self, session: Session) -> None:

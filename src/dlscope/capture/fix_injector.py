@@ -1,8 +1,8 @@
 """Apply the fixes ``dlscope try`` asks for inside the profiled program, end the run after enough
 steps, and keep the loss of every step for the numerics check.
 
-Settings (``Settings.extra``): ``fixes`` (names in :data:`.fixes.BY_NAME`), ``fix_options`` (per
-fix name, what try knows for it: ``FixContext.options``), ``stop_after_step``
+Settings (``Settings.try_run``, a :class:`.base.TryRun`): ``fixes`` (names in :data:`.fixes.BY_NAME`),
+``fix_options`` (per fix name, what try knows for it: ``FixContext.options``), ``stop_after_step``
 (the program is ended with ``SystemExit(0)`` when that step begins: the measured steps are done
 and the rest of the run would only cost time) and ``record_loss``. Each fix is installed when the
 program imports torch; the collector's settings in the profile's ``meta.json`` say which applied
@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CollectorUnavailable
-from .base import Collector, Settings
+from .base import Collector, Settings, TryRun
 from .import_hooks import cancel, when_imported
 from .schedule import Action
 
@@ -35,9 +35,10 @@ class FixInjector(Collector):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.session: Session | None = None
-        self.wanted_fixes: list[str] = list(settings.extra.get("fixes") or [])
-        self.stop_after: int | None = settings.extra.get("stop_after_step")
-        self.record_loss = bool(settings.extra.get("record_loss"))
+        run = settings.try_run or TryRun()
+        self.wanted_fixes: list[str] = list(run.fixes)
+        self.stop_after: int | None = run.stop_after_step
+        self.record_loss = run.record_loss
         self.fixes: list[InjectedFix] = []
         self.not_applied: dict[str, str] = {}
         self.losses: list[tuple[int, Any]] = []
@@ -64,7 +65,7 @@ class FixInjector(Collector):
         from .fixes import BY_NAME, FixContext, NotApplicable
 
         self._ctx = ctx = FixContext()
-        ctx.options = dict(self.settings.extra.get("fix_options") or {})
+        ctx.options = dict(self.settings.try_run.fix_options) if self.settings.try_run else {}
         for name in self.wanted_fixes:
             fix = BY_NAME[name]()
             try:

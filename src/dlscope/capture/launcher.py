@@ -116,7 +116,7 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
     handle = parent.recorder.thread_ranges()
     run_range = handle[shlex.join(cmd)[:200]]
     live = None
-    if settings.extra.get("live"):
+    if settings.live:
         from .live_view import LiveView
 
         live = LiveView(profile_dir / "spool").start()

@@ -1,8 +1,7 @@
 """What the running program is doing, written about once a second for `dlscope profile`'s live
 line (:mod:`.live_view`): the step it is in, the last and median step times, the phase it is in.
 
-A collector inside each profiled process, on only when the parent shows the line (``Settings.extra
-['live']``). Per step it appends one clock reading to a bounded deque; the file is written by the
+A collector inside each profiled process, on only when the parent shows the line (``Settings.live``). Per step it appends one clock reading to a bounded deque; the file is written by the
 session's flusher thread, so the program's own thread does no I/O for it.
 """
 
@@ -41,11 +40,11 @@ class LiveStatus(Collector):
         self._last: dict[int, tuple[str, int]] = {}  # range -> (name, its last event: +enter / -exit)
 
     def wanted(self) -> bool:
-        return bool(self.settings.extra.get("live"))
+        return self.settings.live
 
     def off_reason(self) -> str:
         # off by default (no terminal, or a program not run by `dlscope profile`) unless --quiet
-        return "turned off by the user (--quiet)" if self.settings.extra.get("quiet") else super().off_reason()
+        return "turned off by the user (--quiet)" if self.settings.quiet else super().off_reason()
 
     def start(self, session: Session) -> None:
         self.session = session

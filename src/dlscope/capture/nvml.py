@@ -10,9 +10,9 @@ Samples are flushed about once a second, so a killed run keeps them. At finalize
 ``counters`` table (metric names and units in ``store.schema.METRICS``), and the GPUs'
 descriptions go to ``meta.json`` ``devices``.
 
-Settings: ``nvml`` ('auto' | 'on' | 'off'), ``sample_interval_ms`` (50), and in ``extra``:
-``gpm_interval_ms`` (200; never less than 100), ``nvml_module`` (an NVML module with pynvml's names;
-tests pass a fake).
+Settings: ``nvml`` ('auto' | 'on' | 'off'), ``sample_interval_ms`` (50), ``gpm_interval_ms`` (200
+when None; never less than 100), ``nvml_module`` (an NVML module with pynvml's names; tests pass a
+fake).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class NvmlCollector(Collector):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.interval_ms = float(settings.sample_interval_ms or 50)
-        self.gpm_interval_ms = max(float(settings.extra.get("gpm_interval_ms", DEFAULT_GPM_INTERVAL_MS)),
+        self.gpm_interval_ms = max(float(settings.gpm_interval_ms or DEFAULT_GPM_INTERVAL_MS),
                                    MIN_GPM_INTERVAL_MS)
-        self.module = str(settings.extra.get("nvml_module", "pynvml"))
+        self.module = settings.nvml_module
         self.mode = ""
         self._spool_dir = Path()
         self._pid = 0

@@ -97,7 +97,7 @@ class TorchPhaseHooks(Collector):
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, session: Session) -> None:
-        if self.settings.extra.get("phase_hooks") is False:
+        if not self.settings.phase_hooks:
             raise CollectorUnavailable("phase hooks turned off")
         self.session = session
         when_imported("torch", self._on_torch)
@@ -107,7 +107,7 @@ class TorchPhaseHooks(Collector):
             return
         self._torch = torch
         self._compiling = _compiling_check(torch)
-        if self.settings.extra.get("phase_gpu") is not False:
+        if self.settings.phase_gpu:
             try:
                 if torch.cuda.is_available():
                     self._gpu = PhaseGpuClock(TorchEvents(torch), GPU_PHASES)

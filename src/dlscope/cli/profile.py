@@ -91,8 +91,8 @@ class ProfileCommand(Command):
         from ..capture.live_view import LiveView
 
         # the live line: on a terminal only, and never with --quiet
-        settings.extra["live"] = not args.quiet and LiveView.wanted()
-        settings.extra["quiet"] = bool(args.quiet)  # so that meta.json says who turned the live line off
+        settings.live = not args.quiet and LiveView.wanted()
+        settings.quiet = bool(args.quiet)  # so that meta.json says who turned the live line off
         tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
         rc = run_profiled(cmd, out, settings, stderr_tail=tail)
         from ..analysis.context import ProfileData

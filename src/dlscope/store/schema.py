@@ -293,7 +293,7 @@ TRIES = Table(
      _c("measured_saving_pct", F64, "measured saving of the median step, % of the baseline's median step"),
      _c("measured_low_pct", F64, "95% interval of the measured saving, low end (Student's t over the rounds' ratios; one round: the steps' bootstrap)"),
      _c("measured_high_pct", F64, "95% interval of the measured saving, high end"),
-     _c("p_value", F64, "Mann-Whitney U test of the fixed runs' steps against the baseline runs'"),
+     _c("p_value", F64, "p of the verdict: with two rounds or more the larger of the steps' Mann-Whitney U and the rounds' paired t (both must reject); one round: the steps' test"),
      _c("significant", BOOL, "the steps' Mann-Whitney test and the rounds' paired t test both reject no change (p < 0.05)"),
      _c("agrees", BOOL, "the prediction holds: within 0.5x..2x of a significant saving or inside its interval (or both under 2%); NULL: undecided"),
      _c("loss_diverged", BOOL, "the fixed runs' loss became NaN/inf or left the stated tolerance"),

@@ -33,10 +33,15 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .significance import ALPHA, compare_samples, paired_rounds
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # A fix's mean loss over the measured steps may differ from the baseline's by this share of it
 # (plus LOSS_FLOOR): bf16 autocast and TF32 train to the fp32 loss within a few per cent
@@ -203,3 +208,65 @@ def loss_check(base: list[Run], fixed: list[Run]) -> tuple[bool, str]:
     if abs(mf - mb) > tol:
         return True, f"mean loss {mf:.4g} against the baseline's {mb:.4g} (more than {LOSS_TOLERANCE:.0%} apart)"
     return False, f"mean loss {mf:.4g} against the baseline's {mb:.4g}"
+
+
+# ---- the tries table (store.schema.TRIES): one declaration, its writer and reader from it ---------
+def _interval_end(o: FixOutcome, i: int) -> float | None:
+    return o.measured_interval_pct[i] if o.measured_interval_pct else None
+
+
+# TRIES columns that are not FixOutcome fields of the same name, and how each is made from one
+TRIES_DERIVED: dict[str, Callable[[FixOutcome], Any]] = {
+    "fix": lambda o: o.name,
+    "rules": lambda o: ",".join(o.rules),
+    "reason": lambda o: o.reason or None,
+    "measured_low_pct": lambda o: _interval_end(o, 0),
+    "measured_high_pct": lambda o: _interval_end(o, 1),
+}
+
+
+def tries_table(outcomes: list[FixOutcome]) -> pa.Table:
+    """The outcomes as the ``tries`` table: a column for each of the schema's, in its order."""
+    import pyarrow as pa
+
+    from ...store.schema import TRIES
+
+    def value(o: FixOutcome, column: str) -> Any:
+        make = TRIES_DERIVED.get(column)
+        return make(o) if make else getattr(o, column)
+
+    return pa.table({c.name: pa.array([value(o, c.name) for o in outcomes], c.type)
+                     for c in TRIES.columns})
+
+
+def read_tries(table: pa.Table) -> list[FixOutcome]:
+    """The ``tries`` table back as outcomes (the fields it stores; the others keep their defaults)."""
+    from ...store.schema import TRIES
+
+    stored = {c.name for c in TRIES.columns} - set(TRIES_DERIVED)
+    out = []
+    for r in table.to_pylist():
+        low, high = r.get("measured_low_pct"), r.get("measured_high_pct")
+        o = FixOutcome(r["fix"], [x for x in (r.get("rules") or "").split(",") if x], bool(r["applied"]),
+                       r.get("reason") or "", bool(r.get("changes_precision")), r.get("predicted_saving_pct"),
+                       measured_interval_pct=(low, high) if low is not None and high is not None else None,
+                       **{k: r[k] for k in stored if k in r and k not in ("applied", "changes_precision",
+                                                                           "predicted_saving_pct")})
+        out.append(o)
+    return out
+
+
+def read_run(path: Path, label: str, rnd: int, status: int, first_measured: int) -> Run:
+    """A finished run: its measured steps (untraced, after the warm-up; rank 0), losses and fixes."""
+    from ..context import ProfileData
+
+    data = ProfileData.open(path)
+    steps = [r[0] for r in data.con.execute(
+        "SELECT (end_ns - start_ns) / 1e6 FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps) "
+        "ORDER BY step").fetchall()]
+    st = data.meta.collectors.get("fixes")
+    settings = st.settings if st is not None else {}
+    losses = [float(v) for s, v in settings.get("losses") or [] if s >= first_measured and isinstance(v, (int, float))]
+    bad = [v for s, v in settings.get("losses") or [] if s >= first_measured and not isinstance(v, (int, float))]
+    losses += [float(v) for v in bad]  # 'nan' / 'inf' as floats: the numerics check flags them
+    return Run(label, rnd, status, steps, losses, settings.get("fixes") or {}, str(path))

@@ -25,7 +25,7 @@ class FixContext:
         self.on_step_start: list[Any] = []     # callables run at each step boundary (a new step begins)
         self.before_backward: list[Any] = []   # callables run right before torch.autograd.backward
         self.first_forward: list[Any] = []     # callables (module, args) -> args | None, at the outermost forward
-        # per fix name, what dlscope try knows for it (Settings.extra["fix_options"]): the advice's
+        # per fix name, what dlscope try knows for it (Settings.try_run.fix_options): the advice's
         # predicted saving ('predicted_saving_pct') sizes a fix that has a size (DataLoader workers)
         self.options: dict[str, dict[str, Any]] = {}
 

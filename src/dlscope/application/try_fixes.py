@@ -1,0 +1,175 @@
+"""The `try` use case: measure what each advised fix saves by running the program unchanged and with
+each fix applied (without changing its source), alternated, and store the outcomes in the baseline
+run's profile (the ``tries`` table)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..analysis.compare.tries import FixOutcome, Run
+
+def fix_names(text: str) -> list[str]:
+    """The fixes ``--fixes`` names ("auto" or names of :data:`capture.fixes.BY_NAME`, comma-separated)."""
+    from ..capture.fixes import BY_NAME
+    from ..errors import UsageError
+
+    asked = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in asked if f != "auto" and f not in BY_NAME]
+    if unknown:
+        raise UsageError(f"unknown fix {unknown[0]!r} (known: auto, {', '.join(BY_NAME)})")
+    return asked
+
+
+def program_command(args: list[str]) -> list[str]:
+    """The program to run: the arguments after ``--``."""
+    from ..capture.launcher import command_after_dashes
+
+    return command_after_dashes(args)
+
+
+# Steps every run leaves out before measuring: the baseline's first run traces steps 1-5 after
+# its warm-up step (the default mode's window), and the others skip as many, so that every run is
+# measured over the same steps of the program.
+WARMUP_STEPS = 6
+
+
+def _stderr_file() -> Any:
+    """Our standard error as a file a child can write to (a notebook's stream has no descriptor:
+    then the process's own)."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
+
+
+class Trial:
+    """The runs of one ``dlscope try``: the baseline's profiled run, the alternations, the
+    combined fixes; then the outcomes, written into the first run's profile (``tries``)."""
+
+    def __init__(self, cmd: list[str], out: Path, steps: int, repeat: int, asked: list[str], combined: bool,
+                 quiet: bool = False) -> None:
+        self.cmd, self.out, self.steps, self.repeat = cmd, out, steps, repeat
+        self.asked, self.combined, self.quiet = asked, combined, quiet
+        self.runs: list[Run] = []
+        self.interrupted = False
+        self.fix_options: dict[str, dict[str, Any]] = {}  # per fix: the advice's predicted saving
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"dlscope try: {msg}", file=sys.stderr, flush=True)
+
+    def run(self) -> dict[str, Any]:
+        from ..analysis.compare.tries import measure, run_spread_pct
+        from ..capture.fixes import BY_NAME, FIXES
+
+        first = self._run("baseline", 0, [], traced=True)
+        predicted, fired = self._advice(first)
+        # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
+        self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
+        if "auto" in self.asked:
+            names = [f.name for f in FIXES if not f.on_request_only and set(f.rules) & set(fired)]
+            names += [n for n in self.asked if n != "auto" and n not in names]
+        else:
+            names = list(self.asked)
+        self.say(f"fixes to try: {', '.join(names) or 'none (no finding has a fix dlscope can apply)'}")
+        for rnd in range(self.repeat):
+            order = ["baseline", *names] if rnd else names
+            order = order[rnd % len(order):] + order[: rnd % len(order)] if order else order
+            for label in order:
+                if self.interrupted:
+                    break
+                self._run(label, rnd, [] if label == "baseline" else [label])
+        base = [r for r in self.runs if r.label == "baseline"]
+        outcomes = [measure(n, list(BY_NAME[n].rules), base, [r for r in self.runs if r.label == n],
+                            _predicted(predicted, BY_NAME[n].rules), BY_NAME[n].changes_precision) for n in names]
+        helped = [o.name for o in outcomes if o.applied and o.significant and (o.measured_saving_pct or 0) > 0
+                  and not o.loss_diverged]
+        together = None
+        if self.combined and len(helped) > 1 and not self.interrupted:
+            for rnd in range(self.repeat):
+                for label in (["baseline", "combined"] if rnd % 2 else ["combined", "baseline"]):
+                    if not self.interrupted:
+                        self._run(label, self.repeat + rnd, [] if label == "baseline" else helped)
+            base = [r for r in self.runs if r.label == "baseline"]
+            together = measure("combined", [], base, [r for r in self.runs if r.label == "combined"],
+                               None, any(BY_NAME[n].changes_precision for n in helped))
+            together.reason = "+".join(helped)
+            together.agrees = None  # no prediction for the fixes together
+        if self.interrupted:
+            self.say("interrupted: the runs so far are measured; the rest did not run")
+        self._store(first, outcomes)
+        spread = run_spread_pct([r for r in self.runs if r.label == "baseline"])
+        result = {"command": self.cmd, "steps": self.steps, "repeat": self.repeat, "interrupted": self.interrupted,
+                  "baseline_spread_pct": spread,
+                  "profiles": str(self.out), "fixes": [o.as_dict() for o in outcomes],
+                  "combined": together.as_dict() if together else None,
+                  "runs": [{"label": r.label, "round": r.round, "exit_code": r.exit_code, "median_ms": r.median_ms,
+                            "steps": len(r.steps_ms), "profile": r.profile} for r in self.runs]}
+        if not self.quiet:
+            from ..render.terminal import console
+            from ..render.tries import render_tries
+
+            render_tries(outcomes, together, console(), self.interrupted, spread)
+        return result
+
+    # ---- one run ------------------------------------------------------------------------------
+    def _run(self, label: str, rnd: int, fixes: list[str], traced: bool = False) -> Run:
+        from ..analysis.compare.tries import Run, read_run
+        from ..capture.base import Settings, TryRun
+        from ..capture.finalize import finalize_profile
+        from ..capture.launcher import StderrTail, exit_status, run_end, run_profiled
+
+        path = self.out / f"{label}.{rnd}.dlscope"
+        last = WARMUP_STEPS + self.steps
+        asks = TryRun(fixes=fixes, fix_options={n: self.fix_options.get(n, {}) for n in fixes},
+                      stop_after_step=last, record_loss=True)
+        settings = (Settings(try_run=asks) if traced else
+                    Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks))
+        self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
+        # with --format json our stdout is the result: the program's own output goes to stderr
+        tail = StderrTail()
+        rc = run_profiled(self.cmd, path, settings, stdout=_stderr_file() if self.quiet else None, stderr_tail=tail)
+        status = exit_status(rc)
+        if rc in (-2, 130):  # Ctrl-C: the program was stopped; so is the trial
+            self.interrupted = True
+        try:
+            finalize_profile(path, command=self.cmd, run_end=run_end(rc, tail))
+        except Exception as e:  # noqa: BLE001 - a run that left no profile is reported, the others go on
+            self.say(f"run {label} left no readable profile: {e}")
+            run = Run(label, rnd, status or 2, [], profile=str(path))
+            self.runs.append(run)
+            return run
+        measured = read_run(path, label, rnd, status, WARMUP_STEPS)
+        self.runs.append(measured)
+        return measured
+
+    def _advice(self, first: Run) -> tuple[dict[str, float], list[str]]:
+        """The first run's findings: saving per rule (%), and the rules that fired."""
+        from ..analysis.context import ProfileData
+        from .advise import advise
+
+        if not first.profile or not Path(first.profile, "meta.json").exists():
+            return {}, []
+        found = advise(ProfileData.open(first.profile)).findings
+        return ({f.id: f.saving_pct for f in found if f.saving_pct is not None},
+                [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0])
+
+    def _store(self, first: Run, outcomes: list[FixOutcome]) -> None:
+        """The outcomes as the ``tries`` table of the first run's profile."""
+        if not first.profile or not outcomes or not Path(first.profile, "meta.json").exists():
+            return
+        from ..analysis.compare.tries import tries_table
+        from ..store.amend import replace_table
+        from ..store.meta import load_meta
+
+        path = Path(first.profile)
+        replace_table(path, load_meta(path / "meta.json"), "tries", tries_table(outcomes))
+
+
+def _predicted(predicted: dict[str, float], rules: tuple[str, ...]) -> float | None:
+    got = [predicted[r] for r in rules if r in predicted]
+    return max(got) if got else None
