@@ -11,7 +11,7 @@ judges the advice, so this counts, with a ``TorchDispatchMode``, every operator 
 dispatcher runs for one forward + backward of four small models (PyTorch's
 ``nn.TransformerEncoder``, an MLP, a CNN with batch norm, a residual MLP with layer norm), plain
 and under bf16 autocast. Operator counts do not depend on the device: CPU autocast inserts its
-casts the way CUDA's does. ``analysis/autocast_ops.py`` takes two numbers from the output: the
+casts the way CUDA's does. ``analysis/core/autocast_ops.py`` takes two numbers from the output: the
 casts added per matrix-math operator (``ADDED_PER_CASTABLE``) and the median ratio of launching
 operators (``TYPICAL_HOST_FACTOR``); metadata operators (views, transposes, ``detach``), which launch
 nothing, are left out of every count, as ``pass_ops`` leaves them out of a profile's.
@@ -35,7 +35,7 @@ import torch
 from dispatch_count import Counting
 from torch import nn
 
-from dlscope.analysis.autocast_ops import METADATA_OPS
+from dlscope.analysis.core.autocast_ops import METADATA_OPS
 
 # the dispatcher's names of what dlscope's CASTABLE_RE matches in a profile (aten::addmm, ...)
 CASTABLE = re.compile(r"^aten\.(addmm|addmv|mm|bmm|baddbmm|addbmm|convolution|convolution_backward|"

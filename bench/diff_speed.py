@@ -34,7 +34,7 @@ DLSCOPE_JOB = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from dlscope.importers.run import import_files
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.application.diff import diff
 a = import_files([sys.argv[1]], sys.argv[3] + "/a.dlscope", force=True)
 b = import_files([sys.argv[2]], sys.argv[3] + "/b.dlscope", force=True)

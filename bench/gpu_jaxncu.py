@@ -159,7 +159,7 @@ def dlscope(*args: Any, timeout: float = 120) -> subprocess.CompletedProcess[str
 def sql(profile: Path, query: str) -> list[dict[str, Any]]:
     """Rows of a query over a profile, in this process (a CLI start per query costs seconds)."""
     sys.path.insert(0, str(REPO / "src"))
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
 
     try:
         data = ProfileData.open(profile)

@@ -12,7 +12,7 @@ log "gpt2 80 steps"; timeout 150 python3 -m dlscope profile -o /tmp/gpt2_long.dl
   python3 bench/advice_truth/train.py --model gpt2 --variant baseline --steps 80 > /tmp/gpt2_long.log 2>&1; echo rc=$?
 python3 - <<'PY' > "$OUT/gpt2_long_marks.json"
 import json
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 d = ProfileData.open("/tmp/gpt2_long.dlscope")
 print(json.dumps({"collectors": d.meta.collectors if hasattr(d.meta, "collectors") else None,
                   "marks": d.con.execute("SELECT count(*) FROM phase_gpu").fetchall()[0][0],

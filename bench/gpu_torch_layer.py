@@ -28,7 +28,7 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 import dlscope  # noqa: E402
-from dlscope.analysis.context import ProfileData  # noqa: E402
+from dlscope.analysis.core.context import ProfileData  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 OUT.mkdir(parents=True, exist_ok=True)

@@ -39,8 +39,8 @@ from dlscope.importers.run import import_files
 out = import_files([sys.argv[1]], sys.argv[2], force=True)
 t1 = time.perf_counter()
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.summary import summarize
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.summary import summarize
 data = ProfileData.open(out)
 s = summarize(data)
 for name in ("gpu_time_breakdown", "cuda_gpu_kern_sum"):

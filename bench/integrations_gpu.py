@@ -67,7 +67,7 @@ def lightning_fit(steps: int, fused: bool, profiler=None) -> list[float]:
 
 def profile_facts(path: Path) -> dict:
     from dlscope import advice
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
 
     d = ProfileData.open(path)
 

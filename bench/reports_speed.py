@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.headline import headline
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.headline import headline
 from dlscope.importers.run import import_files
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from dlscope import advice
-from dlscope.analysis import replay as R
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.models import replay as R
 from dlscope.store.meta import Meta
 
 from .report_helpers import make_profile

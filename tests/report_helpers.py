@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
 from dlscope.importers.run import import_files
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta

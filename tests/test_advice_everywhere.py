@@ -13,7 +13,7 @@ import pytest
 
 from dlscope import advice
 from dlscope.advice import KEYS, SEVERITIES
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
 
 from .conftest import DATA, REPO, assert_one_line_error, corpus_files, corpus_id
 from .report_helpers import fixture_path, imported

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dlscope import advice
-from dlscope.analysis import replay as R
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.models import replay as R
 
 from .advice_helpers import replay_input
 

@@ -11,7 +11,7 @@ import pytest
 
 import dlscope
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 
 DATA = Path(__file__).parent / "data"
 SINGLE = DATA / "advice_truth_hooks" / "gpt2_baseline_default.dlscope"

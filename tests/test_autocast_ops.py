@@ -1,4 +1,4 @@
-"""Autocast's host cost (dlscope.analysis.autocast_ops): the constants against the measurement they
+"""Autocast's host cost (dlscope.analysis.core.autocast_ops): the constants against the measurement they
 cite, and the profile's own operator counts against a count done here in plain Python."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis.autocast_ops import (
+from dlscope.analysis.core.autocast_ops import (
     ADDED_PER_CASTABLE,
     CASTABLE_RE,
     METADATA_OPS,
     TYPICAL_HOST_FACTOR,
     pass_ops,
 )
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.host_classes import MODEL_RE
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.host_classes import MODEL_RE
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "tests" / "data" / "advice_truth_hooks"

@@ -13,9 +13,9 @@ import pytest
 from dlscope import advice
 from dlscope.advice.context import Context
 from dlscope.advice.what_if import calibrated
-from dlscope.analysis import replay as R
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.host_classes import HostClass
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.host_classes import HostClass
+from dlscope.analysis.models import replay as R
 
 from .advice_helpers import replay_input
 

@@ -16,8 +16,8 @@ import types
 import pytest
 
 from dlscope import api
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.phase_sum import compute as phase_sum
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports.phase_sum import compute as phase_sum
 from dlscope.capture import cupti_activity, cupti_records, import_hooks, nvml_api
 from dlscope.capture.base import Settings
 from dlscope.capture.cupti import CuptiCollector

@@ -14,7 +14,7 @@ import pytest
 
 from dlscope.analysis.compare.decompose import _gpu_parts
 from dlscope.analysis.compare.diff import compare
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
 from dlscope.application.diff import diff
 from dlscope.importers.run import import_files
 

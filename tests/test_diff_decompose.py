@@ -15,7 +15,7 @@ from dlscope.analysis.compare.decompose import (
     decompose,
 )
 from dlscope.analysis.compare.diff import compare
-from dlscope.analysis.step_idle import step_idle
+from dlscope.analysis.core.step_idle import step_idle
 
 from .advice_helpers import Loop
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from dlscope.analysis.compare.diff import compare
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.gpu_work import gpu_step_count
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.gpu_work import gpu_step_count
 from dlscope.importers.run import import_files
 
 from .conftest import CORPUS, DATA, need_file

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dlscope.analysis.compare.decompose import RESIDUAL_KEY
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.application.diff import diff
 
 from .conftest import DATA, need_file

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from dlscope import advice
-from dlscope.analysis import comm_sum, overlap, straggler
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports import comm_sum, overlap, straggler
 
 from .conftest import REPO, run_dlscope
 

@@ -14,8 +14,8 @@ import pytest
 
 from dlscope import advice
 from dlscope.advice import straggler as straggler_rule
-from dlscope.analysis import comm_sum, overlap, rank_balance, straggler
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.reports import comm_sum, overlap, rank_balance, straggler
 
 from .conftest import CORPUS, DATA, q, run_dlscope
 from .report_helpers import US, hta_entry_id, hta_selection, imported, make_profile, shared_root
@@ -208,8 +208,8 @@ def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
 def test_summary_of_a_real_4_gpu_job_counts_gpus_and_steps_once(monkeypatch):
     """FSDP2 on 4 H100s (one profile, 4 ranks): every rank and the NVML sampler recorded the host's
     GPUs (16 records); the summary lists 4, and says 33 steps on each of 4 ranks, not '132 steps'."""
-    from dlscope.analysis.context import ProfileData
-    from dlscope.analysis.summary import summarize
+    from dlscope.analysis.core.context import ProfileData
+    from dlscope.analysis.core.summary import summarize
     from dlscope.render.terminal import _device_lines
 
     path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
@@ -231,7 +231,7 @@ def test_summary_of_a_real_4_gpu_job_counts_gpus_and_steps_once(monkeypatch):
 def test_fsdp_units_on_a_real_4_gpu_fsdp2_job_agree_with_the_timeline():
     """Per sharded unit, the all-gathers and their exposed part (no compute kernel of the rank ran
     alongside), against the same computed in plain Python from the kernels and the host ranges."""
-    from dlscope.analysis import fsdp_units
+    from dlscope.analysis.reports import fsdp_units
 
     path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
     data = ProfileData.open(path)
@@ -266,7 +266,7 @@ def test_fsdp_exposed_gathers_on_real_fsdp2_jobs():
     traced evidence only, at most LOW)."""
     from dlscope.advice import fsdp_exposed_gathers
     from dlscope.advice.context import Context
-    from dlscope.analysis import fsdp_units
+    from dlscope.analysis.reports import fsdp_units
 
     real = Path(__file__).parent / "data" / "advice_truth_dist"
     data = ProfileData.open(real / "fsdp4_balanced_a.dlscope")
@@ -287,7 +287,7 @@ def _idle_by_hand(data: ProfileData) -> dict[tuple[int, str], float]:
     marks = data.con.execute("""SELECT g.rank, g.step, g.name, g.gpu_start_ns, g.gpu_end_ns, s.traced, s.warmup
                                FROM phase_gpu g JOIN steps s USING (rank, step)
                                WHERE g.name IN ('forward', 'backward')""").fetchall()
-    from dlscope.analysis.gpu_work import gpu_work_sql
+    from dlscope.analysis.core.gpu_work import gpu_work_sql
 
     kernels = data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' "
                                "ORDER BY rank, start_ns").fetchall()
@@ -313,7 +313,7 @@ def test_fsdp_exposed_gathers_estimate_against_the_measured_prefetch_change():
     1.49-3.46 ms saved). The fixed job's own profile advises nothing more."""
     from dlscope.advice import fsdp_exposed_gathers
     from dlscope.advice.context import Context
-    from dlscope.analysis import fsdp_units
+    from dlscope.analysis.reports import fsdp_units
 
     real = Path(__file__).parent / "data" / "advice_truth_dist"
     runs = Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / "dist_lease4"
@@ -340,7 +340,7 @@ def test_memory_by_rank_on_the_real_4_gpu_fsdp2_job():
     (the forward all-gathers' inputs of a step) against the model's size: the suite's 6-layer GPT
     (d=768, 50,304-token vocabulary, 512 positions, untied head) has 123.0 M fp32 parameters, a
     quarter of them on each of 4 ranks."""
-    from dlscope.analysis import memory_by_rank
+    from dlscope.analysis.reports import memory_by_rank
 
     path = Path(__file__).parent / "data" / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
     data = ProfileData.open(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.capture.forward_passes import merge_forward_calls
 
 from .conftest import q, run_dlscope

@@ -672,8 +672,8 @@ def test_counters_without_a_device_are_no_gpus_headline(cli, tmp_path):
     t = pq.read_table(f)
     i = t.schema.get_field_index("device")
     pq.write_table(t.set_column(i, pa.field("device", pa.int32()), pa.nulls(t.num_rows, pa.int32())), f)
-    from dlscope.analysis.context import ProfileData
-    from dlscope.analysis.gpu_metrics import headline
+    from dlscope.analysis.core.context import ProfileData
+    from dlscope.analysis.reports.gpu_metrics import headline
 
     assert headline(ProfileData.open(MLP_PROFILE))  # the seed has a headline
     assert headline(ProfileData.open(prof)) == []

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 
 from .conftest import DATA
 

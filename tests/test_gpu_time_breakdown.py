@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from dlscope.analysis import gpu_time_breakdown
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.reports import gpu_time_breakdown
 
 from .conftest import DATA
 from .report_helpers import (

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dlscope.analysis import tensor_core
-from dlscope.analysis.headline import headline
+from dlscope.analysis.core.headline import headline
+from dlscope.analysis.reports import tensor_core
 
 from .report_helpers import US, fixture_path, imported, make_profile, open_fixture
 

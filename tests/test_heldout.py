@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from dlscope import advice
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = Path(__file__).parent / "data" / "heldout" / "vit_baseline.dlscope"

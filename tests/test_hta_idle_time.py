@@ -14,8 +14,8 @@ import math
 
 import pytest
 
-from dlscope.analysis import idle_breakdown_hta
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports import idle_breakdown_hta
 
 from .conftest import DATA
 from .report_helpers import (

@@ -32,8 +32,8 @@ from collections import defaultdict
 
 import pytest
 
-from dlscope.analysis import cuda_gpu_kern_sum, gpu_time_breakdown
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.reports import cuda_gpu_kern_sum, gpu_time_breakdown
 
 from .conftest import DATA
 from .report_helpers import hta_entry_id, hta_entry_source, hta_selection, imported

@@ -37,9 +37,9 @@ from collections import defaultdict
 
 import pytest
 
-from dlscope.analysis import launch_sum
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.gpu_work import gpu_work_sql, selected_sql
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.gpu_work import gpu_work_sql, selected_sql
+from dlscope.analysis.reports import launch_sum
 
 from .conftest import DATA
 from .report_helpers import hta_entry_id, hta_entry_source, hta_selection, imported

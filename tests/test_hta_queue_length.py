@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis import queue_length
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.gpu_work import gpu_work_sql
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.gpu_work import gpu_work_sql
+from dlscope.analysis.reports import queue_length
 
 from .conftest import DATA
 from .report_helpers import (

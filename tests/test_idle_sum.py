@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from dlscope.analysis import gpu_time_breakdown, idle_sum
+from dlscope.analysis.reports import gpu_time_breakdown, idle_sum
 
 from . import kineto_reference as ref
 from .report_helpers import US, fixture_path, make_profile, open_fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlscope import advice
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 
 from .conftest import q, require
 

@@ -1,5 +1,5 @@
 """The numpy interval helpers against a brute-force count of covered integer points and against
-their SQL twins (:mod:`dlscope.analysis.intervals`): the idle breakdown, the headline and the
+their SQL twins (:mod:`dlscope.analysis.core.intervals`): the idle breakdown, the headline and the
 replay switched from one to the other, so they must give the same integers."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis import interval_arrays as ia
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.intervals import covered_sql, union_sql
+from dlscope.analysis.core import interval_arrays as ia
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.intervals import covered_sql, union_sql
 
 from .report_helpers import fixture_path, imported
 

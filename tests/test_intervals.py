@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis.intervals import covered_sql, total_covered_sql, union_sql
+from dlscope.analysis.core.intervals import covered_sql, total_covered_sql, union_sql
 
 
 def _points(starts, ends) -> set[int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.store.reader import open_profile
 
 from .conftest import REPO, q, run_dlscope

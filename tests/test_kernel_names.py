@@ -1,4 +1,4 @@
-"""The per-name kernel classes (analysis/kernel_names.py) against the per-row SQL expressions
+"""The per-name kernel classes (analysis/core/kernel_names.py) against the per-row SQL expressions
 they replaced and the Python twins of the patterns, on real traces; and the launching-op table
 against a join over every op."""
 
@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.kernel_category import kernel_category_sql
-from dlscope.analysis.kernel_names import kernel_names, kernel_ops
-from dlscope.analysis.math_kernels import precision, precision_sql
-from dlscope.analysis.tensor_cores import is_tensor_core_kernel, tensor_core_sql
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.kernel_category import kernel_category_sql
+from dlscope.analysis.core.kernel_names import kernel_names, kernel_ops
+from dlscope.analysis.core.math_kernels import precision, precision_sql
+from dlscope.analysis.core.tensor_core_kernels import is_tensor_core_kernel, tensor_core_sql
 from dlscope.vocabulary.collectives import COMMUNICATION_RE
 
 from .report_helpers import fixture_path, imported

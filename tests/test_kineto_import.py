@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.summary import summarize
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.summary import summarize
 from dlscope.importers.run import import_files
 
 from . import kineto_reference as ref

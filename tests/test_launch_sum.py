@@ -8,7 +8,7 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from dlscope.analysis import launch_sum
+from dlscope.analysis.reports import launch_sum
 
 from . import kineto_reference as ref
 from .report_helpers import US, fixture_path, make_profile, open_fixture

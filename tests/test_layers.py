@@ -78,17 +78,17 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset({
     "dlscope.cli.imports runs dlscope.importers",
     "dlscope.cli.imports runs dlscope.importers.run",
     "dlscope.cli.profile runs dlscope.advice",
-    "dlscope.cli.profile runs dlscope.analysis.summary",
+    "dlscope.cli.profile runs dlscope.analysis.core.summary",
     "dlscope.cli.profile runs dlscope.capture.finalize",
     "dlscope.cli.profile runs dlscope.capture.launcher",
     "dlscope.cli.profile runs dlscope.capture.schedule",
     "dlscope.cli.sql runs dlscope.store.db",
     "dlscope.cli.sql runs dlscope.store.fleet",
     "dlscope.cli.stats runs dlscope.analysis",
-    "dlscope.cli.summary runs dlscope.analysis.summary",
+    "dlscope.cli.summary runs dlscope.analysis.core.summary",
     "dlscope.notebook runs dlscope.analysis",
-    "dlscope.notebook runs dlscope.analysis.step_phases",
-    "dlscope.notebook runs dlscope.analysis.summary",
+    "dlscope.notebook runs dlscope.analysis.core.step_phases",
+    "dlscope.notebook runs dlscope.analysis.core.summary",
     "dlscope.notebook runs dlscope.store.db",
     "dlscope.notebook runs dlscope.store.fleet",
     "dlscope.notebook runs dlscope.store.schema",
@@ -355,13 +355,13 @@ def test_the_checker_reports_what_is_planted(imports: Imports) -> None:
     every["dlscope.render.nowhere"] = {"dlscope.render"}  # a new module, in a layer
     every["dlscope.nowhere"] = set()  # in none
     for g in (every, running, runs):  # render running analysis
-        g["dlscope.render.tables"].add("dlscope.analysis.summary")
-    sql = imports.sql | {"dlscope.advice.rule", "dlscope.analysis.summary"}  # SQL in a rule's base: not allowed
+        g["dlscope.render.tables"].add("dlscope.analysis.core.summary")
+    sql = imports.sql | {"dlscope.advice.rule", "dlscope.analysis.core.summary"}  # SQL in a rule's base: not allowed
     found = violations(every, running, runs, sql) - _violations(imports)
     planted = {"dlscope.store.reader -> dlscope.advice",
                "cycle: dlscope.vocabulary.collectives, dlscope.vocabulary.version",
                "unmapped: dlscope.nowhere",
-               "dlscope.render.tables runs dlscope.analysis.summary",
+               "dlscope.render.tables runs dlscope.analysis.core.summary",
                "sql in advice: dlscope.advice.rule"}
     # exactly these over a clean graph; over a broken one a planted edge may also grow a real cycle
     assert planted <= found
@@ -378,8 +378,8 @@ def test_the_graph_sees_every_kind_of_import(imports: Imports) -> None:
     assert "dlscope.capture.session" in every["dlscope.capture.base"]  # under TYPE_CHECKING
     assert "dlscope.capture.session" not in running["dlscope.capture.base"]
     # `from ..analysis.summary import Summary` brings a type; `from ..store import db`, a module
-    assert "dlscope.analysis.summary" in running["dlscope.render.terminal"]
-    assert "dlscope.analysis.summary" not in runs["dlscope.render.terminal"]
+    assert "dlscope.analysis.core.summary" in running["dlscope.render.terminal"]
+    assert "dlscope.analysis.core.summary" not in runs["dlscope.render.terminal"]
     assert "dlscope.store.db" in runs["dlscope.render.raw"]
     assert layer_of("dlscope") == layer_of("dlscope.cli.summary") == len(LAYERS) - 1
     assert layer_of("dlscope.errors") == layer_of("dlscope.vocabulary.version") == 0

@@ -12,8 +12,8 @@ import pytest
 from dlscope.advice.context import Context
 from dlscope.advice.memory import memory_peak
 from dlscope.analysis.compare.diff import compare
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.gpu_metrics import compute as gpu_metrics
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports.gpu_metrics import compute as gpu_metrics
 
 from .conftest import DATA
 

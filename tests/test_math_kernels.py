@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlscope.analysis import math_kernels as mk
+from dlscope.analysis.core import math_kernels as mk
 
 from .conftest import corpus_files
 from .report_helpers import fixture_path, imported, open_fixture
@@ -38,7 +38,7 @@ def _sql_matches_python(data) -> dict:
 
 
 def test_sql_and_python_agree_on_every_kernel_everywhere(tmp_path_factory):
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
 
     paths = [fixture_path(n) for n in ("h100_resnet50_phases", "h100_gpt6_fp32", "h100_gpt6_bf16")] + corpus_files()
     for p in paths:

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from dlscope.analysis import memcpy_sum
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.reports import memcpy_sum
 from dlscope.vocabulary.collectives import COMMUNICATION_RE
 
 from . import kineto_reference as ref

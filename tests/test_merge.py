@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from dlscope.analysis import comm_sum, overlap
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports import comm_sum, overlap
 from dlscope.application.merge import TIME_COLUMNS, decoded_tables
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
@@ -176,7 +176,7 @@ def test_two_launches_on_h100s_merge_into_the_one_launch_jobs_collectives(tmp_pa
 def _hidden_by_hand(data: ProfileData) -> tuple[float, float]:
     """(transfer ns, hidden ns) over the collectives every rank recorded, each taken on the rank with
     its shortest record, against that rank's compute kernels merged in plain Python."""
-    from dlscope.analysis.gpu_work import gpu_work_sql
+    from dlscope.analysis.core.gpu_work import gpu_work_sql
 
     comms = data.con.execute("""SELECT rank, name, group_name, start_ns, end_ns FROM comms
                                 WHERE "where" = 'gpu' ORDER BY rank, start_ns""").fetchall()
@@ -215,7 +215,7 @@ def test_collective_overlap_is_the_same_for_two_launches_and_one(tmp_path):
     ms a step merged, 0.34 and 1.46 in one launch); each collective on its last-arriving rank,
     `collective_overlap` gives the job's own overlap: within 5% between the two runs, and equal to
     the same sum done here by hand."""
-    from dlscope.analysis import collective_overlap
+    from dlscope.analysis.reports import collective_overlap
 
     real = Path(__file__).parent / "data" / "advice_truth_dist"
     assert run_dlscope("merge", real / "lease4_twolaunch_host0.dlscope", real / "lease4_twolaunch_host1.dlscope",

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.kernel_metrics import NCU_REFUSED_NOTE, compute
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports.kernel_metrics import NCU_REFUSED_NOTE, compute
 from dlscope.application.ncu import DEFAULT_METRICS, ROOFLINE_METRICS
 from dlscope.store.reader import open_profile
 

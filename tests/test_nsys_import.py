@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.importers.base import ImportOptions
 from dlscope.importers.run import import_files
 

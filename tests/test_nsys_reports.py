@@ -15,8 +15,8 @@ import pytest
 
 import dlscope
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData, Selection
-from dlscope.analysis.nsys_conventions import api_name_sql, half_up, megabytes
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.core.nsys_conventions import api_name_sql, half_up, megabytes
 from dlscope.importers.base import ImportOptions
 from dlscope.importers.run import import_files
 from dlscope.store.build import ProfileBuilder

@@ -16,8 +16,8 @@ import pytest
 
 from dlscope import api
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.summary import summarize
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.summary import summarize
 from dlscope.capture import counter_spool
 from dlscope.capture.base import Settings
 from dlscope.capture.finalize import finalize_profile

@@ -1,4 +1,4 @@
-"""The occupancy and wave model (dlscope.analysis.occupancy) against CUPTI's own occupancy on real
+"""The occupancy and wave model (dlscope.analysis.models.occupancy) against CUPTI's own occupancy on real
 A100 and V100 traces, and against the GPU time the suite's programs really took at a larger batch
 on an H100."""
 
@@ -14,9 +14,9 @@ import duckdb
 import numpy as np
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.occupancy import SM_LIMITS, blocks_per_sm_sql, profile_device
-from dlscope.analysis.replay import HOST_CLASSES, Fix, replay_calls
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.models.occupancy import SM_LIMITS, blocks_per_sm_sql, profile_device
+from dlscope.analysis.models.replay import HOST_CLASSES, Fix, replay_calls
 
 from .advice_helpers import replay_input
 
@@ -134,7 +134,7 @@ def test_damaged_launch_shapes_scale_linearly():
     """Launch shapes a damaged profile may hold (negative, zero, NULL, past int32 when multiplied,
     shared memory near int64's end): no error, and the batch's own factor where the shape says
     nothing."""
-    from dlscope.analysis.occupancy import Device, wave_factor_sql
+    from dlscope.analysis.models.occupancy import Device, wave_factor_sql
 
     con = duckdb.connect()
     con.execute("""CREATE TABLE k (grid_x INT, grid_y INT, grid_z INT, block_x INT, block_y INT, block_z INT,
@@ -169,7 +169,7 @@ def test_persistent_kernels_sized_to_the_gpu_grow_with_the_batch():
     """cuBLASLt's Hopper kernels (nvjet) launch one block per SM (132 or 120 on the H100) and loop
     over the work: twice the batch is twice the time. Their shared memory (over 150 KiB a block)
     lets an SM hold one, so their grid already fills a wave and the model says 2x, not 1x."""
-    from dlscope.analysis.occupancy import wave_factor_sql
+    from dlscope.analysis.models.occupancy import wave_factor_sql
 
     data = ProfileData.open(HOOKS / "gpt2_bf16_default.dlscope")
     rows = data.con.execute(f"""SELECT DISTINCT grid_x * grid_y * grid_z, shared_bytes,

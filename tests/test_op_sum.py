@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from dlscope.analysis import op_sum
+from dlscope.analysis.reports import op_sum
 
 from . import kineto_reference as ref
 from .report_helpers import US, fixture_path, make_profile, open_fixture

@@ -259,7 +259,7 @@ def test_real_marks_hold_the_kernels_each_phase_launched():
     """In the traced steps CUPTI timed every kernel on its own clock path: each kernel launched
     during a host phase must run inside that phase's GPU span, to the clocks' agreement (tens of
     microseconds), and the spans must be as long as the work in them."""
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
 
     d = ProfileData.open(REAL)
     rows = d.con.execute("""
@@ -282,8 +282,8 @@ def test_real_marks_hold_the_kernels_each_phase_launched():
 def test_the_phase_report_gives_every_steps_gpu_span():
     """phase_sum's gpu_span_ms: the marks summed by hand over the statistics steps; and on the
     GPU-bound forward and backward it matches the traced steps' kernel time (CUPTI) within 5%."""
-    from dlscope.analysis import phase_sum
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
+    from dlscope.analysis.reports import phase_sum
 
     d = ProfileData.open(REAL)
     res = phase_sum.compute(d).table.to_pylist()

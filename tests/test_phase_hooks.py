@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.phase_times import step_class_times, untraced_class_times
+from dlscope.analysis.core.class_times import step_class_times, untraced_class_times
+from dlscope.analysis.core.context import ProfileData
 
 from .conftest import q, run_dlscope
 

@@ -12,9 +12,9 @@ import pytest
 
 from dlscope.advice import straggler
 from dlscope.advice.context import Context
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.host_classes import HostClass
-from dlscope.analysis.rank_waits import sign_test_p, untraced_straggler
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.host_classes import HostClass
+from dlscope.analysis.reports.rank_waits import sign_test_p, untraced_straggler
 
 from .advice_helpers import MS
 from .conftest import q
@@ -153,7 +153,7 @@ def test_gpu_waits_name_the_straggler_without_the_hosts_waits(job):
 
 def test_gpu_waits_by_hand():
     """gpu_waits against plain Python over the marks of one rank's steps."""
-    from dlscope.analysis.rank_waits import gpu_waits
+    from dlscope.analysis.reports.rank_waits import gpu_waits
 
     d = ProfileData.open(REAL / "lease3_fsdp2_straggler.dlscope")
     marks = q(d.con, """SELECT rank, tid, step, name, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
@@ -207,8 +207,8 @@ def test_small_collectives_on_a_real_job_estimated_against_the_measured_fix():
 
 def test_the_rank_waits_report_shows_the_verdicts_evidence():
     """Per rank: the lag against the verdict's, both waits' medians by hand, and the verdict."""
-    from dlscope.analysis import rank_waits
-    from dlscope.analysis.rank_waits import gpu_waits
+    from dlscope.analysis.reports import rank_waits
+    from dlscope.analysis.reports.rank_waits import gpu_waits
 
     data = ProfileData.open(REAL / "lease3_ddp2_straggler.dlscope")
     res = rank_waits.compute(data)
@@ -250,7 +250,7 @@ def test_a_rank_slower_in_every_phase_is_told_to_look_at_its_machine():
     """The verdict's excess per class decides the advice: slower in input, model and optimizer
     alike is a slower host (accelerate's balanced MLP once ran so on lease 5, and not on the four
     runs of lease 4); slower in one class is that class's work."""
-    from dlscope.analysis.rank_waits import StragglerVerdict
+    from dlscope.analysis.reports.rank_waits import StragglerVerdict
 
     def verdict(**excess: float) -> StragglerVerdict:
         return StragglerVerdict(rank=0, ranks=2, steps=40, lag_ms=3.0, others_wait_ms=3.0, step_ms=10.0,

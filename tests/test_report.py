@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.steps import step_stats
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.steps import step_stats
 from dlscope.application.report import build_report
 from dlscope.render.html import CSP, render_report, write_report
 from dlscope.store.build import ProfileBuilder

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.step_phases import step_durations, step_phases
-from dlscope.analysis.tensor_cores import is_tensor_core_kernel, tensor_core_share
-from dlscope.analysis.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
-from dlscope.analysis.top import top_kernels, top_ops
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.step_phases import step_durations, step_phases
+from dlscope.analysis.core.tensor_core_kernels import is_tensor_core_kernel, tensor_core_share
+from dlscope.analysis.core.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
+from dlscope.analysis.core.top import top_kernels, top_ops
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 

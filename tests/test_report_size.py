@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.timeseries import phase_bands, time_bins
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.timeseries import phase_bands, time_bins
 from dlscope.application.report import build_report
 from dlscope.render.html import write_report
 from dlscope.store.build import ProfileBuilder

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from dlscope.analysis import REPORTS
-from dlscope.analysis.context import ProfileData, Selection
+from dlscope.analysis.core.context import ProfileData, Selection
 
 from .conftest import corpus_files, corpus_id
 from .report_helpers import fixture_path, imported

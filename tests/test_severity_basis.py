@@ -9,7 +9,7 @@ from pathlib import Path
 from dlscope import advice
 from dlscope.advice.finding import severity_for
 from dlscope.advice.severity_basis import NOTE
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dlscope.analysis.intervals import overlaps_sql, points_in_sql
+from dlscope.analysis.core.intervals import overlaps_sql, points_in_sql
 
 
 def _last_line(probe: str) -> str:
@@ -44,8 +44,8 @@ def test_the_summary_through_the_python_api_loads_no_pandas():
     """A library user's summary (the import benchmark's job) hands DuckDB numpy arrays, not
     pyarrow arrays built with pa.array(), which imports pandas (0.3 s) on its first call."""
     profile = Path(__file__).parent / "data" / "advice_truth" / "gpt_baseline_full.dlscope"
-    probe = ("import sys; from dlscope.analysis import REPORTS; from dlscope.analysis.context import ProfileData; "
-             "from dlscope.analysis.summary import summarize; "
+    probe = ("import sys; from dlscope.analysis import REPORTS; from dlscope.analysis.core.context import ProfileData; "
+             "from dlscope.analysis.core.summary import summarize; "
              f"d = ProfileData.open({str(profile)!r}); s = summarize(d); "
              "[REPORTS[n].compute(d) for n in ('gpu_time_breakdown', 'cuda_gpu_kern_sum')]; "
              "print(s.steps.count > 0, 'pandas' in sys.modules)")

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from dlscope.analysis.step_idle import step_idle
+from dlscope.analysis.core.step_idle import step_idle
 
 from . import kineto_reference as ref
 from .advice_helpers import SGEMM, Loop

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from dlscope.analysis.context import ProfileData, Selection
-from dlscope.analysis.phases import phase_breakdown
-from dlscope.analysis.steps import step_stats
+from dlscope.analysis.core.context import ProfileData, Selection
+from dlscope.analysis.core.phases import phase_breakdown
+from dlscope.analysis.core.steps import step_stats
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta
 

@@ -9,8 +9,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis import tensor_core
-from dlscope.analysis.tensor_cores import (
+from dlscope.analysis.core.tensor_core_kernels import (
     NON_TENSOR_CORE_PATTERNS,
     TENSOR_CORE_PATTERNS,
     eligible_op_sql,
@@ -18,6 +17,7 @@ from dlscope.analysis.tensor_cores import (
     is_tensor_core_kernel,
     tensor_core_sql,
 )
+from dlscope.analysis.reports import tensor_core
 
 from . import kineto_reference as ref
 from .report_helpers import US, fixture_path, make_profile, open_fixture

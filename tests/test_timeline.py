@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.render.timeline import StepWindow, TimelineOptions, export_timeline, part_paths
 from dlscope.store.build import ProfileBuilder
 from dlscope.store.meta import Meta

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dlscope
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
 from dlscope.render.timeline import TimelineOptions, export_timeline, part_paths
 from dlscope.render.timeline.events import define_macros
 from dlscope.render.timeline.lanes import crossing_tracks
@@ -114,7 +114,7 @@ def test_export_starts_without_collectors_reports_or_rich(resnet_profile, tmp_pa
     loaded = set(proc.stdout.split())
     assert "dlscope.render.timeline" in loaded and out.exists()
     unwanted = {"dlscope.api", "dlscope.capture.cupti", "dlscope.capture.torch", "dlscope.capture.session",
-                "dlscope.analysis.step_sum", "dlscope.analysis.op_sum", "dlscope.importers", "rich", "pandas"}
+                "dlscope.analysis.reports.step_sum", "dlscope.analysis.reports.op_sum", "dlscope.importers", "rich", "pandas"}
     assert not unwanted & loaded
 
 

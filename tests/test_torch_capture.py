@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.summary import summarize
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.summary import summarize
 
 from .conftest import q, run_dlscope
 

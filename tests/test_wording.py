@@ -9,8 +9,8 @@ import io
 from rich.console import Console
 
 from dlscope import api
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.summary import summarize
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.summary import summarize
 from dlscope.capture.base import Settings
 from dlscope.capture.fix_injector import FixInjector
 from dlscope.capture.live_status import LiveStatus

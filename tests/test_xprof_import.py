@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dlscope.analysis.context import ProfileData
-from dlscope.analysis.op_sum import compute as op_sum
-from dlscope.analysis.tensor_core import compute as tensor_core
-from dlscope.analysis.tensor_cores import is_tensor_core_eligible_op
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.tensor_core_kernels import is_tensor_core_eligible_op
+from dlscope.analysis.reports.op_sum import compute as op_sum
+from dlscope.analysis.reports.tensor_core import compute as tensor_core
 from dlscope.importers.xplane_pb import parse_xspace
 from dlscope.importers.xprof import start_time_ns
 from dlscope.store.reader import open_profile

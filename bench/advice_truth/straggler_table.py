@@ -12,8 +12,8 @@ from pathlib import Path
 
 from dlscope.advice import straggler
 from dlscope.advice.context import Context
-from dlscope.analysis import rank_waits as rw
-from dlscope.analysis.context import ProfileData
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.reports import rank_waits as rw
 
 
 def cell(v: rw.StragglerVerdict | None, others: bool) -> str:

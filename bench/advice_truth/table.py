@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 import programs  # noqa: E402
 
 from dlscope import advice  # noqa: E402
-from dlscope.analysis.context import ProfileData  # noqa: E402
+from dlscope.analysis.core.context import ProfileData  # noqa: E402
 
 TOP = 3
 NAMED_PCT, SMALL_PCT = 5.0, 2.0

@@ -34,7 +34,7 @@ SUITE_OF = {"workers": "workers", "compile_graphs": "compile", "compile": "compi
 
 def run_steps(folder: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-    from dlscope.analysis.context import ProfileData
+    from dlscope.analysis.core.context import ProfileData
 
     runs = []
     for p in sorted(folder.glob("*.dlscope")):

@@ -23,7 +23,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .analysis.report import ReportResult as _ReportResult
+from .analysis.core.report import ReportResult as _ReportResult
 from .application.diff import Diff
 from .errors import InputError, UsageError
 
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .advice.finding import Finding
-    from .analysis.context import ProfileData
-    from .analysis.report import ReportResult
-    from .analysis.summary import Summary
+    from .analysis.core.context import ProfileData
+    from .analysis.core.report import ReportResult
+    from .analysis.core.summary import Summary
 
 
 class Analysis:
@@ -41,7 +41,7 @@ class Analysis:
 
     def __init__(self, path: str | Path, iter_start: int | None = None, iter_stop: int | None = None,
                  include_warmup: bool = False, key_node: str | None = None) -> None:
-        from .analysis.context import Selection
+        from .analysis.core.context import Selection
         from .store.fleet import is_fleet
 
         self.path = str(path)
@@ -96,7 +96,7 @@ class Analysis:
     # ---- what the commands show --------------------------------------------------------------
     def summary(self) -> Summary:
         """What ``dlscope summary`` prints, as a dataclass (``.as_dict()`` is its JSON)."""
-        from .analysis.summary import summarize
+        from .analysis.core.summary import summarize
 
         return summarize(self.data)
 
@@ -151,7 +151,7 @@ class Analysis:
 
         if self._data is None:
             return f"<pre>{self!r}: {len(self.profiles)} profiles (use .sql or .table)</pre>"
-        from .analysis.step_phases import step_durations
+        from .analysis.core.step_phases import step_durations
 
         return analysis_html(self.summary(), step_durations(self.data), self.advise(), self.path)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..analysis.context import ProfileData
+from ..analysis.core.context import ProfileData
 from . import (
     amp_not_enabled,
     comm_exposed,

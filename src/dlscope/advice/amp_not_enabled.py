@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
-from ..analysis.hardware import ratios_label
-from ..analysis.replay import Fix
+from ..analysis.core.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
+from ..analysis.core.hardware import ratios_label
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .math_work import MatrixMathRule, kernel_share, math_by_kernel, ops_phrase

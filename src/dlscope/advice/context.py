@@ -8,7 +8,7 @@ to the rules, with the arithmetic of judging a GPU-side saving against the host'
 
 from __future__ import annotations
 
-from ..analysis.context import ProfileData
+from ..analysis.core.context import ProfileData
 from ..analysis.measures import basis as basis_measure
 from ..analysis.measures.basis import (
     Basis,
@@ -52,7 +52,7 @@ class Context:
 
     @property
     def idle(self) -> tuple[WindowIdle, ...]:
-        """:func:`dlscope.analysis.step_idle.step_idle`, one record per window."""
+        """:func:`dlscope.analysis.core.step_idle.step_idle`, one record per window."""
         return window_idle(self.data)
 
     def idle_ms(self, column: str) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..analysis.replay import CalibrationBasis
+from ..analysis.models.replay import CalibrationBasis
 from ..vocabulary.severity import SEVERITIES, Severity
 
 __all__ = ["KEYS", "SEVERITIES", "Evidence", "Finding", "Severity", "WhatIf", "cap_severity", "severity_for"]

@@ -1,6 +1,6 @@
 """fsdp_exposed_gathers: FSDP all-gathers the compute waits for, which prefetching would hide.
 
-From the ``fsdp_units`` report (:mod:`dlscope.analysis.fsdp_units`): per rank and sharded unit, the
+From the ``fsdp_units`` report (:mod:`dlscope.analysis.reports.fsdp_units`): per rank and sharded unit, the
 part of each all-gather during which no compute kernel ran. FSDP gathers a unit's parameters
 before its forward, and again before its backward when it resharded after forward; with the next
 unit's gather issued early enough (FSDP2 issues one ahead by default; explicit prefetching can
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis import fsdp_units
 from ..analysis.measures.fsdp import untraced_pass_idle
+from ..analysis.reports import fsdp_units
 from .context import Context
 from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import MIN_SAVING_PCT, Rule

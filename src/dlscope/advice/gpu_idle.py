@@ -1,7 +1,7 @@
 """gpu_idle: the GPU sits idle for much of each step, and why (nsys's ``gpu_gaps`` and
 ``gpu_time_util``, torch-tb-profiler's low-utilization recommendation).
 
-Measured per step (:mod:`dlscope.analysis.step_idle`): the time no kernel, copy or set ran, split
+Measured per step (:mod:`dlscope.analysis.core.step_idle`): the time no kernel, copy or set ran, split
 by what the host was doing: loading input, synchronizing, launching (busy with other work), the
 GPU waiting on itself (the next work was already queued), or nothing recorded. Also the longest
 single gaps, with the phase the host was in when they began.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.gpu_work import gpu_islands_sql, gpu_work_sql
-from ..analysis.phases import shown_phases_sql
+from ..analysis.core.gpu_work import gpu_islands_sql, gpu_work_sql
+from ..analysis.core.phases import shown_phases_sql
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule

@@ -13,9 +13,9 @@ the first change there, and the two savings are not additive.
 
 from __future__ import annotations
 
-from ..analysis.gpu_work import gpu_work_sql
-from ..analysis.intervals import covered_sql
-from ..analysis.replay import Fix
+from ..analysis.core.gpu_work import gpu_work_sql
+from ..analysis.core.intervals import covered_sql
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from ..analysis.host_state import DATA_LOADING_RE
-from ..analysis.phases import shown_phases_sql
+from ..analysis.core.host_state import DATA_LOADING_RE
+from ..analysis.core.phases import shown_phases_sql
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

@@ -2,7 +2,7 @@
 
 Measured: the time per step the host spent in data-loading phases (the derived ``dataloader``
 phase, torch's ``enumerate(DataLoader)#...`` annotation, user phases named like ``preprocess``
-or ``data_loading``: :data:`dlscope.analysis.host_state.DATA_LOADING_PATTERNS`), on the main
+or ``data_loading``: :data:`dlscope.analysis.core.host_state.DATA_LOADING_PATTERNS`), on the main
 process, and how much of it the GPU sat idle (nothing queued) meanwhile.
 
 Saving (upper bound): the GPU idle time under those phases. Loading that overlaps GPU work
@@ -13,9 +13,9 @@ measured in the traced steps and applied to the phase time of the timed steps.
 
 from __future__ import annotations
 
-from ..analysis.host_state import DATA_LOADING_RE, main_pid_sql
-from ..analysis.intervals import covered_sql, union_sql
-from ..analysis.replay import Fix
+from ..analysis.core.host_state import DATA_LOADING_RE, main_pid_sql
+from ..analysis.core.intervals import covered_sql, union_sql
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule

@@ -1,7 +1,7 @@
 """kernel_bound: what limits the costliest kernels, from Nsight Compute's measurements.
 
 Where ``dlscope ncu`` (or an imported ncu CSV) measured kernels, each is memory-bound, compute-
-bound or latency-bound by ncu's Speed-Of-Light rule (:mod:`dlscope.analysis.kernel_metrics`). A
+bound or latency-bound by ncu's Speed-Of-Light rule (:mod:`dlscope.analysis.reports.kernel_metrics`). A
 kernel whose bottleneck unit runs at ``u``% of its peak can at best run ``1 - u/100`` faster
 without changing the work it does.
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.kernel_metrics import LATENCY_PCT
 from ..analysis.measures.kernel_metrics import profiled_kernels
+from ..analysis.reports.kernel_metrics import LATENCY_PCT
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

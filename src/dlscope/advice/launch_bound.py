@@ -2,8 +2,8 @@
 kernels; the CPU cannot keep the GPU fed).
 
 Measured: the GPU idle time per step while the host was busy with recorded work and the GPU's
-queue was empty (``launch`` in :mod:`dlscope.analysis.step_idle`); kernels per step, their median
-duration against the median host cost of one launch call (as :mod:`dlscope.analysis.launch_sum`),
+queue was empty (``launch`` in :mod:`dlscope.analysis.core.step_idle`); kernels per step, their median
+duration against the median host cost of one launch call (as :mod:`dlscope.analysis.reports.launch_sum`),
 and the ops that launch the most kernels.
 
 Saving (upper bound): that idle time. If every launch were free (one CUDA-graph replay per step)
@@ -13,10 +13,10 @@ profiler on, which slows the host's launches: the untraced program is less launc
 
 from __future__ import annotations
 
-from ..analysis.host_classes import HostClass
-from ..analysis.launch_sum import small_kernel_threshold_ns
-from ..analysis.phase_times import step_class_times, untraced_class_times
-from ..analysis.replay import Fix
+from ..analysis.core.class_times import step_class_times, untraced_class_times
+from ..analysis.core.host_classes import HostClass
+from ..analysis.models.replay import Fix
+from ..analysis.reports.launch_sum import small_kernel_threshold_ns
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.measures.layouts import layout_conversions
-from ..analysis.replay import Fix
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

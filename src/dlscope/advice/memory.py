@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.intervals import points_in_sql
+from ..analysis.core.intervals import points_in_sql
 from .context import Context
 
 SOURCES = (("torch_reserved", "memory reserved by PyTorch's caching allocator"),

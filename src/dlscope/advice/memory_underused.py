@@ -12,13 +12,13 @@ Saving (upper bound), per step of the current batch's worth of samples: those fi
 (1 - 1/k), k the batch factor that fits (the free memory over the peak, at most
 :data:`MAX_FACTOR`): k times the samples pay the fixed costs once. Kernels also get more
 efficient with more work, which this bound leaves out; the what-if's replay has it: each kernel
-grows by its waves on the SMs (:mod:`dlscope.analysis.occupancy`), so a kernel that fills part of
+grows by its waves on the SMs (:mod:`dlscope.analysis.models.occupancy`), so a kernel that fills part of
 one wave costs no more at k times the batch.
 """
 
 from __future__ import annotations
 
-from ..analysis.replay import Fix
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .memory import memory_peak

@@ -1,7 +1,7 @@
 """no_tensor_cores: matrix math that could run on tensor cores runs on CUDA cores in fp32.
 
 Measured: the time per step of GEMM, convolution and attention kernels whose names say fp32 on
-CUDA cores (``*sgemm*``, ``*_ffma*``, cuDNN's fp32 engines: :mod:`dlscope.analysis.math_kernels`),
+CUDA cores (``*sgemm*``, ``*_ffma*``, cuDNN's fp32 engines: :mod:`dlscope.analysis.core.math_kernels`),
 and the ops that launched them. PyTorch runs fp32 matmuls this way unless TF32 is allowed
 (``torch.backends.cuda.matmul.allow_tf32`` is False by default since 1.12).
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.hardware import ratios_label
-from ..analysis.replay import Fix
+from ..analysis.core.hardware import ratios_label
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .math_work import (

@@ -17,7 +17,7 @@ earlier work, like a synchronize: a tiny copy can block for milliseconds.)
 
 from __future__ import annotations
 
-from ..analysis.replay import Fix
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

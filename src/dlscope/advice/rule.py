@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..analysis.context import ProfileData
-from ..analysis.replay import Fix
+from ..analysis.core.context import ProfileData
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding, severity_for
 

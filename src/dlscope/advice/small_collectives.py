@@ -24,7 +24,7 @@ from ..analysis.measures.collectives import (
     small_collective_kinds,
     small_collectives,
 )
-from ..analysis.replay import Fix
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

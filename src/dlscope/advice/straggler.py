@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 
-from ..analysis.host_classes import HostClass
-from ..analysis.host_state import DATA_LOADING_RE
+from ..analysis.core.host_classes import HostClass
+from ..analysis.core.host_state import DATA_LOADING_RE
 from ..analysis.measures.stragglers import ranks_with_steps, traced_step_selected, traced_stragglers
-from ..analysis.rank_waits import StragglerVerdict, untraced_straggler
-from ..analysis.straggler import OUTSIDE
+from ..analysis.reports.rank_waits import StragglerVerdict, untraced_straggler
+from ..analysis.reports.straggler import OUTSIDE
 from .context import Context
 from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import Rule

@@ -3,7 +3,7 @@
 
 While the host waits, it prepares nothing; after the wait the GPU's queue is empty until the
 host launches again. Measured: the time the main process spent in synchronizing calls per step
-(:data:`dlscope.analysis.host_state.SYNC_API_PATTERNS` and the ``sync`` table), where they were
+(:data:`dlscope.analysis.core.host_state.SYNC_API_PATTERNS` and the ``sync`` table), where they were
 called, and the GPU idle time the host caused in the same step.
 
 Saving (upper bound), per step: the smaller of the host's wait and the GPU idle time the host
@@ -15,8 +15,8 @@ cannot lose more than the host waited. Pageable copies, which block too, are lef
 
 from __future__ import annotations
 
-from ..analysis.host_state import SYNC_API_RE, main_pid_sql
-from ..analysis.replay import Fix
+from ..analysis.core.host_state import SYNC_API_RE, main_pid_sql
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

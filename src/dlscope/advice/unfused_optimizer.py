@@ -21,7 +21,7 @@ Saving (upper bound), the sum of two parts:
 from __future__ import annotations
 
 from ..analysis.measures.optimizer import optimizer_step, optimizer_step_recorded
-from ..analysis.replay import Fix
+from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule

@@ -1,5 +1,5 @@
 """What each fix would do to the step: the findings' savings predicted by replaying the traced
-steps with the fix applied (:mod:`dlscope.analysis.replay`), and the chain of fixes.
+steps with the fix applied (:mod:`dlscope.analysis.models.replay`), and the chain of fixes.
 
 A rule's own saving is a bound on one mechanism (the GPU time a change cuts, the host time it
 frees), and a bound is often far from what the fix gives: GPU time saved is worth nothing while
@@ -10,7 +10,7 @@ finding's saving becomes the replay's prediction (``bound_ms_per_step`` keeps th
 
 **Calibrated on the untraced steps.** Tracing slows the host, never the GPU: the replay scales
 the host's work so that the replayed step matches the steps measured without tracing
-(:func:`~dlscope.analysis.replay.calibrate`), so the profiler's own overhead never reads as a
+(:func:`~dlscope.analysis.models.replay.calibrate`), so the profiler's own overhead never reads as a
 problem of the program.
 
 **The chain.** Findings rank by what their fix saves now. Each also says what it saves once the
@@ -21,9 +21,9 @@ saves under the floor both now and along the chain is kept, as information, afte
 
 from __future__ import annotations
 
-from ..analysis.host_classes import HostClass
-from ..analysis.phase_times import untraced_class_times
-from ..analysis.replay import (
+from ..analysis.core.class_times import untraced_class_times
+from ..analysis.core.host_classes import HostClass
+from ..analysis.models.replay import (
     Calibration,
     CalibrationBasis,
     Calls,

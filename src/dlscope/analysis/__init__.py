@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import Report
+from .core.report import Report
 
 
 def _reports() -> dict[str, Report]:
-    from . import (
+    from .reports import (
         collective_overlap,
         comm_sum,
         cuda_api_sum,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..advice import AdviceRun
-    from ..analysis.context import ProfileData
+    from ..analysis.core.context import ProfileData
 
 
 def advise(data: ProfileData) -> AdviceRun:

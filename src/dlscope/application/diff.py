@@ -15,7 +15,7 @@ from ..analysis.compare.diff import ProfileDiff
 
 if TYPE_CHECKING:
     from ..advice.finding import Finding
-    from ..analysis.context import ProfileData
+    from ..analysis.core.context import ProfileData
 
 
 @dataclass

@@ -14,8 +14,8 @@ from ..errors import InputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..analysis.clock_align import ClockFit
-    from ..analysis.context import ProfileData
+    from ..analysis.core.clock_align import ClockFit
+    from ..analysis.core.context import ProfileData
     from ..store.meta import Meta
 
 TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "gpu_start_ns", "gpu_end_ns")
@@ -24,7 +24,7 @@ TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "gpu_start_ns", "gpu_end_ns")
 def merge_profiles(hosts: list[ProfileData], out: Path) -> list[ClockFit]:
     """Write ``hosts`` (the first: the reference clock, reordered so it holds the lowest rank)
     into one profile at ``out``; returns each other host's clock fit, in order."""
-    from ..analysis.clock_align import fit_clock
+    from ..analysis.core.clock_align import fit_clock
     from ..store.build import ProfileBuilder
 
     hosts = sorted(hosts, key=lambda d: min(d.meta.ranks or [0]))

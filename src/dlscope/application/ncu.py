@@ -87,7 +87,7 @@ def measure_kernels(opts: NcuOptions, say: Callable[[str], None]) -> NcuStored:
         raise InputError(f"ncu measured none of the {len(targets)} kernels ({failures[0] if failures else ''})")
     prof = open_profile(opts.profile)
     if refusals:  # kept for kernel_metrics' note: why a roofline may be missing
-        from ..analysis.kernel_metrics import NCU_REFUSED_NOTE
+        from ..analysis.reports.kernel_metrics import NCU_REFUSED_NOTE
 
         prof.meta.note(f"{NCU_REFUSED_NOTE}{refusals[0]}")
     rows = replace_table(prof.path, prof.meta, "kernel_metrics", pa.concat_tables(tables))

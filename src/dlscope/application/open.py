@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from ..errors import InputError, UsageError
 
 if TYPE_CHECKING:
-    from ..analysis.context import ProfileData, Selection
+    from ..analysis.core.context import ProfileData, Selection
 
 
 def open_for_analysis(path: str, selection: Selection | None = None, statistics: bool = True) -> ProfileData:
     """Open a profile; a recording left unfinished by a killed program is finalized first.
-    ``statistics``: see :class:`~dlscope.analysis.context.ProfileData`."""
-    from ..analysis.context import ProfileData
+    ``statistics``: see :class:`~dlscope.analysis.core.context.ProfileData`."""
+    from ..analysis.core.context import ProfileData
     from ..store.reader import is_unfinished
 
     p = Path(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..analysis.context import ProfileData
+    from ..analysis.core.context import ProfileData
     from ..render.html.model import ReportModel
     from ..render.progress import ProgressCallback
 
@@ -15,13 +15,13 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
     """Everything ``dlscope report`` shows for ``data``: the summary, the advice, the steps and their
     phases, the GPU and its counters over time, the top kernels and ops. ``progress`` hears of
     each part as it starts."""
-    from ..analysis import gpu_metrics
-    from ..analysis.step_phases import step_durations, step_phases
-    from ..analysis.summary import summarize
-    from ..analysis.tensor_cores import tensor_core_share
-    from ..analysis.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
-    from ..analysis.top import top_kernels, top_ops
-    from ..analysis.window import detail_step_count
+    from ..analysis.core.step_phases import step_durations, step_phases
+    from ..analysis.core.summary import summarize
+    from ..analysis.core.tensor_core_kernels import tensor_core_share
+    from ..analysis.core.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
+    from ..analysis.core.top import top_kernels, top_ops
+    from ..analysis.core.window import detail_step_count
+    from ..analysis.reports import gpu_metrics
     from ..render.html.model import GpuOverTime, ReportModel
     from .advise import advise
 

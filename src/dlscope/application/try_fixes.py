@@ -149,7 +149,7 @@ class Trial:
 
     def _advice(self, first: Run) -> tuple[dict[str, float], list[str]]:
         """The first run's findings: saving per rule (%), and the rules that fired."""
-        from ..analysis.context import ProfileData
+        from ..analysis.core.context import ProfileData
         from .advise import advise
 
         if not first.profile or not Path(first.profile, "meta.json").exists():

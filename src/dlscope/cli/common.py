@@ -9,7 +9,7 @@ from ..application.open import open_for_analysis as open_for_analysis  # the com
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # loaded by the command that runs, not by building the parser
-    from ..analysis.context import Selection
+    from ..analysis.core.context import Selection
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_from(args: argparse.Namespace) -> Selection:
-    from ..analysis.context import Selection
+    from ..analysis.core.context import Selection
 
     start, stop = getattr(args, "iter_start", None), getattr(args, "iter_stop", None)
     if start is not None and stop is not None and stop < start:

@@ -13,7 +13,7 @@ from ..errors import DlscopeError, UsageError
 from .base import Command
 
 if TYPE_CHECKING:
-    from ..analysis.context import ProfileData
+    from ..analysis.core.context import ProfileData
 
 
 def default_output(cmd: list[str]) -> Path:
@@ -95,8 +95,8 @@ class ProfileCommand(Command):
         settings.quiet = bool(args.quiet)  # so that meta.json says who turned the live line off
         tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
         rc = run_profiled(cmd, out, settings, stderr_tail=tail)
-        from ..analysis.context import ProfileData
-        from ..analysis.summary import summarize
+        from ..analysis.core.context import ProfileData
+        from ..analysis.core.summary import summarize
         from ..capture.finalize import finalize_profile
         from ..render.terminal import console, render_summary
 

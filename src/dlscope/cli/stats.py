@@ -46,7 +46,7 @@ class StatsCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..analysis import REPORTS
-        from ..analysis.report import ReportResult
+        from ..analysis.core.report import ReportResult
         from ..render.tables import render, to_json
         from ..render.terminal import console
 

@@ -25,7 +25,7 @@ class SummaryCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..analysis.summary import summarize
+        from ..analysis.core.summary import summarize
         from ..application.advise import advise
         from ..render.findings import render_top_findings
         from ..render.terminal import console, render_summary

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..advice.finding import WhatIf
-from ..analysis.replay import CalibrationBasis
+from ..analysis.models.replay import CalibrationBasis
 
 SEVERITY_STYLE = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
 EVIDENCE_ROWS = 5

@@ -15,7 +15,7 @@ from .html import blocks, details, plots
 from .html.svg import esc
 
 if TYPE_CHECKING:
-    from ..analysis.report import ReportResult
+    from ..analysis.core.report import ReportResult
 
 # rows a notebook shows of a report; the rest is one line saying how many
 MAX_ROWS = 50

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.context import ProfileData
+from ..analysis.core.context import ProfileData
 from ..store import db
 from ..store.schema import NAME_COLUMNS, TABLES
 from .timeline.events import StepWindow

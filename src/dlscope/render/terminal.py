@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..analysis.headline import Headline
-from ..analysis.summary import Summary
+from ..analysis.core.headline import Headline
+from ..analysis.core.summary import Summary
 
 
 def console(stderr: bool = False) -> Console:

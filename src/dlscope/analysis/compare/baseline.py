@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
-from .. import gpu_metrics
-from ..context import ProfileData
+from ..core.context import ProfileData
+from ..reports import gpu_metrics
 from .diff import step_samples
 from .significance import Shift, compare_samples, compare_to_value
 

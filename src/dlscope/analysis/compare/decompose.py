@@ -27,10 +27,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..context import ProfileData
-from ..gpu_work import gpu_work_sql
-from ..step_idle import step_idle
-from ..step_phases import step_phases
+from ..core.context import ProfileData
+from ..core.gpu_work import gpu_work_sql
+from ..core.step_idle import step_idle
+from ..core.step_phases import step_phases
 
 IDLE_PARTS = {
     "queued": "GPU idle: waiting on its own earlier work (dependencies, other streams)",

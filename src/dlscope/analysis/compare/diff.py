@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import gpu_metrics
-from ..context import ProfileData
-from ..gpu_time_breakdown import REPORT as GPU_BREAKDOWN
-from ..gpu_work import gpu_step_count
-from ..headline import headline
-from ..steps import THROUGHPUT_BASIS, step_stats, throughput
+from ..core.context import ProfileData
+from ..core.gpu_work import gpu_step_count
+from ..core.headline import headline
+from ..core.steps import THROUGHPUT_BASIS, step_stats, throughput
+from ..reports import gpu_metrics
+from ..reports.gpu_time_breakdown import REPORT as GPU_BREAKDOWN
 from .decompose import Decomposition, decompose
 from .significance import Shift, compare_samples
 from .tables import Item, gpu_items, op_items, phase_items

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..gpu_work import gpu_step_count, gpu_work_sql
-from ..op_sum import REPORT as OP_SUM
-from ..phases import phase_breakdown
+from ..core.context import ProfileData
+from ..core.gpu_work import gpu_step_count, gpu_work_sql
+from ..core.phases import phase_breakdown
+from ..reports.op_sum import REPORT as OP_SUM
 
 
 @dataclass

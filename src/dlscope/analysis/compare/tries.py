@@ -258,7 +258,7 @@ def read_tries(table: pa.Table) -> list[FixOutcome]:
 
 def read_run(path: Path, label: str, rnd: int, status: int, first_measured: int) -> Run:
     """A finished run: its measured steps (untraced, after the warm-up; rank 0), losses and fixes."""
-    from ..context import ProfileData
+    from ..core.context import ProfileData
 
     data = ProfileData.open(path)
     steps = [r[0] for r in data.con.execute(

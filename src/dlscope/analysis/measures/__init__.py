@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import Concatenate, ParamSpec, TypeVar
 
-from ..context import ProfileData
+from ..core.context import ProfileData
 
 P = ParamSpec("P")
 R = TypeVar("R")

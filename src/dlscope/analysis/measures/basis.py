@@ -3,7 +3,7 @@
 Timings (the mean step a saving is a share of) come from ``stat_steps``, the selected steps not
 slowed by detailed tracing. GPU work, ops and runtime calls exist only in traced steps, so GPU-side
 figures are totals over the *GPU windows* (the selected steps that launched GPU work, see
-:mod:`dlscope.analysis.step_idle`) divided by their number. A profile without steps has one window
+:mod:`dlscope.analysis.core.step_idle`) divided by their number. A profile without steps has one window
 per rank: the span of its activity; its "per step" figures are over that whole window.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..gpu_work import has_steps
-from ..step_idle import step_idle, windows_sql
+from ..core.context import ProfileData
+from ..core.gpu_work import has_steps
+from ..core.step_idle import step_idle, windows_sql
 from . import measured
 
 WINDOWS = "adv_windows"  # temp table of the GPU windows, made once per opened profile
@@ -94,7 +94,7 @@ def basis(data: ProfileData) -> Basis:
 
 @measured
 def window_idle(data: ProfileData) -> tuple[WindowIdle, ...]:
-    """:func:`dlscope.analysis.step_idle.step_idle`, one record per GPU window."""
+    """:func:`dlscope.analysis.core.step_idle.step_idle`, one record per GPU window."""
     return tuple(WindowIdle(**r) for r in step_idle(data).to_pylist())
 
 

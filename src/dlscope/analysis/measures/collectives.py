@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...vocabulary.collectives import SMALL_BYTES, size_bytes_sql
-from ..context import ProfileData
-from ..gpu_work import selected_sql
+from ..core.context import ProfileData
+from ..core.gpu_work import selected_sql
 from . import measured
 
 _SIZE = size_bytes_sql("name", "in_bytes", "out_bytes", "group_size")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..hardware import Device, device_of
-from ..kernel_names import kernel_names
+from ..core.context import ProfileData
+from ..core.hardware import Device, device_of
+from ..core.kernel_names import kernel_names
 from . import measured
 
 

@@ -3,7 +3,7 @@ stream can have waited in the pass per step in the steps measured without tracin
 
 That is the median untraced GPU span of the pass (``phase_gpu``: CUDA events at the phase marks)
 less the median compute-kernel time inside its traced spans (GPU time, which the tracer does not
-slow; the compute kernels' union from :func:`dlscope.analysis.fsdp_units.compute_islands`). A
+slow; the compute kernels' union from :func:`dlscope.analysis.reports.fsdp_units.compute_islands`). A
 pass that occurs more than once in a step (gradient accumulation) counts as the sum of its
 occurrences.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import fsdp_units
-from .. import interval_arrays as ia
-from ..context import ProfileData
+from ..core import interval_arrays as ia
+from ..core.context import ProfileData
+from ..reports import fsdp_units
 from . import measured
 
 

@@ -2,7 +2,7 @@
 
 Where ``dlscope ncu`` (or an imported ncu CSV) measured kernels, each kernel name of a rank that
 also ran in the GPU windows gets its time per window and ncu's averages over its profiled
-launches (:mod:`dlscope.analysis.kernel_metrics`): SM and memory throughput as % of peak,
+launches (:mod:`dlscope.analysis.reports.kernel_metrics`): SM and memory throughput as % of peak,
 achieved occupancy, tensor pipe use, and ncu's Speed-Of-Light class: memory-bound,
 compute-bound, or latency-bound when both are under ``LATENCY_PCT`` % of peak.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..kernel_metrics import LATENCY_PCT, kernel_metrics_sql
+from ..core.context import ProfileData
+from ..reports.kernel_metrics import LATENCY_PCT, kernel_metrics_sql
 from . import measured
 from .basis import basis, in_gpu_windows
 

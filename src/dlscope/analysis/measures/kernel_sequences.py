@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..context import ProfileData
-from ..kernel_names import kernel_names, kernel_op_join
-from ..math_kernels import precision_sql
+from ..core.context import ProfileData
+from ..core.kernel_names import kernel_names, kernel_op_join
+from ..core.math_kernels import precision_sql
 from . import measured
 from .basis import basis, in_gpu_windows
 

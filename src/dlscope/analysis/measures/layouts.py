@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..kernel_names import kernel_names, kernel_op_join
+from ..core.context import ProfileData
+from ..core.kernel_names import kernel_names, kernel_op_join
 from . import measured
 from .basis import basis, in_gpu_windows
 

@@ -1,13 +1,13 @@
 """The matrix math of the GPU windows (GEMMs, convolutions, attention), by launching op, kernel
-and precision class (:mod:`dlscope.analysis.math_kernels`): calls and time per GPU window and the
+and precision class (:mod:`dlscope.analysis.core.math_kernels`): calls and time per GPU window and the
 steps seen. Only the classes of :data:`MATH_PRECISIONS` are measured."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..kernel_names import kernel_names, kernel_op_join
+from ..core.context import ProfileData
+from ..core.kernel_names import kernel_names, kernel_op_join
 from . import measured
 from .basis import basis, in_gpu_windows
 

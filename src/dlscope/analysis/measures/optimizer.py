@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..intervals import points_in_sql
+from ..core.context import ProfileData
+from ..core.intervals import points_in_sql
 from . import measured
 from .basis import basis, gpu_windows_table, in_gpu_windows
 

@@ -1,9 +1,9 @@
 """Exposed communication: per rank, the communication time no compute ran alongside, with the
 part of it spent waiting for other ranks.
 
-From the overlap report (:mod:`dlscope.analysis.overlap`, HTA's comm/comp overlap): per rank, the
+From the overlap report (:mod:`dlscope.analysis.reports.overlap`, HTA's comm/comp overlap): per rank, the
 merged communication time, the part covered by compute, and each rank's waits for the others at
-matched collectives (:mod:`dlscope.analysis.comm_wait`), which are taken out of the exposed time:
+matched collectives (:mod:`dlscope.analysis.core.comm_wait`), which are taken out of the exposed time:
 a rank waiting for a late peer is "communicating" without moving data. On the GPU's streams where
 the kernels show communication; else the host's collective calls against its top-level ops (Gloo).
 Per step: per GPU window (GPU basis) or per traced step (host basis).
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..comm_wait import step_wait_sql
-from ..context import ProfileData
-from ..overlap import overlap_sql, work_sql
+from ..core.comm_wait import step_wait_sql
+from ..core.context import ProfileData
+from ..reports.overlap import overlap_sql, work_sql
 from . import measured
 from .basis import basis as step_basis
 
@@ -40,7 +40,7 @@ class ExposedComm:
 
 @measured
 def _comm_work(data: ProfileData) -> tuple[str, str] | None:
-    """:func:`dlscope.analysis.overlap.work_sql`, asked once (it counts the communication)."""
+    """:func:`dlscope.analysis.reports.overlap.work_sql`, asked once (it counts the communication)."""
     return work_sql(data)
 
 

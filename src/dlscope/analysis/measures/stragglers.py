@@ -1,18 +1,18 @@
 """Stragglers in the traced steps: per step recorded on two or more ranks, the rank that arrived
-last (:func:`dlscope.analysis.straggler.stragglers_sql`: the others waited for it at their
+last (:func:`dlscope.analysis.reports.straggler.stragglers_sql`: the others waited for it at their
 collectives, or, without matched collectives, it ran the longest step), its lag, and the phase
 in which it lost most time against the other ranks' median
-(:func:`dlscope.analysis.straggler.phase_excess_sql`).
+(:func:`dlscope.analysis.reports.straggler.phase_excess_sql`).
 
-The untraced steps' verdict is :func:`dlscope.analysis.rank_waits.untraced_straggler`.
+The untraced steps' verdict is :func:`dlscope.analysis.reports.rank_waits.untraced_straggler`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..straggler import phase_excess_sql, stragglers_sql
+from ..core.context import ProfileData
+from ..reports.straggler import phase_excess_sql, stragglers_sql
 from . import measured
 
 

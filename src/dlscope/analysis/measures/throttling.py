@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..context import ProfileData
-from ..intervals import points_in_sql
+from ..core.context import ProfileData
+from ..core.intervals import points_in_sql
 from . import measured
 
 # NVML clocks event reasons (nvml.h: nvmlClocksEventReason*). Idle (0x1), application clocks

@@ -11,10 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...analysis.layers import LayerStatus
-from ...analysis.report import ReportResult
-from ...analysis.summary import Summary
-from ...analysis.tensor_cores import TensorCoreShare
+from ...analysis.core.layers import LayerStatus
+from ...analysis.core.report import ReportResult
+from ...analysis.core.summary import Summary
+from ...analysis.core.tensor_core_kernels import TensorCoreShare
 from ...store.meta import Meta
 from ...vocabulary.severity import SEVERITIES
 from ..findings import evidence_parts, saving_phrase

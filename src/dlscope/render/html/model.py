@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ...advice.finding import Finding
-    from ...analysis.report import ReportResult
-    from ...analysis.summary import Summary
-    from ...analysis.tensor_cores import TensorCoreShare
-    from ...analysis.timeseries import Bins
+    from ...analysis.core.report import ReportResult
+    from ...analysis.core.summary import Summary
+    from ...analysis.core.tensor_core_kernels import TensorCoreShare
+    from ...analysis.core.timeseries import Bins
     from ...store.meta import Meta
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from ...analysis.phases import PhaseRow
-from ...analysis.timeseries import Bins
+from ...analysis.core.phases import PhaseRow
+from ...analysis.core.timeseries import Bins
 from ...store.schema import METRICS
 from . import blocks, svg
 

@@ -24,7 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ...analysis.context import ProfileData
+from ...analysis.core.context import ProfileData
 from ...errors import UsageError
 from ...store import db
 from ..progress import ProgressCallback

@@ -1,0 +1,1 @@
+"""Models that predict: the critical-path replay of the traced steps and the waves of a kernel on the SMs."""

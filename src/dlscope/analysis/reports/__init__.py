@@ -1,0 +1,1 @@
+"""One module per registered report (``dlscope stats --report NAME``): ``REPORT`` and its ``compute``."""
