@@ -59,7 +59,7 @@ def gpu_items(data: ProfileData) -> dict[str, Item]:
     n = _per_step_divisor(data)
     link = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS op FROM ops WHERE external_id IS NOT NULL "
             "GROUP BY ALL) o ON o.rank = w.rank AND o.external_id = w.external_id") if data.has("ops") else ""
-    op = "mode(o.op)" if link else "NULL"
+    op = "mode(o.op ORDER BY o.op)" if link else "NULL"  # ordered: a fixed tie-break (see op_sum)
     rows = data.rows(f"""SELECT w.name, sum(w.end_ns - w.start_ns)::DOUBLE AS ns, count(*) AS n, {op} AS op
                          FROM ({work}) w {link} GROUP BY w.name""")
     return {r["name"]: Item(r["name"], r["ns"] / 1e6 / n, r["n"] / n, op=r["op"]) for r in rows}

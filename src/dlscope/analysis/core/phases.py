@@ -118,7 +118,7 @@ def _tree_order(data: ProfileData, base: str, rows: list[tuple[float, PhaseRow]]
     mean offset alone breaks when phases are measured over different sets of steps."""
     parents = {r["name"]: r["parent"] for r in data.rows(f"""
         WITH p AS ({base})
-        SELECT c.name, mode(par.name) AS parent FROM p c JOIN p par
+        SELECT c.name, mode(par.name ORDER BY par.name) AS parent FROM p c JOIN p par
           ON par.rank = c.rank AND par.pid = c.pid AND par.tid = c.tid AND par.depth = c.depth - 1
          AND par.start_ns <= c.start_ns AND par.end_ns >= c.end_ns
         WHERE c.depth > 0 GROUP BY c.name""")}

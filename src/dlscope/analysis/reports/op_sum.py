@@ -64,8 +64,10 @@ def compute(data: ProfileData) -> ReportResult:
                100.0 * sum(own_ns) / nullif(sum(sum(own_ns)) OVER (), 0) AS self_gpu_pct,
                sum(total_ns)::BIGINT / 1e6 AS gpu_total_ms,
                sum(own_kernels)::BIGINT AS kernels,
-               mode(input_shapes) AS input_shapes,
-               mode(source) AS source
+               -- ordered: DuckDB's mode breaks ties by which thread's part merged first (the
+               -- shapes shown changed from run to run); sorted input makes the tie-break fixed
+               mode(input_shapes ORDER BY input_shapes) AS input_shapes,
+               mode(source ORDER BY source) AS source
         FROM o GROUP BY name ORDER BY self_gpu_ms DESC, self_cpu_ms DESC, name""")
     notes = [] if table.num_rows else ["no ops in the selected steps"]
     if not gpu:
