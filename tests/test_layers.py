@@ -102,8 +102,6 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset({
     "sql in advice: dlscope.advice.high_step_variance",
     "sql in advice: dlscope.advice.input_bound",
     "sql in advice: dlscope.advice.launch_bound",
-    "sql in advice: dlscope.advice.memory",
-    "sql in advice: dlscope.advice.memory_near_limit",
     "sql in advice: dlscope.advice.pageable_memcpy",
     "sql in advice: dlscope.advice.sync_in_step",
     "sql in advice: dlscope.advice.where",

@@ -9,10 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlscope.advice.context import Context
-from dlscope.advice.memory import memory_peak
 from dlscope.analysis.compare.diff import compare
 from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.measures.memory_peak import memory_peak
 from dlscope.analysis.reports.gpu_metrics import compute as gpu_metrics
 
 from .conftest import DATA
@@ -62,7 +61,7 @@ def test_samples_per_step_and_metric_equal_numpy(data):
 
 
 def test_memory_peak_and_its_step_equal_numpy(data):
-    peak = memory_peak(Context(data))
+    peak = memory_peak(data)
     assert not isinstance(peak, str)
     steps = _arrays(data, "SELECT step, start_ns, end_ns FROM sel_steps ORDER BY start_ns")
     c = _arrays(data, "SELECT ts_ns, value FROM counters WHERE metric = 'mem_used'")

@@ -12,9 +12,9 @@ a risk, not yet a cost.
 
 from __future__ import annotations
 
+from ..analysis.measures.memory_peak import alloc_calls, memory_peak
 from .context import Context
 from .finding import Evidence, Finding
-from .memory import memory_peak
 from .rule import Rule
 from .text import count, ms, pct, size
 
@@ -33,30 +33,24 @@ class MemoryNearLimit(Rule):
     needs = ("counters",)
 
     def precondition(self, ctx: Context) -> str | None:
-        m = memory_peak(ctx)
+        m = memory_peak(ctx.data)
         return m if isinstance(m, str) else None
 
     def check(self, ctx: Context) -> Finding | None:
-        m = memory_peak(ctx)
+        m = memory_peak(ctx.data)
         if isinstance(m, str) or m.pct < NEAR_LIMIT_PCT:
             return None
-        d, b = ctx.data, ctx.basis
-        calls = {"n": 0.0, "ms": 0.0}
-        if d.has("api") and b.windows:
-            calls = d.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS n,
-                                      coalesce(sum(a.end_ns - a.start_ns), 0)::DOUBLE / 1e6 / {b.windows} AS ms
-                               FROM api a {ctx.in_windows('a')}
-                               WHERE regexp_matches(lower(a.name), '{ALLOC_API_RE}')""")[0]
-        saving = calls["ms"]
+        calls = alloc_calls(ctx.data, ALLOC_API_RE)
+        saving = calls.ms_per_step
         text = (f"the peak {m.source} reached {size(m.peak_bytes)} of {size(m.total_bytes)} ({pct(m.pct)})"
                 + (f" in step {m.peak_step}" if m.peak_step is not None else "")
-                + (f"; {count(calls['n'])} device allocation/release calls per step took {ms(saving)}"
-                   if calls["n"] else "; no device allocation or release call inside the steps yet"))
+                + (f"; {count(calls.per_step)} device allocation/release calls per step took {ms(saving)}"
+                   if calls.per_step else "; no device allocation or release call inside the steps yet"))
         how = ("the host spent this long per step in cudaMalloc/cudaFree, which a roomier cache would avoid"
                if saving else "no time is lost yet (the allocator never had to free and retry): this is a risk, "
                "not a measured cost")
         row = {"metric": m.metric, "peak_gb": m.peak_bytes / 1e9, "total_gb": m.total_bytes / 1e9,
-               "peak_pct": m.pct, "peak_step": m.peak_step, "alloc_calls_per_step": calls["n"],
+               "peak_pct": m.pct, "peak_step": m.peak_step, "alloc_calls_per_step": calls.per_step,
                "alloc_ms_per_step": saving}
         if ctx.facts.torch:
             advice = ("Make room: run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) (halves "

@@ -18,10 +18,10 @@ one wave costs no more at k times the batch.
 
 from __future__ import annotations
 
+from ..analysis.measures.memory_peak import memory_peak
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
-from .memory import memory_peak
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms, pct, size
 
@@ -41,11 +41,11 @@ class MemoryUnderused(Rule):
     needs_gpu = True
 
     def precondition(self, ctx: Context) -> str | None:
-        m = memory_peak(ctx)
+        m = memory_peak(ctx.data)
         return m if isinstance(m, str) else None
 
     def check(self, ctx: Context) -> Finding | None:
-        m = memory_peak(ctx)
+        m = memory_peak(ctx.data)
         if isinstance(m, str):
             return None
         k = min(MAX_FACTOR, int(HEADROOM * m.total_bytes // m.peak_bytes))
