@@ -103,8 +103,6 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset({
     "sql in advice: dlscope.advice.input_bound",
     "sql in advice: dlscope.advice.launch_bound",
     "sql in advice: dlscope.advice.pageable_memcpy",
-    "sql in advice: dlscope.advice.sync_in_step",
-    "sql in advice: dlscope.advice.where",
 })
 
 

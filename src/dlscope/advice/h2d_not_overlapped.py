@@ -13,6 +13,7 @@ the first change there, and the two savings are not additive.
 
 from __future__ import annotations
 
+from ..analysis.core.call_place import with_place_sql
 from ..analysis.core.gpu_work import gpu_work_sql
 from ..analysis.core.intervals import covered_sql
 from ..analysis.models.replay import Fix
@@ -20,7 +21,6 @@ from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms, pct, size, steps
-from .where import with_place_sql
 
 TOP = 5
 URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-streams"

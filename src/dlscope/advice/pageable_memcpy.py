@@ -17,12 +17,12 @@ earlier work, like a synchronize: a tiny copy can block for milliseconds.)
 
 from __future__ import annotations
 
+from ..analysis.core.call_place import with_place_sql
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms, pct, size, steps
-from .where import with_place_sql
 
 TOP = 5
 URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers"

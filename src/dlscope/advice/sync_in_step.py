@@ -15,13 +15,15 @@ cannot lose more than the host waited. Pageable copies, which block too, are lef
 
 from __future__ import annotations
 
-from ..analysis.core.host_state import SYNC_API_RE, main_pid_sql
+from dataclasses import asdict
+from typing import Any
+
+from ..analysis.measures.host_syncs import sync_sites
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
 from .text import count, ms, pct, steps
-from .where import with_place_sql
 
 TOP = 5
 URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"
@@ -40,28 +42,15 @@ class SyncInStep(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
         per_window = [min(r.sync_wait_ns, r.input_ns + r.sync_ns + r.launch_ns) for r in ctx.idle]
         saving = ctx.per_window(sum(per_window))
         wait = ctx.idle_ms("sync_wait_ns")
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
-        calls = f"""SELECT a.rank, a.step, a.pid, a.tid, a.start_ns, a.external_id, a.name AS call,
-                           a.end_ns - a.start_ns AS wait_ns
-                    FROM api a LEFT JOIN ({main_pid_sql(d)}) m USING (rank) {ctx.in_windows('a')}
-                    WHERE (m.pid IS NULL OR a.pid IS NULL OR a.pid = m.pid)
-                      AND regexp_matches(lower(a.name), '{SYNC_API_RE}')"""
-        rows = d.rows(f"""
-            SELECT call, top_op AS op, op AS inner_op, phase,
-                   count(*)::DOUBLE / {b.windows} AS calls_per_step,
-                   sum(wait_ns)::DOUBLE / 1e6 / {b.windows} AS wait_ms_per_step,
-                   list(DISTINCT step ORDER BY step) AS steps
-            FROM ({with_place_sql(d, calls)}) GROUP BY ALL ORDER BY wait_ms_per_step DESC""")
+        rows = [{**asdict(s), "steps": steps(s.steps)} for s in sync_sites(ctx.data)]
         if not rows:
             return None
-        for r in rows:
-            r["steps"] = steps(r["steps"] or [])
         top = rows[0]
         n = sum(r["calls_per_step"] for r in rows)
         text = (f"the host waited for the GPU {ms(wait)} per step in {count(n)} synchronizing call"
@@ -80,7 +69,7 @@ class SyncInStep(Rule):
 
 
 
-def _advice(ctx: Context, top: dict) -> str:
+def _advice(ctx: Context, top: dict[str, Any]) -> str:
     op, inner, phase = top.get("op") or "", top.get("inner_op") or "", top.get("phase")
     where = f" in '{phase}'" if phase else ""
     n = top["calls_per_step"]

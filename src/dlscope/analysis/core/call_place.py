@@ -10,9 +10,9 @@ n log n with the number of rows.
 
 from __future__ import annotations
 
-from ..analysis.core.context import ProfileData
-from ..analysis.core.kernel_names import kernel_op_join
-from ..analysis.core.phases import EXCLUDED_DOMAINS
+from .context import ProfileData
+from .kernel_names import kernel_op_join
+from .phases import EXCLUDED_DOMAINS
 
 
 def with_place_sql(data: ProfileData, rows: str) -> str:
