@@ -102,7 +102,6 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset({
     "sql in advice: dlscope.advice.high_step_variance",
     "sql in advice: dlscope.advice.input_bound",
     "sql in advice: dlscope.advice.launch_bound",
-    "sql in advice: dlscope.advice.pageable_memcpy",
 })
 
 

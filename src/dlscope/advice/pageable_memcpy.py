@@ -17,7 +17,10 @@ earlier work, like a synchronize: a tiny copy can block for milliseconds.)
 
 from __future__ import annotations
 
-from ..analysis.core.call_place import with_place_sql
+from dataclasses import asdict
+from typing import Any
+
+from ..analysis.measures.pageable_copies import pageable_copy_ns, pageable_copy_sites
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -38,34 +41,17 @@ class PageableMemcpy(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
         wait = ctx.idle_ms("pageable_wait_ns")
         if not wait:
             return None
-        copy_ns = {(r["rank"], r["step"]): r["ns"] for r in d.rows(f"""
-            SELECT c.rank, {ctx.windows_table}.step, sum(c.end_ns - c.start_ns)::DOUBLE AS ns
-            FROM memcpy c {ctx.in_windows('c')}
-            WHERE 'pageable' IN (coalesce(c.src_kind, ''), coalesce(c.dst_kind, '')) GROUP BY ALL""")}
+        copy_ns = pageable_copy_ns(ctx.data)
         saving = ctx.per_window(sum(
             min(r.pageable_wait_ns, r.input_ns + r.sync_ns + r.launch_ns + copy_ns.get((r.rank, r.step), 0))
             for r in ctx.idle))
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
-        copies = f"""SELECT c.rank, c.step, c.copy_kind, c.src_kind, c.dst_kind, c.bytes,
-                            c.end_ns - c.start_ns AS gpu_ns, a.end_ns - a.start_ns AS api_ns,
-                            a.pid, a.tid, a.start_ns, a.external_id, a.name AS call
-                     FROM memcpy c JOIN api a ON a.rank = c.rank AND a.correlation_id = c.correlation_id
-                     {ctx.in_windows('c')}
-                     WHERE 'pageable' IN (coalesce(c.src_kind, ''), coalesce(c.dst_kind, ''))"""
-        rows = d.rows(f"""
-            SELECT copy_kind AS direction, coalesce(top_op, op, call) AS op, phase,
-                   count(*)::DOUBLE / {b.windows} AS copies_per_step, avg(bytes) AS bytes_per_copy,
-                   sum(api_ns)::DOUBLE / 1e6 / {b.windows} AS host_blocked_ms,
-                   sum(gpu_ns)::DOUBLE / 1e6 / {b.windows} AS copy_ms,
-                   sum(bytes) / nullif(sum(gpu_ns), 0) AS gb_per_s,
-                   list(DISTINCT step ORDER BY step) AS steps
-            FROM ({with_place_sql(d, copies)}) GROUP BY ALL ORDER BY host_blocked_ms DESC""")
+        rows = [asdict(s) for s in pageable_copy_sites(ctx.data)]
         if not rows:
             return None
         top = rows[0]
@@ -77,7 +63,7 @@ class PageableMemcpy(Rule):
                "and overlap other work, which shortens the step where the GPU waited for the host: up to "
                f"{ms(saving)} per step")
         for r in rows:
-            r["steps"] = steps(r["steps"] or [])
+            r["steps"] = steps(r["steps"])
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
@@ -86,12 +72,12 @@ class PageableMemcpy(Rule):
 
 
 
-def _where(r: dict) -> str:
+def _where(r: dict[str, Any]) -> str:
     parts = [f"'{r['op']}'" if r.get("op") else None, f"phase '{r['phase']}'" if r.get("phase") else None]
     return " in ".join(p for p in parts if p) or "an unknown call site"
 
 
-def _advice(ctx: Context, top: dict) -> str:
+def _advice(ctx: Context, top: dict[str, Any]) -> str:
     if not ctx.facts.torch:
         return ("Allocate the host buffers with cudaHostAlloc (or pin existing ones with cudaHostRegister) and copy "
                 "with cudaMemcpyAsync on a non-default stream, so the copy neither blocks the host nor waits for "
