@@ -13,9 +13,10 @@ the first change there, and the two savings are not additive.
 
 from __future__ import annotations
 
-from ..analysis.core.call_place import with_place_sql
-from ..analysis.core.gpu_work import gpu_work_sql
-from ..analysis.core.intervals import covered_sql
+from dataclasses import asdict
+from typing import Any
+
+from ..analysis.measures.h2d_copies import h2d_copy_sites
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -36,29 +37,7 @@ class H2dNotOverlapped(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
-        work = gpu_work_sql(d, selected=False)
-        compute = "SELECT * FROM " + d.shared_islands(
-            "compute_islands", lambda: f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
-            ("rank", "device"))
-        copies = f"""SELECT c.rank, coalesce(c.device, -1) AS device, c.stream, c.step, c.start_ns, c.end_ns, c.bytes,
-                            coalesce(c.src_kind, 'unknown') AS src_kind, c.correlation_id
-                     FROM memcpy c {ctx.in_windows('c')} WHERE c.copy_kind = 'HtoD'"""
-        # one row per copy: its duration and overlap, and the call that issued it (start_ns: the call's)
-        placed = f"""SELECT x.rank, x.stream, x.step, x.bytes, x.src_kind, x.end_ns - x.start_ns AS copy_ns,
-                            x.covered_ns, a.pid, a.tid, coalesce(a.start_ns, x.start_ns) AS start_ns, a.external_id
-                     FROM ({covered_sql(copies, compute, ('rank', 'device'))}) x
-                     LEFT JOIN api a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"""
-        main_stream = ("(SELECT arg_max(stream, n) FROM (SELECT stream, count(*) AS n FROM kernels GROUP BY stream))"
-                       if d.has("kernels") else "NULL")
-        rows = d.rows(f"""
-            SELECT coalesce(top_op, op) AS op, phase, src_kind, stream = {main_stream} AS on_compute_stream,
-                   count(*)::DOUBLE / {b.windows} AS copies_per_step, avg(bytes) AS bytes_per_copy,
-                   sum(copy_ns)::DOUBLE / 1e6 / {b.windows} AS copy_ms,
-                   sum(copy_ns - covered_ns)::DOUBLE / 1e6 / {b.windows} AS not_overlapped_ms,
-                   list(DISTINCT step ORDER BY step) AS steps
-            FROM ({with_place_sql(d, placed)})
-            GROUP BY ALL ORDER BY not_overlapped_ms DESC""")
+        rows = [asdict(s) for s in h2d_copy_sites(ctx.data)]
         exposed = sum(r["not_overlapped_ms"] for r in rows)
         total = sum(r["copy_ms"] for r in rows)
         judged = ctx.judge_gpu_cut(exposed, MIN_SAVING_PCT) if rows else None
@@ -66,7 +45,7 @@ class H2dNotOverlapped(Rule):
             return None
         saving, cap_note = judged
         for r in rows:
-            r["steps"] = steps(r["steps"] or [])
+            r["steps"] = steps(r["steps"])
         top = rows[0]
         text = (f"{ms(exposed)} of the {ms(total)} of host-to-device copies per step ran while no kernel ran "
                 f"({pct(100 * exposed / total if total else 0)} not overlapped); the largest: {size(top['bytes_per_copy'])} "
@@ -83,7 +62,7 @@ class H2dNotOverlapped(Rule):
 
 
 
-def _advice(ctx: Context, top: dict) -> str:
+def _advice(ctx: Context, top: dict[str, Any]) -> str:
     if not ctx.facts.torch:
         return ("Issue the next batch's cudaMemcpyAsync from pinned memory on a second stream while the current batch's "
                 "kernels run, and make the compute stream wait on an event recorded after the copy.")
