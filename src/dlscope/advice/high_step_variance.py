@@ -12,9 +12,11 @@ what the mean step would lose if every slower step ran at the median.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
+from typing import Any
 
 from ..analysis.core.host_state import DATA_LOADING_RE
-from ..analysis.core.phases import shown_phases_sql
+from ..analysis.measures.step_variance import most_varying_phase, slow_steps, step_spread
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -42,28 +44,18 @@ class HighStepVariance(Rule):
         return None
 
     def check(self, ctx: Context) -> Finding | None:
-        d = ctx.data
-        s = d.rows("""SELECT avg(t) AS mean, stddev_samp(t) AS std, quantile_cont(t, 0.5) AS med, count(*) AS n
-                      FROM (SELECT (end_ns - start_ns) / 1e6 AS t FROM stat_steps)""")[0]
-        cv = s["std"] / s["mean"] if s["mean"] else 0.0
-        excess = d.scalar(f"""SELECT sum(greatest(0, (end_ns - start_ns) / 1e6 - {s['med']})) / count(*)
-                              FROM stat_steps""") or 0.0
+        s = step_spread(ctx.data)
+        cv = s.std_ms / s.mean_ms if s.mean_ms and s.std_ms is not None else 0.0
+        excess = s.excess_ms
         p = ctx.pct(excess)
         if cv < MIN_CV or p is None or p < MIN_SAVING_PCT:
             return None
-        slow = d.rows(f"""SELECT rank, step, (end_ns - start_ns) / 1e6 AS step_ms,
-                                 (end_ns - start_ns) / 1e6 - {s['med']} AS over_median_ms
-                          FROM stat_steps ORDER BY step_ms DESC LIMIT {TOP}""")
-        grow = _phase_growth(ctx)
-        for r in slow:
-            g = grow.get((r["rank"], r["step"]))
-            r["phase_that_grew"], r["phase_over_its_median_ms"] = (g["name"], g["over"]) if g else (None, None)
-            del r["rank"]
-        varying = _most_varying_phase(ctx)
+        slow = [asdict(r) for r in slow_steps(ctx.data, TOP)]
+        varying = most_varying_phase(ctx.data)
         worst = slow[0]
-        text = (f"over {s['n']} timed steps the step time has a standard deviation of {ms(s['std'])} "
-                f"({pct(100 * cv)} of the {ms(s['mean'])} mean); the slowest, step {worst['step']}, took "
-                f"{ms(worst['step_ms'])} against a median of {ms(s['med'])}"
+        text = (f"over {s.n} timed steps the step time has a standard deviation of {ms(s.std_ms)} "
+                f"({pct(100 * cv)} of the {ms(s.mean_ms)} mean); the slowest, step {worst['step']}, took "
+                f"{ms(worst['step_ms'])} against a median of {ms(s.median_ms)}"
                 + (f", {ms(worst['phase_over_its_median_ms'])} of it in '{worst['phase_that_grew']}'"
                    if worst["phase_that_grew"] else "")
                 + (f"; '{varying[0]}' varies most (std {ms(varying[1])})" if varying else ""))
@@ -71,34 +63,7 @@ class HighStepVariance(Rule):
         return self.finding(ctx, excess, Evidence(text, how, slow), _advice(ctx, varying, slow), url=URL)
 
 
-def _phase_growth(ctx: Context) -> dict[tuple[int, int], dict]:
-    """Per timed step, the phase that exceeded its own median time the most, and by how much."""
-    d = ctx.data
-    if not d.has("phases"):
-        return {}
-    rows = d.rows(f"""
-        WITH p AS (SELECT p.rank, p.step, p.name, sum(p.end_ns - p.start_ns) / 1e6 AS ms
-                   FROM ({shown_phases_sql(d)}) p SEMI JOIN stat_steps s ON s.rank = p.rank AND s.step = p.step
-                   WHERE p.depth = 0 GROUP BY ALL),
-             m AS (SELECT name, quantile_cont(ms, 0.5) AS med FROM p GROUP BY name)
-        SELECT p.rank, p.step, arg_max(p.name, p.ms - m.med) AS name, max(p.ms - m.med) AS over
-        FROM p JOIN m USING (name) GROUP BY ALL""")
-    return {(r["rank"], r["step"]): r for r in rows if r["over"] and r["over"] > 0}
-
-
-def _most_varying_phase(ctx: Context) -> tuple[str, float] | None:
-    d = ctx.data
-    if not d.has("phases"):
-        return None
-    r = d.rows(f"""
-        WITH p AS (SELECT p.rank, p.step, p.name, sum(p.end_ns - p.start_ns) / 1e6 AS ms
-                   FROM ({shown_phases_sql(d)}) p SEMI JOIN stat_steps s ON s.rank = p.rank AND s.step = p.step
-                   WHERE p.depth = 0 GROUP BY ALL)
-        SELECT name, stddev_samp(ms) AS sd FROM p GROUP BY name HAVING count(*) > 1 ORDER BY sd DESC LIMIT 1""")
-    return (r[0]["name"], float(r[0]["sd"])) if r and r[0]["sd"] else None
-
-
-def _advice(ctx: Context, varying: tuple[str, float] | None, slow: list[dict]) -> str:
+def _advice(ctx: Context, varying: tuple[str, float] | None, slow: list[dict[str, Any]]) -> str:
     slow_steps = ", ".join(str(r["step"]) for r in slow[:3])
     name = varying[0] if varying else (slow[0].get("phase_that_grew") or "")
     iteration = (f" Meanwhile, judge changes on the median step or a steady range (dlscope summary PATH --iter-start N "
