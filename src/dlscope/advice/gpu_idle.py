@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.core.gpu_work import gpu_islands_sql, gpu_work_sql
-from ..analysis.core.phases import shown_phases_sql
+from ..analysis.measures.basis import WindowIdle
+from ..analysis.measures.idle_gaps import longest_idle_gaps
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -68,7 +68,8 @@ class GpuIdle(Rule):
             how += (f" (the GPU's busy time from the {b.windows} traced steps against the {ms(unit)} untraced step: "
                     f"the traced steps themselves ran {ms(b.window_ms)}, slowed by the tracer; the split by cause "
                     "is the traced steps', scaled)")
-        gaps = _longest_gaps(ctx)
+        gaps = {k: {"longest_gap_ms": g.gap_ms, "host_phase_in_gap": g.host_phase}
+                for k, g in longest_idle_gaps(ctx.data).items()}
         rows = [{**_step_row(r), **gaps.get((r.rank, r.step), {})}
                 for r in sorted(ctx.idle, key=lambda r: -(r.window_ns - r.busy_ns))[:5]]
         top_share, top_label, top_rule = shares[0]
@@ -76,42 +77,11 @@ class GpuIdle(Rule):
                             title=f"The GPU is idle {pct(100 * idle_share)} of {of}", url=URL)
 
 
-def _step_row(r: dict[str, Any]) -> dict[str, Any]:
+def _step_row(r: WindowIdle) -> dict[str, Any]:
     return {"step": r.step, "step_ms": r.window_ns / 1e6, "busy_ms": r.busy_ns / 1e6,
             "idle_ms": (r.window_ns - r.busy_ns) / 1e6, "input_ms": r.input_ns / 1e6,
             "sync_ms": r.sync_ns / 1e6, "launch_ms": r.launch_ns / 1e6,
             "queued_ms": r.queued_ns / 1e6, "other_ms": r.other_ns / 1e6}
-
-
-def _longest_gaps(ctx: Context) -> dict[tuple[int, int | None], dict[str, Any]]:
-    """Per GPU window, its longest idle gap: its length and the outermost phase the host was in
-    at its middle."""
-    d = ctx.data
-    work = gpu_work_sql(d, selected=False)
-    if work is None:
-        return {}
-    w = ctx.windows_table
-    phase = ("NULL::VARCHAR" if not d.has("phases") else "CASE WHEN p.end_ns > g.mid THEN p.name END")
-    # the outermost phase shown in breakdowns (depth among those, not under the process's range)
-    phase_join = "" if not d.has("phases") else f"""
-        ASOF LEFT JOIN (SELECT rank, start_ns, end_ns, name FROM ({shown_phases_sql(d)}) WHERE depth = 0) p
-          ON p.rank = g.rank AND g.mid >= p.start_ns"""
-    rows = d.rows(f"""
-        WITH isl AS (SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS s, least(i.end_ns, {w}.end_ns) AS e,
-                            {w}.start_ns AS ws, {w}.end_ns AS we
-                     FROM ({gpu_islands_sql(d)}) i
-                     JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns),
-             gaps AS (
-                SELECT rank, step, coalesce(lag(e) OVER (PARTITION BY rank, step ORDER BY s), ws) AS start_ns,
-                       s AS end_ns, ws FROM isl
-                UNION ALL
-                SELECT rank, step, max(e), any_value(we), any_value(ws) FROM isl GROUP BY rank, step),
-             g AS (SELECT *, (start_ns + end_ns) // 2 AS mid FROM gaps WHERE end_ns > start_ns
-                   QUALIFY row_number() OVER (PARTITION BY rank, step ORDER BY end_ns - start_ns DESC) = 1)
-        SELECT g.rank, g.step, (g.end_ns - g.start_ns) / 1e6 AS gap_ms, {phase} AS host_phase
-        FROM g {phase_join}""")
-    return {(r["rank"], r["step"]): {"longest_gap_ms": r["gap_ms"], "host_phase_in_gap": r["host_phase"]}
-            for r in rows}
 
 
 def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
