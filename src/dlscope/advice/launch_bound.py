@@ -13,8 +13,10 @@ profiler on, which slows the host's launches: the untraced program is less launc
 
 from __future__ import annotations
 
-from ..analysis.core.class_times import step_class_times, untraced_class_times
-from ..analysis.core.host_classes import HostClass
+from dataclasses import asdict
+from typing import Any
+
+from ..analysis.measures.launches import kernel_launches, passes_host_ms, top_launching_ops
 from ..analysis.models.replay import Fix
 from ..analysis.reports.launch_sum import small_kernel_threshold_ns
 from .context import Context
@@ -46,23 +48,21 @@ class LaunchBound(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
-        d, b = ctx.data, ctx.basis
+        b = ctx.basis
         share = ctx.idle_share("launch_ns")
         saving = share * b.unit_ms
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
-        launch_ns, measured = small_kernel_threshold_ns(d)
-        k = d.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS per_step, median(k.end_ns - k.start_ns) AS med_ns,
-                              count(*) FILTER (WHERE k.end_ns - k.start_ns < {launch_ns})::DOUBLE / count(*) AS short
-                       FROM kernels k {ctx.in_windows('k')}""")[0]
-        if k["med_ns"] is None:  # no kernel in the windows (a damaged profile): nothing launched to judge
+        launch_ns, measured = small_kernel_threshold_ns(ctx.data)
+        k = kernel_launches(ctx.data, launch_ns)
+        if k.median_ns is None:  # no kernel in the windows (a damaged profile): nothing launched to judge
             return None
         rows = _top_ops(ctx, launch_ns)
         per = self.per_step_phrase(ctx)
         text = (f"the GPU waited {ms(saving)} {per} ({pct(p)}) for the host to launch work; "
-                f"{count(k['per_step'])} kernels {per}, median {k['med_ns'] / 1e3:.1f} us, "
-                f"{pct(100 * (k['short'] or 0))} of them shorter than one launch call on the host "
+                f"{count(k.per_step)} kernels {per}, median {k.median_ns / 1e3:.1f} us, "
+                f"{pct(100 * (k.short_share or 0))} of them shorter than one launch call on the host "
                 f"({launch_ns / 1e3:.1f} us{'' if measured else ', assumed'})")
         how = (f"the GPU's queue ran dry while the host was busy {pct(p)} of the time; if launching cost nothing, "
                f"{'each step' if b.has_steps else 'the profile'} could be up to {ms(saving)} shorter (measured with the profiler on, which slows launches)")
@@ -70,7 +70,7 @@ class LaunchBound(Rule):
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        passes_ms = _passes_host_ms(ctx)
+        passes_ms = passes_host_ms(ctx.data)
         share = min(1.0, COMPILED_HOST_MS_PER_STEP / passes_ms) if passes_ms else 1.0
         return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs: their host work "
                    f"{'of ' + ms(passes_ms) + ' per step ' if passes_ms else ''}becomes a fixed "
@@ -78,44 +78,13 @@ class LaunchBound(Rule):
                    host={"model": share})
 
 
-def _passes_host_ms(ctx: Context) -> float | None:
-    """The host's time per step in the forward and backward passes: in the steps measured without
-    the tracer, else in the traced ones; None when no phase tells them apart."""
-    times = untraced_class_times(ctx.data)
-    if times is not None and HostClass.MODEL in times.measured:
-        return times.ms[HostClass.MODEL] or None
-    if not ctx.data.has("steps"):
-        return None
-    t = step_class_times(ctx.data, "detail_steps")
-    return float(t["model_ns"].mean()) / 1e6 if len(t["model_ns"]) and t["model_ns"].any() else None
+def _top_ops(ctx: Context, short_ns: int) -> list[dict[str, Any]]:
+    """The outermost ops launching the most kernels per step, as evidence rows."""
+    return [{**asdict(o), "op": op_label(o.op), "steps": steps(o.steps)}
+            for o in top_launching_ops(ctx.data, short_ns, TOP_OPS)]
 
 
-
-def _top_ops(ctx: Context, short_ns: int) -> list[dict]:
-    """The outermost ops launching the most kernels per step."""
-    d, b = ctx.data, ctx.basis
-    if not d.has("ops"):
-        return []
-    rows = d.rows(f"""
-        WITH k AS (SELECT k.rank, k.step, k.end_ns - k.start_ns AS ns, a.tid, a.start_ns AS t
-                   FROM kernels k {ctx.in_windows('k')}
-                   JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id)
-        SELECT t.name AS op, count(*)::DOUBLE / {b.windows} AS kernels_per_step,
-               median(k.ns) / 1e3 AS median_kernel_us,
-               count(*) FILTER (WHERE k.ns < {short_ns})::DOUBLE / {b.windows} AS short_kernels_per_step,
-               sum(k.ns)::DOUBLE / 1e6 / {b.windows} AS gpu_ms_per_step,
-               list(DISTINCT k.step ORDER BY k.step) AS steps
-        FROM k ASOF JOIN (SELECT rank, tid, start_ns, end_ns, name FROM ops WHERE coalesce(depth, 0) = 0) t
-          ON t.rank = k.rank AND t.tid = k.tid AND k.t >= t.start_ns
-        WHERE k.t < t.end_ns
-        GROUP BY t.name ORDER BY kernels_per_step DESC, gpu_ms_per_step DESC, op LIMIT {TOP_OPS}""")
-    for r in rows:
-        r["op"] = op_label(r["op"])
-        r["steps"] = steps(r["steps"] or [])
-    return rows
-
-
-def _advice(ctx: Context, rows: list[dict]) -> str:
+def _advice(ctx: Context, rows: list[dict[str, Any]]) -> str:
     f = ctx.facts
     if not f.torch:
         return ("Capture the iteration once in a CUDA graph (cudaStreamBeginCapture ... cudaGraphInstantiate) and "
