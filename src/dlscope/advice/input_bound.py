@@ -13,8 +13,15 @@ measured in the traced steps and applied to the phase time of the timed steps.
 
 from __future__ import annotations
 
-from ..analysis.core.host_state import DATA_LOADING_RE, main_pid_sql
-from ..analysis.core.intervals import covered_sql, union_sql
+from typing import Any
+
+from ..analysis.measures.input_loading import (
+    copies_in_loading,
+    loading_per_timed_step_ms,
+    loading_per_window_ns,
+    loading_phases,
+    loading_recorded,
+)
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -38,7 +45,7 @@ class InputBound(Rule):
     needs = ("phases",)
 
     def precondition(self, ctx: Context) -> str | None:
-        if not ctx.data.scalar(f"SELECT count(*) FROM ({_input_phases_sql(ctx)})"):
+        if not loading_recorded(ctx.data):
             return "no data-loading phase was recorded (name one 'data_loading' or 'preprocess', or use a DataLoader)"
         return None
 
@@ -48,7 +55,7 @@ class InputBound(Rule):
         if not per_name:
             return None
         input_ms = sum(r["ms_per_step"] for r in per_name)  # union per step is below; names may overlap
-        stat_input_ms = _union_per_stat_step(ctx)
+        stat_input_ms = loading_per_timed_step_ms(ctx.data)
         gpu_rows = _per_window(ctx)
         if b.windows:
             idle = sum(r["gpu_idle_ms"] for r in gpu_rows)
@@ -81,7 +88,7 @@ class InputBound(Rule):
         return self.finding(ctx, saving, Evidence(text, how, rows), self._advice(ctx, per_name, saving, gpu),
                             title=None if gpu else TITLE_NO_GPU, url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
-    def _advice(self, ctx: Context, per_name: list[dict], saving: float, gpu: bool) -> str:
+    def _advice(self, ctx: Context, per_name: list[dict[str, Any]], saving: float, gpu: bool) -> str:
         f = ctx.facts
         top = per_name[0]["phase"]
         meanwhile = "while the GPU runs this one" if gpu else "while the training thread computes this one"
@@ -92,7 +99,7 @@ class InputBound(Rule):
             return (f"Prepare the next batch while the GPU computes: move the work in '{top}' to a background thread or "
                     "process, and double-buffer the host-to-device copies (pinned buffers from cudaHostAlloc, "
                     "cudaMemcpyAsync on a second stream) so that loading overlaps the kernels.")
-        pin = " pin_memory=True," if gpu and (_copies_in_input(ctx).get("pageable") or f.dataloader != "multi") else ""
+        pin = " pin_memory=True," if gpu and (copies_in_loading(ctx.data).get("pageable") or f.dataloader != "multi") else ""
         if top == "dataloader" or top.startswith("enumerate(DataLoader"):
             if f.dataloader == "multi":
                 return (f"The DataLoader already has worker processes, yet {'the GPU' if gpu else 'the step'} waits "
@@ -120,96 +127,31 @@ class InputBound(Rule):
 
 
 
-def _input_phases_sql(ctx: Context) -> str:
-    """Data-loading phase ranges of the main process: rank, step, name, start_ns, end_ns."""
-    return f"""SELECT p.rank, p.step, p.name, p.start_ns, p.end_ns
-               FROM phases p LEFT JOIN ({main_pid_sql(ctx.data)}) m USING (rank)
-               WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN ('process', 'trace')
-                 AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
-                 AND regexp_matches(lower(p.name), '{DATA_LOADING_RE}')"""
-
-
-def _per_name(ctx: Context) -> list[dict]:
+def _per_name(ctx: Context) -> list[dict[str, Any]]:
     """Per data-loading phase name: mean ms per timed step (or per instance without steps), share
     of the step, the steps it ran in, and how much of it no framework op covered."""
-    d, b = ctx.data, ctx.basis
-    if b.has_steps:
-        src = f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step"
-        n = b.stat_steps
-    else:
-        src, n = _input_phases_sql(ctx), max(b.windows, 1)
-    sql = """
-        WITH i AS MATERIALIZED ({src})
-        SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE / 1e6 / {n} AS ms_per_step,
-               list(DISTINCT step ORDER BY step) AS step_list,
-               sum(end_ns - start_ns)::DOUBLE AS total_ns
-        FROM i GROUP BY name ORDER BY ms_per_step DESC, name"""
-    rows = d.rows(sql.format(src=src, n=n))
-    if not rows and b.has_steps and b.windows:
-        # phases derived from the framework's trace exist only in the traced steps (sampled detail)
-        rows = d.rows(sql.format(src=f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i {ctx.in_windows('i')}",
-                                 n=b.windows))
-    # how much of each phase ran inside framework ops: only in traced steps, where ops exist
-    cover = {}
-    if d.has("ops"):
-        ops = "SELECT rank, start_ns, end_ns FROM raw_ops WHERE coalesce(depth, 0) = 0"
-        inside = covered_sql(f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i {ctx.in_windows('i')}",
-                             union_sql(ops, "rank"), ("rank",))
-        cover = {r["phase"]: r for r in d.rows(f"""
-            SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE AS ns, sum(covered_ns)::DOUBLE AS op_ns
-            FROM ({inside}) GROUP BY name""")}
-    unit = b.unit_ms
+    unit = ctx.basis.unit_ms
     out = []
-    for r in rows:
-        c = cover.get(r["phase"])
-        outside = 100.0 * (1 - c["op_ns"] / c["ns"]) if c and c["ns"] else None
-        out.append({"phase": r["phase"], "ms_per_step": r["ms_per_step"],
-                    "pct_of_step": 100.0 * r["ms_per_step"] / unit if unit else None,
-                    "steps": steps(r["step_list"] or []), "outside_ops_pct": outside})
+    for r in loading_phases(ctx.data):
+        c = r.op_covered
+        outside = 100.0 * (1 - c[1] / c[0]) if c and c[0] else None
+        out.append({"phase": r.phase, "ms_per_step": r.ms_per_step,
+                    "pct_of_step": 100.0 * r.ms_per_step / unit if unit else None,
+                    "steps": steps(r.steps), "outside_ops_pct": outside})
     return out
 
 
-def _union_per_stat_step(ctx: Context) -> float:
-    """Mean data-loading time per timed step, overlapping phases counted once."""
-    b = ctx.basis
-    if not b.has_steps or not b.stat_steps:
-        return 0.0
-    v = ctx.data.scalar(f"""
-        SELECT sum(end_ns - start_ns)::DOUBLE FROM ({union_sql(
-            f"SELECT i.* FROM ({_input_phases_sql(ctx)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step",
-            "rank, step")})""")
-    return float(v or 0) / 1e6 / b.stat_steps
-
-
-def _per_window(ctx: Context) -> list[dict]:
+def _per_window(ctx: Context) -> list[dict[str, Any]]:
     """Per GPU window: its step, length, data-loading time and the GPU idle while loading."""
     if not ctx.basis.windows:
         return []
-    w = ctx.windows_table
-    loading = {(r["rank"], r["step"]): r["ns"] for r in ctx.data.rows(f"""
-        SELECT rank, step, sum(end_ns - start_ns)::DOUBLE AS ns FROM ({union_sql(
-            f"SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS start_ns, "
-            f"least(i.end_ns, {w}.end_ns) AS end_ns FROM ({_input_phases_sql(ctx)}) i "
-            f"JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns",
-            "rank, step")}) GROUP BY ALL""")}
+    loading = loading_per_window_ns(ctx.data)
     out = []
     for r in ctx.idle:
         out.append({"step": r.step, "step_ms": r.window_ns / 1e6,
                     "input_ms": loading.get((r.rank, r.step), 0.0) / 1e6,
                     "gpu_idle_ms": r.input_ns / 1e6, "gpu_busy_ms": r.busy_ns / 1e6})
     return out
-
-
-def _copies_in_input(ctx: Context) -> dict[str, int]:
-    """Host-to-device copies launched inside data-loading phases, by source memory kind."""
-    d = ctx.data
-    if not (d.has("memcpy") and d.has("api")):
-        return {}
-    return {r["kind"]: int(r["n"]) for r in d.rows(f"""
-        SELECT coalesce(c.src_kind, 'unknown') AS kind, count(*) AS n
-        FROM memcpy c JOIN api a ON a.rank = c.rank AND a.correlation_id = c.correlation_id
-        ASOF JOIN ({_input_phases_sql(ctx)}) i ON i.rank = a.rank AND a.start_ns >= i.start_ns
-        WHERE c.copy_kind = 'HtoD' AND a.start_ns < i.end_ns GROUP BY ALL""")}
 
 
 RULE = InputBound()
