@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: set up (virtual environment, dlscope, PyTorch, headless Chromium for the report's
-# browser tests), lint, then run every test.
+# browser tests), lint, type-check, then run every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -19,4 +19,6 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 ruff check src tests bench examples
+# types: strict on analysis, advice and application, standard elsewhere (pyproject.toml [tool.mypy])
+mypy
 python -m pytest -q "$@"

@@ -22,7 +22,8 @@ Checks (:func:`violations`, plain functions over graphs ``module -> set of modul
   A package ``__init__`` counts as a module like any other: one that imports its own submodules (a
   registry, as ``capture/__init__``) is in a cycle only if such a submodule imports the package back
   *and* is reached from it, which is a real cycle.
-* No SQL in advice: a module of ``dlscope.advice`` with ``SELECT`` in a string (f-strings included).
+* No SQL in advice: a module of ``dlscope.advice`` with ``SELECT`` in a string (f-strings included), a call of
+  a profile's query helpers (``.rows()``, ``.scalar()``, ``.execute()`` ...) or of a ``*_sql`` fragment.
 
 What still breaks these is listed in :data:`KNOWN_VIOLATIONS`, which may only shrink.
 """
@@ -178,10 +179,23 @@ def _targets(module: str, is_package: bool, node: ast.AST, modules: set[str]) ->
 _SQL = re.compile(r"\bSELECT\b")
 
 
+# what a module calls to query a profile: ProfileData's query helpers, DuckDB's connection, and
+# analysis's SQL fragments (functions named *_sql)
+_QUERY_CALLS = {"rows", "scalar", "table", "execute", "sql", "shared_table", "shared_islands"}
+
+
 def _holds_sql(tree: ast.AST) -> bool:
-    """Whether a string in the module (f-strings included) holds a SQL ``SELECT``."""
-    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _SQL.search(n.value)
-               for n in ast.walk(tree))
+    """Whether the module holds SQL: a string (f-strings included) with ``SELECT``, a call of a
+    profile's query helpers (``data.rows(...)``, ``con.execute(...)``), or of a ``*_sql`` fragment."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and _SQL.search(n.value):
+            return True
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if (isinstance(f, ast.Attribute) and name in _QUERY_CALLS) or name.endswith("_sql"):
+                return True
+    return False
 
 
 @dataclass

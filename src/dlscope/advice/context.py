@@ -14,8 +14,6 @@ from ..analysis.measures.basis import (
     Basis,
     WindowIdle,
     gpu_times,
-    gpu_windows_table,
-    in_gpu_windows,
     window_idle,
 )
 from ..analysis.measures.facts import Facts, facts
@@ -31,17 +29,8 @@ class Context:
 
     # ---- steps and windows ------------------------------------------------------------------
     @property
-    def windows_table(self) -> str:
-        """Name of a temp table (rank, step, start_ns, end_ns) of the GPU windows."""
-        return gpu_windows_table(self.data)
-
-    @property
     def basis(self) -> Basis:
         return basis_measure.basis(self.data)
-
-    def in_windows(self, alias: str) -> str:
-        """SQL: JOIN keeping rows of ``alias`` (with rank and step) launched in a GPU window."""
-        return in_gpu_windows(self.data, alias)
 
     def per_window(self, total_ns: float | None) -> float:
         """ms per GPU window of a total over all windows."""
