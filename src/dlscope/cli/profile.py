@@ -96,7 +96,7 @@ class ProfileCommand(Command):
         tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
         rc = run_profiled(cmd, out, settings, stderr_tail=tail)
         from ..analysis.core.context import ProfileData
-        from ..analysis.core.summary import summarize
+        from ..application.summary import summarize
         from ..capture.finalize import finalize_profile
         from ..render.terminal import console, render_summary
 
@@ -121,11 +121,11 @@ class ProfileCommand(Command):
 def _top_advice(data: ProfileData, path: Path) -> None:
     """The summary's advice block. A failing rule is a dlscope bug, but here it must not hide
     the program's exit code or the profile just written: it is reported on stderr instead."""
-    from .. import advice
+    from ..application.advise import advise
     from ..render.findings import render_top_findings
 
     try:
-        findings = advice.evaluate(data)
+        findings = advise(data).findings
     except Exception as e:  # noqa: BLE001 - see the docstring
         print(f"dlscope: internal error in the advice rules: {e.__class__.__name__}: {e} (a dlscope bug; "
               f"the profile in {path} is complete)", file=sys.stderr)

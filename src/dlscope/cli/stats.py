@@ -10,22 +10,10 @@ from .base import Command
 from .common import add_format, add_selection, open_for_analysis, selection_from
 
 
-def _report_names(text: str) -> list[str]:
-    from ..analysis import REPORTS
-
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
-        return list(REPORTS)
-    unknown = [n for n in names if n not in REPORTS]
-    if unknown or not names:
-        raise UsageError(f"unknown report {', '.join(unknown) or repr(text)}; reports: {', '.join(REPORTS)}")
-    return names
-
-
 def _all_reports() -> list[str]:
-    from ..analysis import REPORTS
+    from ..application.stats import all_report_names
 
-    return list(REPORTS)
+    return all_report_names()
 
 
 class StatsCommand(Command):
@@ -45,23 +33,15 @@ class StatsCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..analysis import REPORTS
-        from ..analysis.core.report import ReportResult
+        from ..application.stats import report_names, run_reports
         from ..render.tables import render, to_json
         from ..render.terminal import console
 
-        names = _report_names(args.report)
+        names = report_names(args.report)
         data = open_for_analysis(args.profile, selection_from(args))
         out = console()
-        results: list[ReportResult] = []
-        skipped: dict[str, str] = {}
-        for name in names:
-            rep = REPORTS[name]
-            why = rep.missing(data)
-            if why:
-                skipped[name] = why
-                continue
-            results.append(rep.compute(data))
+        ran = run_reports(data, names)
+        results, skipped = ran.results, ran.skipped
         if len(names) == 1 and skipped:
             raise UsageError(f"report {names[0]} cannot run on {args.profile}: {skipped[names[0]]}")
         if args.format == "json":

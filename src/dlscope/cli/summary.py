@@ -25,23 +25,18 @@ class SummaryCommand(Command):
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..analysis.core.summary import summarize
-        from ..application.advise import advise
+        from ..application.summary import summary_with_advice
         from ..render.findings import render_top_findings
         from ..render.terminal import console, render_summary
 
         data = open_for_analysis(args.profile, selection_from(args))
-        s = summarize(data)
         # a program that failed before its first step gets that said, and no rules (they judge steps)
-        findings = advise(data).findings if s.failure is None else []
+        view = summary_with_advice(data)
         out = console()
         if args.format == "json":
-            d = s.as_dict()
-            if s.failure is None:
-                d["advice"] = [f.as_dict() for f in findings]
-            out.file.write(json.dumps(d, indent=1, default=str) + "\n")
+            out.file.write(json.dumps(view.as_dict(), indent=1, default=str) + "\n")
         else:
-            render_summary(s, out)
-            if s.failure is None:
-                render_top_findings(findings, out, args.profile)
+            render_summary(view.summary, out)
+            if view.summary.failure is None:
+                render_top_findings(view.findings, out, args.profile)
         return 0

@@ -1,0 +1,41 @@
+"""The `summary` use case: a profile's summary and the advice's findings, together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..advice.finding import Finding
+    from ..analysis.core.context import ProfileData
+    from ..analysis.core.summary import Summary
+
+
+@dataclass
+class SummaryView:
+    """What `dlscope summary` shows: the summary, and the findings (none for a program that failed
+    before its first step: the rules judge steps)."""
+
+    summary: Summary
+    findings: list[Finding]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.summary.as_dict()
+        if self.summary.failure is None:
+            d["advice"] = [f.as_dict() for f in self.findings]
+        return d
+
+
+def summarize(data: ProfileData) -> Summary:
+    """The profile's summary alone (steps, phases, layers, devices)."""
+    from ..analysis.core.summary import summarize as summarize_profile
+
+    return summarize_profile(data)
+
+
+def summary_with_advice(data: ProfileData) -> SummaryView:
+    """The summary and, unless the program failed before its first step, the advice's findings."""
+    from .advise import advise
+
+    s = summarize(data)
+    return SummaryView(s, advise(data).findings if s.failure is None else [])
