@@ -72,7 +72,6 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset({
     # removed by issue 37's application step: the use cases move out of the rooms they sit in (analysis
     # running advice, render running analysis and advice, the commands and the notebook API holding
     # use cases), into dlscope.application
-    "dlscope.cli.check runs dlscope.analysis.compare.baseline",
     "dlscope.cli.export runs dlscope.capture.schedule",
     "dlscope.cli.export runs dlscope.store.db",
     "dlscope.cli.export runs dlscope.store.reader",

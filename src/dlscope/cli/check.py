@@ -3,52 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
-from ..errors import InputError, UsageError
 from .base import Command
 from .common import add_selection, selection_from
-
-SUMMARY_MAX_BYTES = 50_000_000  # a summary is a few kB; larger JSON files are traces
-
-
-def parse_limit(text: str) -> float:
-    """'5%' or '5' -> 5.0 (percent)."""
-    t = text.strip().removesuffix("%")
-    try:
-        v = float(t)
-    except ValueError:
-        raise UsageError(f"--max-regression {text!r}: give a percentage such as 5%") from None
-    if not (0 <= v < 1e6):
-        raise UsageError(f"--max-regression {text!r}: give a percentage of 0 or more")
-    return v
-
-
-def parse_metrics(text: str) -> list[str]:
-    from ..analysis.compare.baseline import METRICS
-
-    names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in METRICS]
-    if bad or not names:
-        raise UsageError(f"--metric {text!r}: choose from {', '.join(METRICS)}")
-    return names
-
-
-def read_summary(path: Path) -> Any | None:
-    """The parsed summary JSON when ``path`` is one, else None (a trace or a profile)."""
-    if not path.is_file() or path.suffix.lower() != ".json" or path.stat().st_size > SUMMARY_MAX_BYTES:
-        return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e.__class__.__name__})") from None
-    if isinstance(doc, dict) and "traceEvents" in doc:
-        return None  # a Kineto trace
-    return doc
 
 
 class CheckCommand(Command):
@@ -66,42 +25,29 @@ class CheckCommand(Command):
     name = "check"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        from ..analysis.compare.baseline import DEFAULT_METRICS, METRICS
+        from ..application.check import metric_names
+
+        metrics, defaults = metric_names()
 
         parser.add_argument("profile", help="the profile (or trace) to check")
         parser.add_argument("--baseline", required=True, metavar="BASE",
                             help="a profile, a trace, or a 'dlscope summary --format json' file")
         parser.add_argument("--max-regression", default="5%", metavar="PCT",
                             help="allowed worsening, in percent (default 5%%)")
-        parser.add_argument("--metric", default=",".join(DEFAULT_METRICS), metavar="M[,M]",
-                            help=f"metrics to check: {', '.join(METRICS)} (default {','.join(DEFAULT_METRICS)})")
+        parser.add_argument("--metric", default=",".join(defaults), metavar="M[,M]",
+                            help=f"metrics to check: {', '.join(metrics)} (default {','.join(defaults)})")
         parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..analysis.compare.baseline import check, from_profile, from_summary
-        from ..application.open import open_any
+        from ..application.check import check_against, parse_limit, parse_metrics
 
-        limit = parse_limit(args.max_regression)
-        metrics = parse_metrics(args.metric)
-        sel = selection_from(args)
-        with contextlib.ExitStack() as stack:
-            base_path = Path(args.baseline)
-            if not base_path.exists():
-                raise InputError(f"{base_path}: no such baseline")
-            doc = read_summary(base_path)
-            if doc is not None:
-                base = from_summary(doc, str(base_path))
-            else:
-                data_b, name_b = open_any(args.baseline, stack, sel, args.key_node)
-                base = from_profile(data_b, name_b)
-            data, _ = open_any(args.profile, stack, sel, args.key_node)
-            verdicts = check(data, base, metrics, limit)
-        regressed = any(v.regressed for v in verdicts)
+        result = check_against(args.profile, args.baseline, selection_from(args), args.key_node,
+                               parse_metrics(args.metric), parse_limit(args.max_regression))
         if args.format == "json":
-            sys.stdout.write(json.dumps({"regressed": regressed, "baseline": base.name,
-                                         "metrics": [v.as_dict() for v in verdicts]}, indent=1) + "\n")
+            sys.stdout.write(json.dumps({"regressed": result.regressed, "baseline": result.baseline,
+                                         "metrics": [v.as_dict() for v in result.verdicts]}, indent=1) + "\n")
         else:
-            for v in verdicts:
+            for v in result.verdicts:
                 print(v.line())
-        return 1 if regressed else 0
+        return 1 if result.regressed else 0
