@@ -81,6 +81,16 @@
 #   small_collectives  one all-reduce per gradient against one bucket, untraced, alternated, then the
 #                    naive job profiled and advised. GPUS [2], ROUNDS [2], STEPS [60], WIDTH [128].
 #                    -> sc_{naive,bucketed}_R.json, small_advise.json, profile (dist24)
+#
+# Where the old lease scripts went (`git show f502c7d:bench/NAME` shows each as run):
+#   gpu_single_run.sh: hooks, marks, batch_truth, integrations. gpu_single_run2.sh: marks (its two
+#   `dlscope try` runs are try_vs_measure's, done again there beside measure.py). gpu_try_vs_measure.sh:
+#   try_vs_measure. gpu_cnn_truth.sh: cnn_truth. gpu_heldout.sh: heldout. gpu_ncu_fuzz.sh: ncu_cupy,
+#   fuzz (its FUZZ_ONLY=1 is `gpu_run.sh fuzz`). gpu_dist_run.sh: marks, dist. gpu_dist_run2.sh:
+#   two_launch, accelerate, small_collectives (each in its later form). gpu_dist_run3.sh: accelerate,
+#   fsdp_prefetch GPUS=2, two_launch GPUS=2. gpu_dist_run4.sh: fsdp_prefetch, two_launch.
+#   gpu_dist_run5.sh: straggler_forward, accelerate, profile_cost. gpu_dist_run6.sh: two_launch.
+#   gpu_small_collectives.sh: small_collectives.
 set -u
 cd "$(dirname "$0")/.."
 . bench/gpu_lib.sh
