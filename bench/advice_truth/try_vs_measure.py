@@ -1,5 +1,5 @@
 """``dlscope try`` against ``measure.py`` on the same fix, measured back to back on one machine
-(``bench/gpu_try_vs_measure.sh``; issue 22).
+(``bash bench/gpu_run.sh try_vs_measure``; issue 22).
 
     python3 bench/advice_truth/try_vs_measure.py steps /tmp/try_gpt -o try_gpt_workers_steps.json
     python3 bench/advice_truth/try_vs_measure.py table bench/advice_truth/results/try_vs_measure.tar.gz

@@ -1,4 +1,4 @@
-"""The two-launch job against the one-launch job, over the rounds of ``bench/gpu_dist_run6.sh``.
+"""The two-launch job against the one-launch job, over the rounds of ``bench/gpu_run.sh two_launch``.
 
     python bench/advice_truth/two_launch_table.py bench/advice_truth/results/dist6_x4
 
