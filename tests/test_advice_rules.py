@@ -388,3 +388,26 @@ def test_the_fused_optimizer_host_shares_are_the_h100_measurement():
     assert host_share("AdamW") == 0.084 and host_share("SGD") == 0.191
     assert host_share("Adagrad") == host_share(None) == 0.191
     assert host_share("Adam", "foreach") == 0.25  # one op per pass: a quarter of four passes' dispatches
+
+
+def test_a_masked_finding_names_the_fixes_above_it_and_its_own_saving_there():
+    """'Masked now: once A, B are fixed it saves X ms' names the findings ranked above this one, never
+    itself, and X is this finding's own saving after them (a restructuring once read the previous
+    finding's what-if there: the profile's launch_bound said 'once amp_not_enabled, sync_in_step,
+    launch_bound are fixed it saves 2.51 ms' where its own chain gives 27.86 ms)."""
+    import re
+
+    from dlscope.analysis.core.context import ProfileData
+    from dlscope.application.advise import advise
+
+    from .conftest import DATA
+
+    findings = advise(ProfileData.open(DATA / "advice_truth_dist" / "lease4_fsdp2_base.dlscope")).findings
+    masked = [f for f in findings if "Masked now:" in f.evidence.saving]
+    assert masked
+    for f in masked:
+        m = re.search(r"Masked now: once (.+?) (?:is|are) fixed it saves ([\d.]+) ms", f.evidence.saving)
+        assert m, f.evidence.saving
+        assert f.what_if is not None
+        assert m.group(1).split(", ") == f.what_if.fixed_above and f.id not in f.what_if.fixed_above
+        assert float(m.group(2)) == pytest.approx(f.what_if.saving_after_above_ms, abs=0.006)

@@ -155,12 +155,12 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
                 f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
                                       "cause is real, its fix would hardly show.")
                 continue
-            slower = -w.saving_ms
+            slower = -last.saving_ms
             if slower > 0:  # e.g. autocast's casts on a host-bound step: say it, not just "0 ms"
                 f.evidence.saving += f" Applied today it would lengthen the step by {slower:.2f} ms."
-            f.evidence.saving += (f" Masked now: once {', '.join(w.fixed_above)} "
-                                  f"{'is' if len(w.fixed_above) == 1 else 'are'} fixed it saves "
-                                  f"{w.saving_after_above_ms:.2f} ms per step ({after_pct:.0f}% of today's step).")
+            f.evidence.saving += (f" Masked now: once {', '.join(last.fixed_above)} "
+                                  f"{'is' if len(last.fixed_above) == 1 else 'are'} fixed it saves "
+                                  f"{last.saving_after_above_ms:.2f} ms per step ({after_pct:.0f}% of today's step).")
             f.severity = severity_for(after_pct)
             if r.calibration.basis is CalibrationBasis.NONE:
                 f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
