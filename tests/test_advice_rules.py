@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlscope import advice
+from dlscope.analysis.core.host_classes import HostClass
 
 from .advice_helpers import ADD, MS, SGEMM, V100, Loop, findings, outcome
 from .report_helpers import open_fixture
@@ -383,7 +384,7 @@ def test_the_fused_optimizer_host_shares_are_the_h100_measurement():
 
     def host_share(optimizer: str | None, implementation: str = "per-parameter") -> float:
         row = {"optimizer": optimizer, "implementation": implementation, "distinct_kernels": 4}
-        return rule.UnfusedOptimizer().what_if(None, SimpleNamespace(evidence=SimpleNamespace(rows=[row]))).host["optimizer"]
+        return rule.UnfusedOptimizer().what_if(None, SimpleNamespace(evidence=SimpleNamespace(rows=[row]))).host[HostClass.OPTIMIZER]
 
     assert host_share("AdamW") == 0.084 and host_share("SGD") == 0.191
     assert host_share("Adagrad") == host_share(None) == 0.191

@@ -12,6 +12,7 @@ import pytest
 
 from dlscope import advice
 from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.host_classes import Blocking, HostClass
 from dlscope.analysis.models import replay as R
 
 from .advice_helpers import replay_input
@@ -61,11 +62,11 @@ def test_replay_by_hand():
     c = replay_input(wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0],
                cls=[0, 2, 2, 2], blocking=[0, 0, 0, 1], gpu_ns=[5e6, 5e6, 5e6, 0])
     assert R.replay(c) == pytest.approx(26e6)
-    assert R.replay(R.Fix("x", unblock=(1,)).apply(c)) == pytest.approx(26e6)
-    assert R.replay(R.Fix("x", host={"input": 0.0}).apply(c)) == pytest.approx(16e6)
+    assert R.replay(R.Fix("x", unblock=(Blocking.SYNC,)).apply(c)) == pytest.approx(26e6)
+    assert R.replay(R.Fix("x", host={HostClass.INPUT: 0.0}).apply(c)) == pytest.approx(16e6)
     # halve the host's model work: launches at 10.5, 11, 11.5; the GPU is the bottleneck from the first
     # kernel on, so only the first launch's half millisecond shows: 25.5
-    assert R.replay(R.Fix("x", host={"model": 0.5}).apply(c)) == pytest.approx(25.5e6)
+    assert R.replay(R.Fix("x", host={HostClass.MODEL: 0.5}).apply(c)) == pytest.approx(25.5e6)
     # kernels 10x faster: the host sets the pace: last launch at 13, its kernel ends 13.5
     assert R.replay(R.Fix("x", gpu={"simt_ns": 0.1}).apply(replay_input(
         wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0], cls=[0, 2, 2, 2],

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.core.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
 from ..analysis.core.hardware import ratios_label
+from ..analysis.core.host_classes import HostClass
 from ..analysis.models.replay import Fix
 from .context import Context
 from .finding import Evidence, Finding
@@ -84,7 +85,7 @@ class AmpNotEnabled(MatrixMathRule):
                  else "as on typical models")
         return Fix(self.id, f"matrix math in 16 bits at the peak ratios ({stc:g}x TF32, {s32:g}x fp32), the casts "
                    f"autocast adds costing {factor:.2f}x the host's forward and backward work ({basis})",
-                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc}, host={"model": factor})
+                   gpu={"simt_ns": 1 / s32, "tf32_ns": 1 / stc}, host={HostClass.MODEL: factor})
 
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.h2d_copies import h2d_copy_sites
 from ..analysis.models.replay import Fix
 from .context import Context
@@ -58,7 +59,7 @@ class H2dNotOverlapped(Rule):
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "host-to-device copies pinned and on a side stream", unblock=(2,), gpu={"h2d_ns": 0.0})
+        return Fix(self.id, "host-to-device copies pinned and on a side stream", unblock=(Blocking.PAGEABLE_H2D,), gpu={"h2d_ns": 0.0})
 
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.core.host_classes import HostClass
 from ..analysis.measures.input_loading import (
     copies_in_loading,
     loading_per_timed_step_ms,
@@ -123,7 +124,7 @@ class InputBound(Rule):
                 + (" Per-batch math such as normalization can instead run on the GPU after the copy." if gpu else ""))
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "data loading off the training thread, in DataLoader workers", host={"input": 0.0})
+        return Fix(self.id, "data loading off the training thread, in DataLoader workers", host={HostClass.INPUT: 0.0})
 
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..analysis.core.host_classes import HostClass
 from ..analysis.measures.launches import kernel_launches, passes_host_ms, top_launching_ops
 from ..analysis.models.replay import Fix
 from ..analysis.reports.launch_sum import small_kernel_threshold_ns
@@ -75,7 +76,7 @@ class LaunchBound(Rule):
         return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs: their host work "
                    f"{'of ' + ms(passes_ms) + ' per step ' if passes_ms else ''}becomes a fixed "
                    f"{ms(COMPILED_HOST_MS_PER_STEP)} (Dynamo's guards, the graph tree's checks, two graph launches)",
-                   host={"model": share})
+                   host={HostClass.MODEL: share})
 
 
 def _top_ops(ctx: Context, short_ns: int) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.pageable_copies import pageable_copy_ns, pageable_copy_sites
 from ..analysis.models.replay import Fix
 from .context import Context
@@ -68,7 +69,7 @@ class PageableMemcpy(Rule):
                             url=URL_TORCH if ctx.facts.torch else URL_CUDA)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "pinned host memory and non_blocking copies", unblock=(2,))
+        return Fix(self.id, "pinned host memory and non_blocking copies", unblock=(Blocking.PAGEABLE_H2D,))
 
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.host_syncs import sync_sites
 from ..analysis.models.replay import Fix
 from .context import Context
@@ -65,7 +66,7 @@ class SyncInStep(Rule):
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         return Fix(self.id, "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
-                   unblock=(1, 3))
+                   unblock=(Blocking.SYNC, Blocking.PAGEABLE_D2H))
 
 
 

@@ -20,6 +20,7 @@ Saving (upper bound), the sum of two parts:
 
 from __future__ import annotations
 
+from ..analysis.core.host_classes import HostClass
 from ..analysis.measures.optimizer import optimizer_step, optimizer_step_recorded
 from ..analysis.models.replay import Fix
 from .context import Context
@@ -99,7 +100,7 @@ class UnfusedOptimizer(Rule):
         share = FUSED_HOST_SHARES.get(row["optimizer"] or "", FUSED_HOST_SHARE_UNKNOWN)
         host = share if row["implementation"] == "per-parameter" else 1 / passes
         return Fix(self.id, f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
-                   host={"optimizer": host}, gpu_in={"optimizer": 1 / passes})
+                   host={HostClass.OPTIMIZER: host}, gpu_in={HostClass.OPTIMIZER: 1 / passes})
 
 
 

@@ -255,9 +255,8 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
 class Fix:
     """A change to the step, as factors on the replay's inputs (1 = unchanged).
 
-    ``host``: per host class, a factor on the host's own work in that class (gaps and the calls
-    made in it); ``unblock``: blocking kinds that no longer block (1 synchronize, 2 pageable host-to-device
-    copy, 3 pageable device-to-host copy);
+    ``host``: per :class:`HostClass`, a factor on the host's own work in that class (gaps and the
+    calls made in it); ``unblock``: the :class:`Blocking` kinds that no longer block;
     ``gpu``: per GPU-time column (``simt_ns``, ``tf32_ns``, ``layout_ns``, ``h2d_ns``), the factor
     on that part of each call's GPU time; ``gpu_in``: per host class, a factor on all GPU time
     launched from it; ``batch``: the work per step grows this many times (data loading scales with
@@ -266,10 +265,10 @@ class Fix:
 
     name: str
     describe: str = ""  # the change in words, for the evidence
-    host: dict[str, float] = field(default_factory=dict)
-    unblock: tuple[int, ...] = ()
+    host: dict[HostClass, float] = field(default_factory=dict)
+    unblock: tuple[Blocking, ...] = ()
     gpu: dict[str, float] = field(default_factory=dict)
-    gpu_in: dict[str, float] = field(default_factory=dict)
+    gpu_in: dict[HostClass, float] = field(default_factory=dict)
     batch: float = 1.0
     drop_calls_of: tuple[str, ...] = ()  # calls whose GPU work is all in these columns go, host work too
     # with drop_calls_of: the calls without GPU work just before a dropped one go too (an
@@ -285,17 +284,17 @@ class Fix:
                 gone = gone | _setup_of(gone, a["gpu_ns"] > 0, a["wid"])
             for k in ("gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns"):
                 a[k] = np.where(gone, 0.0, a[k])
-        for cls_name, f in self.host.items():
-            a[f"gap_{cls_name}"] *= f
-            a["call_ns"] = np.where(a["cls"] == HOST_CLASSES.index(cls_name), a["call_ns"] * f, a["call_ns"])
+        for cls, f in self.host.items():
+            a[f"gap_{cls.label}"] *= f
+            a["call_ns"] = np.where(a["cls"] == int(cls), a["call_ns"] * f, a["call_ns"])
         for kind in self.unblock:
-            a["blocking"] = np.where(a["blocking"] == kind, 0, a["blocking"])
+            a["blocking"] = np.where(a["blocking"] == int(kind), int(Blocking.NONE), a["blocking"])
         for col, f in self.gpu.items():
             cut = a[col] * (1 - f)
             a["gpu_ns"] = np.maximum(a["gpu_ns"] - cut, 0)
             a[col] = a[col] * f
-        for cls_name, f in self.gpu_in.items():
-            a["gpu_ns"] = np.where(a["cls"] == HOST_CLASSES.index(cls_name), a["gpu_ns"] * f, a["gpu_ns"])
+        for cls, f in self.gpu_in.items():
+            a["gpu_ns"] = np.where(a["cls"] == int(cls), a["gpu_ns"] * f, a["gpu_ns"])
         if self.batch != 1.0:
             # the optimizer's kernels work per parameter, not per sample: they stay as they are
             # (measured on H100, a 2x batch took 1.85x and 1.86x the GPU time per step on the suite's
