@@ -35,6 +35,8 @@ COMMANDS = {
 
 
 def run(tree: Path, args: list[str]) -> float:
+    if "-o" in args and args[0] in ("report", "export"):  # the run before's output: trees differ on overwriting
+        Path(args[args.index("-o") + 1]).unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "dlscope", *args], env=env, capture_output=True, text=True)
