@@ -220,19 +220,8 @@ part_ncu_cupy() {
   part ncu_cupy
   local prog=$R/cupy_prog.py
   if [ -n "${DRY:-}" ]; then echo "  [write] $prog (20 steps of a 2048x2048 SGEMM and tanh in CuPy)"; else
-    cat > "$prog" <<'PY'
-import cupy as cp
-import dlscope
-a = cp.random.random((2048, 2048), dtype=cp.float32)
-b = cp.random.random((2048, 2048), dtype=cp.float32)
-for i in range(20):
-    with dlscope.phase("compute"):
-        c = a @ b
-        c = cp.tanh(c) + 1.0
-        cp.cuda.Device().synchronize()
-    dlscope.step()
-print("sum", float(c.sum()))
-PY
+    # the program of bench/gpu_jaxncu.py (one copy of it)
+    python3 -c "import sys; sys.path.insert(0, 'bench'); from gpu_jaxncu import CUPY_PROGRAM; print(CUPY_PROGRAM)" > "$prog"
   fi
   post versions "python3 -c \"import cupti; print('cupti-python', getattr(cupti, '__version__', '?'))\" 2>&1 | tail -1; \
 python3 -c 'import cuda.bindings; print(\"cuda.bindings\", cuda.bindings.__version__)' 2>&1 | tail -1; \
