@@ -38,6 +38,38 @@ def test_the_launch_queue_by_hand():
     assert R.host_work(c).sum() + r.wait_ns.sum() == pytest.approx(21e6)
 
 
+def _queue_replay_call_by_call(work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray,
+                               depth: int) -> tuple[float, np.ndarray]:
+    """The queue model stated one call at a time: the definition the segmented replay must equal."""
+    waits, host_t, gpu_end, ends = np.zeros(len(HostClass)), 0.0, 0.0, []
+    for w, g, b, c in zip(work.tolist(), gpu.tolist(), blocking.tolist(), cls.tolist()):
+        host_t += w
+        if g > 0:
+            if len(ends) >= depth and ends[-depth] > host_t:
+                waits[c] += ends[-depth] - host_t
+                host_t = ends[-depth]
+            gpu_end = max(gpu_end, host_t) + g
+            ends.append(gpu_end)
+        if b and gpu_end > host_t:
+            waits[c] += gpu_end - host_t
+            host_t = gpu_end
+    return max(host_t, gpu_end), waits
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_segmented_queue_replay_equals_the_call_by_call_model(seed):
+    rng = np.random.default_rng(seed)
+    n, depth = int(rng.integers(1, 3000)), int(rng.integers(1, 60))
+    work = rng.exponential(5, n) * (rng.random(n) < 0.9)
+    gpu = rng.exponential(float(rng.choice([1, 10, 50])), n) * (rng.random(n) < 0.7)
+    blocking = (rng.random(n) < float(rng.choice([0, 0.01, 0.1]))) * rng.integers(1, 4, n)
+    cls = rng.integers(0, len(HostClass), n)
+    total, waits = _queue_replay_call_by_call(work, gpu, blocking, cls, depth)
+    got = R._replay_with_queue(work, gpu, blocking, cls, depth)
+    assert got.total_ns == pytest.approx(total, rel=1e-12)
+    assert got.wait_ns == pytest.approx(waits, rel=1e-9, abs=1e-9 * total)
+
+
 def test_per_class_factors_are_recovered_from_untraced_class_times():
     """A step of input (host only), model launches of long kernels and an optimizer of many tiny
     launches; the tracer slowed the optimizer 5x and the model 1.25x. The untraced class times are

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.context import ProfileData
-from ..core.intervals import points_in_sql
 from . import measured
 from .basis import basis, gpu_windows_table, in_gpu_windows
 
@@ -52,12 +51,11 @@ def optimizer_step_recorded(data: ProfileData) -> bool:
     return bool(data.scalar(f"SELECT count(*) FROM ({OPTIMIZER_STEPS_SQL})"))
 
 
-def _inside_model_passes(table: str, key: str) -> str:
-    """SQL: ``rank, id`` (``id`` the ``key``) of each row of ``table`` that starts inside a forward
-    or backward pass."""
-    inner = points_in_sql(f"SELECT rank, {key} AS id, start_ns AS ts_ns FROM {table} WHERE {key} IS NOT NULL",
-                          MODEL_PASSES_SQL, "p.rank AS prank, i.rank AS irank, p.id")
-    return f"SELECT DISTINCT prank AS rank, id FROM ({inner}) WHERE prank = irank"
+def _outside_model_passes(alias: str) -> str:
+    """SQL condition: row ``alias`` does not start inside a forward or backward pass of its rank
+    (``mp``: the passes that touch an optimizer step range, all a row inside one can start in)."""
+    return (f"NOT EXISTS (SELECT 1 FROM mp WHERE mp.rank = {alias}.rank AND {alias}.start_ns >= mp.start_ns "
+            f"AND {alias}.start_ns < mp.end_ns)")
 
 
 @measured
@@ -68,12 +66,15 @@ def optimizer_step(data: ProfileData) -> OptimizerStep:
     ops_ms = "0::DOUBLE" if not data.has("ops") else f"""
         SELECT coalesce(sum(o.end_ns - o.start_ns), 0)::DOUBLE FROM ops o ASOF JOIN phw p
           ON p.rank = o.rank AND o.start_ns >= p.start_ns
-        ANTI JOIN ({_inside_model_passes('ops', 'op_id')}) n ON n.rank = o.rank AND n.id = o.op_id
-        WHERE coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
+        WHERE {_outside_model_passes('o')} AND coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
     r = data.rows(f"""
         WITH ph AS ({OPTIMIZER_STEPS_SQL}),
              phw AS (SELECT ph.* FROM ph JOIN {w} ON {w}.rank = ph.rank AND ph.start_ns >= {w}.start_ns
                                                  AND ph.start_ns < {w}.end_ns),
+             -- the passes a row in a step range can start in: a handful (none unless the optimizer runs the
+             -- model, as Lightning's closure does), so the check below stays cheap on 500k ops
+             mp AS (SELECT DISTINCT m.rank, m.start_ns, m.end_ns FROM ({MODEL_PASSES_SQL}) m
+                    JOIN phw q ON q.rank = m.rank AND m.start_ns <= q.end_ns AND m.end_ns >= q.start_ns),
              k AS (SELECT k.name, k.step, k.end_ns - k.start_ns AS ns,
                           CASE WHEN lower(k.name) LIKE '%fused%' THEN 'fused'
                                WHEN lower(k.name) LIKE '%multi_tensor_apply%' THEN 'foreach'
@@ -81,9 +82,7 @@ def optimizer_step(data: ProfileData) -> OptimizerStep:
                    FROM kernels k {in_gpu_windows(data, 'k')}
                    JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
                    ASOF JOIN phw p ON p.rank = a.rank AND a.start_ns >= p.start_ns
-                   ANTI JOIN ({_inside_model_passes('api', 'correlation_id')}) n
-                     ON n.rank = a.rank AND n.id = a.correlation_id
-                   WHERE a.start_ns < p.end_ns)
+                   WHERE a.start_ns < p.end_ns AND {_outside_model_passes('a')})
         SELECT (SELECT sum(end_ns - start_ns)::DOUBLE FROM phw) / 1e6 / {windows} AS phase_ms,
                ({ops_ms}) / 1e6 / {windows} AS ops_ms,
                (SELECT any_value(name) FROM phw) AS phase,
