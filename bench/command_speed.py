@@ -5,6 +5,8 @@ Imports the 504,712-event Kineto trace of GPT (12 layers, bf16, 40 steps, H100) 
 first tree, then runs `summary`, `advise`, `report` and `export` (its default type, the timeline)
 as the user does: `python -m dlscope ...` in a fresh process, with PYTHONPATH set to each tree's
 `src`, alternating the trees run by run. Prints the median of each and the ratio; writes JSON.
+With the results cache on (the default, as users run), the first command on the fresh profile
+computes the advice and the others read it; `--no-cache` makes every run compute it.
 
     git worktree add --detach /tmp/ref 5b8010c
     python bench/command_speed.py --tree ref=/tmp/ref --tree now=. [--runs 5] [--json out.json]
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import machine  # noqa: E402
 from reports_speed import find_trace  # noqa: E402
 
+NO_CACHE = False
 COMMANDS = {
     "summary": lambda p, out: ["summary", p],
     "advise": lambda p, out: ["advise", p],
@@ -38,6 +41,8 @@ def run(tree: Path, args: list[str]) -> float:
     if "-o" in args and args[0] in ("report", "export"):  # the run before's output: trees differ on overwriting
         Path(args[args.index("-o") + 1]).unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    if NO_CACHE:  # each command computes its results (a tree without the results cache always does)
+        env["DLSCOPE_NO_CACHE"] = "1"
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "dlscope", *args], env=env, capture_output=True, text=True)
     dt = time.perf_counter() - t0
@@ -52,7 +57,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--trace", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="turn the results cache off: every command computes (the first command on a profile)")
     args = ap.parse_args()
+    global NO_CACHE
+    NO_CACHE = args.no_cache
     trees = {n: Path(p).resolve() for n, p in (t.split("=", 1) for t in args.tree)}
     trace = args.trace or find_trace()
     if trace is None:
@@ -75,7 +84,7 @@ def main() -> int:
     names = list(trees)
     print("| command | " + " | ".join(f"{n} median s" for n in names) + f" | {names[-1]} / {names[0]} |")
     print("|---|" + "---|" * (len(names) + 1))
-    result = {"machine": machine.describe(), "runs": args.runs, "trees": {n: str(p) for n, p in trees.items()},
+    result = {"machine": machine.describe(), "runs": args.runs, "results_cache": not args.no_cache, "trees": {n: str(p) for n, p in trees.items()},
               "times_s": times, "median_s": {}}
     for cmd in COMMANDS:
         med = {n: statistics.median(times[cmd][n]) for n in names}

@@ -12,6 +12,10 @@ import pytest
 
 from dlscope.cli import main
 
+# The results cache off for the suite (tests/test_results_cache.py turns it on where it tests it): a test that
+# patches a rule or a measurement must see its patch, not a result a run before it kept in the profile.
+os.environ["DLSCOPE_NO_CACHE"] = "1"
+
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parents[1]
 EPOCH0 = 1_790_000_000_000_000_000  # an arbitrary epoch origin for fake clocks

@@ -8,6 +8,7 @@ and returns its findings, largest saving first; :func:`run` also says why the ot
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..analysis.core.context import ProfileData
 from . import (
@@ -70,6 +71,14 @@ class AdviceRun:
     findings: list[Finding] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     clean: list[str] = field(default_factory=list)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-ready, for :meth:`from_record` (the results cache)."""
+        return {"findings": [f.to_record() for f in self.findings], "skipped": self.skipped, "clean": self.clean}
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> AdviceRun:
+        return cls([Finding.from_record(f) for f in d["findings"]], dict(d["skipped"]), list(d["clean"]))
 
 
 def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:

@@ -134,6 +134,24 @@ class Finding:
                 "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
                 "what_if": self.what_if.as_dict() if self.what_if is not None else None}
 
+    def to_record(self) -> dict[str, Any]:
+        """Every field, JSON-ready, for :meth:`from_record` (the results cache; ``as_dict`` is the
+        public JSON, which leaves the ranking's fields out)."""
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["evidence"] = self.evidence.as_dict()
+        d["what_if"] = self.what_if.as_dict() if self.what_if is not None else None
+        d["severity"] = self.severity.value
+        return d
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> Finding:
+        """The finding :meth:`to_record` wrote."""
+        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        fields["severity"] = Severity(d["severity"])
+        fields["evidence"] = Evidence(**d["evidence"])
+        fields["what_if"] = WhatIf.from_dict(d["what_if"]) if d.get("what_if") is not None else None
+        return cls(**fields)
+
     def sort_key(self) -> tuple[int, float, int, str]:
         """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix
         would hardly show (negligible); within each,

@@ -39,7 +39,7 @@ from ..core.host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
 from ..core.intervals import union_sql
 from ..core.kernel_names import kernel_names
 from ..core.step_idle import windows_sql
-from .occupancy import profile_device, wave_factor_sql
+from .occupancy import Device, profile_device, wave_factor_sql
 
 # host work classes (in the order of HostClass's values): which phases the gap before a call falls in
 HOST_CLASSES = tuple(c.label for c in HostClass)
@@ -109,14 +109,18 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
                         ON sc.rank = k.rank AND sc.correlation_id = k.correlation_id"""
             small = "coalesce(sc.small, FALSE)"
         device = profile_device(data)
-        waves = ", ".join(f"(k.end_ns - k.start_ns) * {wave_factor_sql(device, f) if device else f} AS ns{f}"
-                          for f in WAVE_FACTORS)
+        shape_join = ""
+        if device:
+            shape_join = f"LEFT JOIN {_wave_factors_table(data, device)} wf ON " + " AND ".join(
+                f"wf.{c} IS NOT DISTINCT FROM k.{c}" for c in LAUNCH_SHAPE)
+        waves = ", ".join(f"(k.end_ns - k.start_ns) * {f'wf.w{f}' if device else f} AS ns{f}" for f in WAVE_FACTORS)
         parts.append(f"""SELECT k.rank, k.correlation_id, k.end_ns - k.start_ns AS ns, n.precision AS prec,
                                 n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h,
                                 {small} AS small_comm, {waves}
                          FROM kernels k JOIN (SELECT name_id, precision,
                                                      regexp_matches(lower(name), '{LAYOUT_RE}') AS layout
-                                              FROM {kernel_names(data)}) n ON n.name_id = k.name_id {comms}""")
+                                              FROM {kernel_names(data)}) n ON n.name_id = k.name_id {comms}
+                         {shape_join}""")
     linear = ", ".join(f"(end_ns - start_ns) * {f} AS ns{f}" for f in WAVE_FACTORS)
     if data.has("memcpy"):
         parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout,
@@ -130,6 +134,20 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
         parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
                                0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm, {linear} FROM memset""")
     return " UNION ALL ".join(parts) if parts else None
+
+
+# What a kernel's waves depend on: its launch shape and resources.
+LAUNCH_SHAPE = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_bytes")
+
+
+def _wave_factors_table(data: ProfileData, device: Device) -> str:
+    """A temp table of the wave factors (``w2``, ``w3``, ...) per distinct launch shape: a profile
+    launches a few hundred shapes, so the occupancy arithmetic runs on those, not on every kernel
+    (a third of the replay's input query on a 500k-event profile)."""
+    cols = ", ".join(LAUNCH_SHAPE)
+    factors = ", ".join(f"{wave_factor_sql(device, f)} AS w{f}" for f in WAVE_FACTORS)
+    return data.shared_table("kernel_wave_factors",
+                             lambda: f"SELECT {cols}, {factors} FROM (SELECT DISTINCT {cols} FROM kernels) k")
 
 
 def _class_islands_sql(data: ProfileData, regex: str) -> str:
