@@ -48,6 +48,11 @@ def default_threads() -> int:
     return max(1, min(n, 8))
 
 
+def set_threads(con: duckdb.DuckDBPyConnection, n: int) -> None:
+    """Let the connection's queries use ``n`` threads (raising it starts the workers it lacks)."""
+    con.execute(f"SET threads = {int(n)}")
+
+
 def threads(con: duckdb.DuckDBPyConnection) -> int:
     """How many threads the connection's queries use."""
     return int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])

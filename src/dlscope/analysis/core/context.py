@@ -76,9 +76,15 @@ class ProfileData:
         # the analysis commands; an export reads every row once, streaming (and turns a damaged
         # file into one line itself: cli/export.py)
         in_memory = statistics and self._fits_in_memory()
-        if con is None and sum(stored.rows.values()) <= ONE_THREAD_ROWS:
-            # the connection that opened the profile, taken: views attached twice would clash
-            con, stored.connection = stored.connection or db.connect(threads=1), None
+        if con is None:
+            # the connection that opened the profile, taken (views attached twice would clash, and a new
+            # one costs 10-30 ms): on one thread for a small profile, on the machine's cores for a large one
+            con, stored.connection = stored.connection, None
+            large = sum(stored.rows.values()) > ONE_THREAD_ROWS
+            if con is None:
+                con = db.connect(threads=None if large else 1)
+            elif large:
+                db.set_threads(con, db.default_threads())
         self.con = attach(stored, con, in_memory=in_memory)
         if statistics and not in_memory:
             self._verify_files()
