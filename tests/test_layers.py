@@ -66,34 +66,9 @@ MAY_NOT_RUN: dict[int, frozenset[int]] = {
     FRONT_DOORS: frozenset({STORE, CAPTURE, ANALYSIS, ADVICE}),
 }
 
-# Violations that remain until later steps of issue 37 take them out. The list only shrinks: the test
-# fails on a violation not listed here and on an entry that no longer occurs.
-KNOWN_VIOLATIONS: frozenset[str] = frozenset({
-    # removed by issue 37's application step: the use cases move out of the rooms they sit in (analysis
-    # running advice, render running analysis and advice, the commands and the notebook API holding
-    # use cases), into dlscope.application
-    "dlscope.cli.export runs dlscope.capture.schedule",
-    "dlscope.cli.export runs dlscope.store.db",
-    "dlscope.cli.export runs dlscope.store.reader",
-    "dlscope.cli.imports runs dlscope.importers",
-    "dlscope.cli.imports runs dlscope.importers.run",
-    "dlscope.cli.profile runs dlscope.capture.finalize",
-    "dlscope.cli.profile runs dlscope.capture.launcher",
-    "dlscope.cli.profile runs dlscope.capture.schedule",
-    "dlscope.cli.sql runs dlscope.store.db",
-    "dlscope.cli.sql runs dlscope.store.fleet",
-    "dlscope.notebook runs dlscope.analysis",
-    "dlscope.notebook runs dlscope.analysis.core.step_phases",
-    "dlscope.notebook runs dlscope.analysis.core.summary",
-    "dlscope.notebook runs dlscope.store.db",
-    "dlscope.notebook runs dlscope.store.fleet",
-    "dlscope.notebook runs dlscope.store.schema",
-    # removed by issue 37's application step: `dlscope.profile` goes through the `profile` use case
-    # (the annotation functions, phase/step on the active profile, may stay capture's: decide there)
-    "dlscope.api runs dlscope.capture.handle",
-    "dlscope.api runs dlscope.capture.schedule",
-    # removed by issue 37's "measure once, typed" step: rules judge measurements and hold no SQL
-})
+# Violations that remain, each with the step that takes it out. The list only shrinks: the test fails on a
+# violation not listed here and on an entry that no longer occurs. Issue 37 emptied it.
+KNOWN_VIOLATIONS: frozenset[str] = frozenset()
 
 
 # ---- the graph ---------------------------------------------------------------------------------------

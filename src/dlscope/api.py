@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .application.record import Profile, begin, current, end, mark, phase, recording, step, step_range
 from .capture.base import Settings
-from .capture.handle import Profile, begin, current, end, mark, phase, step
-from .capture.session import Session
 
 __all__ = ["Profile", "begin", "current", "end", "mark", "phase", "profile", "step"]
 
@@ -37,22 +36,12 @@ def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
     ``nvml`` and ``cupti`` are 'auto', 'on' or 'off'; ``nvtx=True`` also emits phases and steps as
     NVTX ranges.
     """
-    from .capture.schedule import parse_steps
     from .errors import UsageError
 
     if mode not in ("default", "full"):
         raise UsageError(f"mode must be 'default' or 'full', got {mode!r}")
-    window = parse_steps(steps) if isinstance(steps, str) else steps
-    active = current()
-    if active is not None and not active.session.stopped:
-        # Joining the recording started by `dlscope profile`: its flags win, the code fills gaps.
-        s = active.session.settings
-        if s.batch_size is None and batch_size is not None:
-            s.batch_size = batch_size
-        return Profile(active.session, owns=False)
+    window = step_range(steps) if isinstance(steps, str) else steps
     settings = Settings(batch_size=batch_size, steps=window, warmup=warmup, mode=mode, detail_steps=detail_steps,
                         torch=torch,
                         nvml=nvml, cupti=cupti, nvtx=nvtx, key_node=key_node)
-    return Profile(Session(path, settings, owner="api"))
-
-
+    return recording(path, settings)

@@ -42,20 +42,21 @@ class Analysis:
     def __init__(self, path: str | Path, iter_start: int | None = None, iter_stop: int | None = None,
                  include_warmup: bool = False, key_node: str | None = None) -> None:
         from .analysis.core.context import Selection
-        from .store.fleet import is_fleet
+        from .application.sql import is_many
 
         self.path = str(path)
         self._stack = contextlib.ExitStack()
-        self._fleet = is_fleet(self.path)
+        self._fleet = is_many(self.path)
         self._data: ProfileData | None = None
         self._fleet_con: Any = None
         if iter_start is not None and iter_stop is not None and iter_stop < iter_start:
             raise UsageError(f"iter_stop {iter_stop} is before iter_start {iter_start}")
         self.selection = Selection(iter_start, iter_stop, include_warmup, key_node)
         if self._fleet:
-            from .store.fleet import open_fleet
+            from .application.sql import open_tables
 
-            self._fleet_con, self.profiles, _ = open_fleet(self.path)
+            opened = open_tables(self.path)
+            self._fleet_con, self.profiles = opened.con, opened.profiles
         else:
             from .application.open import open_any
 
@@ -77,9 +78,9 @@ class Analysis:
 
     @property
     def tables(self) -> list[str]:
-        from .store.schema import TABLES
+        from .application.sql import table_names
 
-        return [t.name for t in TABLES if t.name != "strings"]
+        return table_names()
 
     def table(self, name: str, as_: str = "arrow") -> Any:
         """Table ``name`` with names decoded, as ``'arrow'`` (default), ``'pandas'`` or ``'polars'``."""
@@ -89,28 +90,22 @@ class Analysis:
 
     def sql(self, query: str) -> pa.Table:
         """DuckDB SQL over the tables, as in ``dlscope sql``."""
-        from .store import db
+        from .application.sql import rows
 
-        return db.query_arrow(self.con, query)
+        return rows(self.con, query)
 
     # ---- what the commands show --------------------------------------------------------------
     def summary(self) -> Summary:
         """What ``dlscope summary`` prints, as a dataclass (``.as_dict()`` is its JSON)."""
-        from .analysis.core.summary import summarize
+        from .application.summary import summarize
 
         return summarize(self.data)
 
     def report(self, name: str) -> ReportResult:
         """A ``dlscope stats`` report (``.table`` is Arrow; ``.to_pandas()``; ``.rows()`` its JSON rows)."""
-        from .analysis import REPORTS
+        from .application.stats import run_report
 
-        rep = REPORTS.get(name)
-        if rep is None:
-            raise UsageError(f"no report {name!r} (reports: {', '.join(REPORTS)})")
-        why = rep.missing(self.data)
-        if why:
-            raise UsageError(f"report {name} cannot run on {self.path}: {why}")
-        result = rep.compute(self.data)
+        result = run_report(self.data, name, self.path)
         return ReportView(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
 
     def advise(self, what_if: bool = False) -> list[Finding]:
@@ -151,7 +146,7 @@ class Analysis:
 
         if self._data is None:
             return f"<pre>{self!r}: {len(self.profiles)} profiles (use .sql or .table)</pre>"
-        from .analysis.core.step_phases import step_durations
+        from .application.summary import step_durations
 
         return analysis_html(self.summary(), step_durations(self.data), self.advise(), self.path)
 

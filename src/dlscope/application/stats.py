@@ -52,3 +52,18 @@ def run_reports(data: ProfileData, names: list[str]) -> ReportsRun:
             continue
         run.results.append(rep.compute(data))
     return run
+
+
+def run_report(data: ProfileData, name: str, where: str) -> ReportResult:
+    """The report ``name`` on ``data`` (``where``: how the user named the profile, for the error);
+    a UsageError when there is no such report or it cannot run there."""
+    from ..analysis import REPORTS
+
+    rep = REPORTS.get(name)
+    if rep is None:
+        raise UsageError(f"no report {name!r} (reports: {', '.join(REPORTS)})")
+    why = rep.missing(data)
+    if why:
+        raise UsageError(f"report {name} cannot run on {where}: {why}")
+    result: ReportResult = rep.compute(data)
+    return result

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..advice.finding import Finding
     from ..analysis.core.context import ProfileData
     from ..analysis.core.summary import Summary
@@ -39,3 +41,10 @@ def summary_with_advice(data: ProfileData) -> SummaryView:
 
     s = summarize(data)
     return SummaryView(s, advise(data).findings if s.failure is None else [])
+
+
+def step_durations(data: ProfileData) -> pa.Table:
+    """(step, duration_ns) of the statistics steps of the first rank, in order (the notebook's plot)."""
+    from ..analysis.core.step_phases import step_durations as durations
+
+    return durations(data)

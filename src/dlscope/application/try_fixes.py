@@ -23,13 +23,6 @@ def fix_names(text: str) -> list[str]:
     return asked
 
 
-def program_command(args: list[str]) -> list[str]:
-    """The program to run: the arguments after ``--``."""
-    from ..capture.launcher import command_after_dashes
-
-    return command_after_dashes(args)
-
-
 # Steps every run leaves out before measuring: the baseline's first run traces steps 1-5 after
 # its warm-up step (the default mode's window), and the others skip as many, so that every run is
 # measured over the same steps of the program.

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import UsageError
 from .base import Command
-from .common import open_for_analysis
-
-if TYPE_CHECKING:
-    from ..store.reader import StoredProfile
 
 
 def _positive(text: str) -> int:
@@ -69,10 +62,10 @@ class ExportCommand(Command):
                             help=f"timeline: most uncompressed megabytes per file (default {PART_BYTES // 1_000_000})")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..capture.schedule import parse_steps
-        from ..render.timeline import StepWindow, split_suffix
+        from ..application.export import damaged_tables_refused, export_window, open_for_export
+        from ..render.timeline import split_suffix
 
-        window = StepWindow(*parse_steps(args.steps)) if args.steps else None
+        window = export_window(args.steps)
         out = Path(args.output) if args.output else default_output(args.profile, args.type)
         if args.type == "perfetto":
             split_suffix(out)
@@ -82,9 +75,8 @@ class ExportCommand(Command):
             raise UsageError(f"{out} exists (use -f to overwrite)")
         if args.type != "perfetto" and out.exists() and not out.is_dir():
             raise UsageError(f"{out} is a file; --type {args.type} writes a directory of tables")
-        # the timeline and the tables show every event: no step selection for statistics
-        data = open_for_analysis(args.profile, statistics=False)
-        with _damaged_tables_refused(data, out):
+        data = open_for_export(args.profile)
+        with damaged_tables_refused(data, out):
             return self._export(args, data, out, window)
 
     def _export(self, args: argparse.Namespace, data: Any, out: Path, window: Any) -> int:
@@ -114,62 +106,3 @@ class ExportCommand(Command):
             print(f"dlscope: timeline written to {out} ({res.events:,} events, {_mb(res.bytes)} of JSON); "
                   "open it in https://ui.perfetto.dev or chrome://tracing", file=sys.stderr)
         return 0
-
-
-def _read_error(e: BaseException) -> bool:
-    """Whether ``e`` is a failed read of a table file: DuckDB's error, pyarrow's, or the OSError
-    without an errno that pyarrow raises for an error DuckDB passes through an Arrow stream
-    ("Invalid Error: TProtocolException: ..."; a failed write of the output has an errno)."""
-    import duckdb
-    import pyarrow as pa
-
-    if isinstance(e, (duckdb.Error, pa.ArrowException)):
-        return True
-    return isinstance(e, OSError) and e.errno is None
-
-
-@contextlib.contextmanager
-def _damaged_tables_refused(data: Any, out: Path) -> Iterator[None]:
-    """A table file damaged past its footer (a compressed page, an encoding) fails the export's
-    streaming read halfway: what was written is removed and the file named in one line, without
-    reading every row twice to find it first."""
-    from ..store.reader import corrupt_table
-
-    existed = out.exists()
-    try:
-        yield
-    except Exception as e:
-        if not _read_error(e):
-            raise
-        if not existed:
-            if out.is_dir():
-                shutil.rmtree(out, ignore_errors=True)
-            else:
-                out.unlink(missing_ok=True)
-        text = str(e)
-        table = next((t for t, fs in data.stored.files.items() if any(f.name in text for f in fs)), None)
-        if table is None:  # DuckDB did not name the file: the first table that fails to read
-            table = _unreadable_table(data.stored)
-        raise corrupt_table(data.stored, table or "?", e) from None
-
-
-def _unreadable_table(stored: StoredProfile) -> str | None:
-    """The first table whose files fail to read whole. On a connection of its own: the export's
-    connection may still hold the result stream that failed, and then takes no other query."""
-    import duckdb
-
-    from ..store import db
-
-    con = db.connect(threads=1)
-    try:
-        for table, files in stored.files.items():
-            if not files:
-                continue
-            try:
-                db.query_arrow(con, "SELECT * FROM read_parquet(["
-                               + ", ".join(db.sql_str(str(f)) for f in files) + "])")
-            except duckdb.Error:
-                return table
-    finally:
-        con.close()
-    return None

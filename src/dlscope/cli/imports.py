@@ -24,17 +24,17 @@ class ImportCommand(Command):
         parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing profile")
         parser.add_argument("--key-node", metavar="NAME", help="a range or op whose instances mark iterations")
         parser.add_argument("--rank", type=int, metavar="N", help="rank of every input (default: from the file)")
-        from ..importers import IMPORTERS
+        from ..application.import_traces import formats
 
-        parser.epilog = "formats: " + "; ".join(i.description for i in IMPORTERS)
+        parser.epilog = "formats: " + "; ".join(formats())
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..application.import_traces import import_traces
         from ..importers.base import ImportOptions
-        from ..importers.run import import_files
         from ..render.progress import progress
 
         with progress("importing") as bar:
-            out = import_files(args.inputs, args.output,
-                               ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar), force=args.force)
+            out = import_traces(args.inputs, args.output,
+                                ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar), force=args.force)
         print(f"dlscope: imported {len(args.inputs)} input(s) into {out}", file=sys.stderr)
         return 0

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..capture.schedule import parse_steps
-from ..errors import DlscopeError, UsageError
+from ..errors import UsageError
 from .base import Command
 
 if TYPE_CHECKING:
@@ -69,15 +68,15 @@ class ProfileCommand(Command):
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     def run(self, args: argparse.Namespace) -> int:
+        from ..application.profile import live_line_wanted, profile_program, program_command, step_window
         from ..capture.base import Settings
-        from ..capture.launcher import StderrTail, command_after_dashes, exit_status, run_end, run_profiled
 
-        cmd = command_after_dashes(list(args.command))
+        cmd = program_command(list(args.command))
         if args.batch_size is not None and args.batch_size <= 0:
             raise UsageError("--batch-size must be positive")
         if args.detail_steps is not None and args.detail_steps < 0:
             raise UsageError("--detail-steps must be >= 0")
-        window = parse_steps(args.steps) if args.steps else None
+        window = step_window(args.steps) if args.steps else None
         out = Path(args.output) if args.output else default_output(cmd)
         if out.exists():
             if not args.force:
@@ -88,34 +87,26 @@ class ProfileCommand(Command):
                             torch=args.torch, nvml=args.nvml, cupti=args.cupti, nvtx=args.nvtx,
                             jax=args.jax, tensorflow=args.tensorflow,
                             key_node=args.key_node)
-        from ..capture.live_view import LiveView
-
         # the live line: on a terminal only, and never with --quiet
-        settings.live = not args.quiet and LiveView.wanted()
+        settings.live = not args.quiet and live_line_wanted()
         settings.quiet = bool(args.quiet)  # so that meta.json says who turned the live line off
-        tail = StderrTail()  # the program's last stderr line, for a run that fails before its first step
-        rc = run_profiled(cmd, out, settings, stderr_tail=tail)
+        run = profile_program(cmd, out, settings)
         from ..analysis.core.context import ProfileData
         from ..application.summary import summarize
-        from ..capture.finalize import finalize_profile
         from ..render.terminal import console, render_summary
 
-        status = exit_status(rc)
-        err = console(stderr=True)
-        try:
-            finalize_profile(out, command=cmd, run_end=run_end(rc, tail))
-        except DlscopeError as e:
-            err.print(f"dlscope: could not finalize the profile: {e}; the recording is kept in {out}")
-            return status or 2
+        if run.finalize_error is not None:
+            console(stderr=True).print(f"dlscope: could not finalize the profile: {run.finalize_error}; "
+                                       f"the recording is kept in {out}")
+            return run.exit_status or 2
         if not args.quiet:
             data = ProfileData.open(out)
             summary = summarize(data)
             render_summary(summary, console())
             if summary.failure is None:  # rules judge steps; a program that never ran one has none
                 _top_advice(data, out)
-        how = f"exited with {status}" if rc >= 0 else f"was killed by signal {-rc}"
-        print(f"dlscope: profile written to {out} (the program {how})", file=sys.stderr)
-        return status
+        print(f"dlscope: profile written to {out} (the program {run.how})", file=sys.stderr)
+        return run.exit_status
 
 
 def _top_advice(data: ProfileData, path: Path) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import UsageError
 from .base import Command
-from .common import add_format, open_for_analysis
+from .common import add_format
 
 
 class SqlCommand(Command):
@@ -29,25 +28,14 @@ class SqlCommand(Command):
         add_format(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        import duckdb
-
+        from ..application.sql import open_tables, query
         from ..render.tables import render
         from ..render.terminal import console
-        from ..store import db
-        from ..store.fleet import is_fleet, open_fleet
 
-        if is_fleet(args.profile):
-            con, profiles, unfinished = open_fleet(args.profile)
-            if unfinished:
-                print(f"dlscope: left out {len(unfinished)} unfinished recording(s) (finalize each with "
-                      f"'dlscope summary PATH'): {', '.join(map(str, unfinished[:3]))}"
-                      f"{' ...' if len(unfinished) > 3 else ''}", file=sys.stderr)
-        else:
-            con = open_for_analysis(args.profile).con
-        try:
-            table = db.query_arrow(con, args.query)
-        except duckdb.Error as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
-            raise UsageError(f"query failed: {first}") from None
-        render(table, args.format, console())
+        tables = open_tables(args.profile)
+        if tables.unfinished:
+            n = len(tables.unfinished)
+            print(f"dlscope: left out {n} unfinished recording(s) (finalize each with 'dlscope summary PATH'): "
+                  f"{', '.join(map(str, tables.unfinished[:3]))}{' ...' if n > 3 else ''}", file=sys.stderr)
+        render(query(tables, args.query), args.format, console())
         return 0

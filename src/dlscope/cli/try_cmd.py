@@ -43,7 +43,8 @@ class TryCommand(Command):
         parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
 
     def run(self, args: argparse.Namespace) -> int:
-        from ..application.try_fixes import Trial, fix_names, program_command
+        from ..application.profile import program_command
+        from ..application.try_fixes import Trial, fix_names
 
         cmd = program_command(list(args.command))
         if args.steps < 3:
