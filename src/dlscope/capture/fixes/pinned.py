@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix, NotApplicable
 
 
@@ -33,8 +34,8 @@ def _tensors(batch: Any) -> list[Any]:
 
 
 class PinnedMemory(InjectedFix):
-    name = "pinned"
-    rules = ("pageable_memcpy", "h2d_not_overlapped")
+    name = FixName.PINNED
+    rules = (RuleId.PAGEABLE_MEMCPY, RuleId.H2D_NOT_OVERLAPPED)
     describe = "DataLoader(pin_memory=True), and the copies of the batches it pins made non_blocking"
 
     def __init__(self) -> None:
