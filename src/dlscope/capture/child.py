@@ -16,6 +16,9 @@ def start_from_env(cfg_text: str) -> None:
     cfg = json.loads(cfg_text)
     argv = distributed.command_line()
     if distributed.is_launcher(argv):
+        from .child_exits import watch
+
+        watch(cfg["profile_dir"])  # it records nothing, but says how each rank ended
         return
     if distributed.is_spawned_child(argv):
         distributed.on_process_group(lambda rank, world: _start(cfg, (rank, world)))

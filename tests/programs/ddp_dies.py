@@ -1,0 +1,56 @@
+"""A tiny DDP job on Gloo whose rank ``--die-rank`` ends itself at step ``--die-at``.
+
+    torchrun --nproc-per-node 2 ddp_dies.py --steps 40 --die-rank 1 --die-at 15 [--how kill|hang]
+
+``kill``: the rank SIGKILLs itself in step ``--die-at``, after that step's all-reduce and before it
+ends (it has completed ``--die-at`` steps; the other ranks complete that step too, then fail in
+the next all-reduce). ``hang``: the rank stops taking part in collectives (sleeps), so the others wait in their
+all-reduce until Gloo's timeout (``--timeout-s``). Each rank prints ``rank R step S`` on stdout
+after each completed step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+import dlscope
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", type=int, default=40)
+ap.add_argument("--die-rank", type=int, default=1)
+ap.add_argument("--die-at", type=int, default=15)
+ap.add_argument("--how", choices=("kill", "hang"), default="kill")
+ap.add_argument("--timeout-s", type=float, default=3.0)
+ap.add_argument("--step-s", type=float, default=0.0, help="sleep this long in each step's data phase")
+args = ap.parse_args()
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+prof = dlscope.current()
+for step in range(args.steps):
+    if rank == args.die_rank and step == args.die_at and args.how == "hang":
+        time.sleep(3600)  # the others wait in this step's all-reduce until the timeout
+    with dlscope.phase("data"):
+        x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+        time.sleep(args.step_s)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    if rank == args.die_rank and step == args.die_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if prof is not None:
+        prof.step()
+    print(f"rank {rank} step {step}", flush=True)
+dist.destroy_process_group()
