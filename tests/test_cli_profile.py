@@ -153,7 +153,8 @@ def test_a_program_that_fails_before_its_first_step_is_summarized_by_its_error(t
         assert lines[0].startswith("dlscope summary") and lines[1].strip() == failure
         assert not any(w in text for w in ("Steps", "step()", "rule", "Advice", "Layers")), text
     assert list(as_json)[:2] == ["profile", "failure"] and as_json["failure"] == failure
-    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0}
+    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0,
+                                  "ranks": []}
     assert not {"steps", "phases", "layers", "advice"} & set(as_json)
 
 

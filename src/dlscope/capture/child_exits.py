@@ -22,6 +22,12 @@ from ..store import spool
 EXIT_SUFFIX = "exit.json"
 
 
+def exit_status(rc: int) -> int:
+    """The shell's convention: a program killed by signal N exits 128 + N (``rc``: Popen's return
+    code, negative for a signal)."""
+    return 128 - rc if rc < 0 else rc
+
+
 def watch(profile_dir: str | Path) -> None:
     """Record the exit of every child this process's ``subprocess.Popen`` objects reap."""
     spool_dir = Path(profile_dir) / "spool"

@@ -27,7 +27,7 @@ from ..vocabulary.version import __version__
 from . import COLLECTORS
 from .base import DecodeContext
 from .batch_size import GIVEN
-from .child_exits import read_exit
+from .child_exits import exit_status, read_exit
 from .forward_passes import merge_forward_calls
 from .schedule import Action, StepSchedule
 from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE, TorchPhaseHooks
@@ -281,8 +281,6 @@ def rank_end(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | Non
     """How one rank ended: its launcher's record of its exit (:mod:`.child_exits`) where there is
     one, else what the rank wrote when it stopped (a SIGTERM it handled says so); a rank that
     wrote nothing was killed, and its time is that of its last step boundary."""
-    from .launcher import exit_status
-
     end = RankEnd(rank=ctx.rank, pid=ctx.pid, clean_stop=end_info is not None, steps_completed=ctx.steps_completed)
     seen = read_exit(spool_dir, ctx.pid)
     if seen is not None:
