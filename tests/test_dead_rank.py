@@ -80,6 +80,7 @@ def _meta(path: Path) -> dict:
 
 def test_the_exit_code_passes_through_and_every_rank_keeps_its_steps(killed):
     assert killed.rc == 1, killed.stderr[-3000:]  # torchrun's exit code for a failed worker
+    assert "the job ended abnormally (exit code 1): rank 1 killed by signal 9" in killed.stdout  # profile's summary
     steps = _steps_per_rank(killed.path)
     # rank 1 died in step DIE_AT having completed steps 0..DIE_AT-1; rank 0 completed step DIE_AT too
     assert set(steps) == {0, 1}

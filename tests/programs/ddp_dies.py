@@ -32,10 +32,12 @@ ap.add_argument("--timeout-s", type=float, default=3.0)
 ap.add_argument("--step-s", type=float, default=0.0, help="sleep this long in each step's data phase")
 args = ap.parse_args()
 
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout_s))
+dist.init_process_group("gloo")  # the default timeout: the ranks may start seconds apart on a busy machine
 rank = dist.get_rank()
+# the short timeout only for the training's collectives, which start once both ranks are here
+group = dist.new_group(timeout=datetime.timedelta(seconds=args.timeout_s))
 torch.manual_seed(0)
-model = DistributedDataParallel(torch.nn.Linear(8, 2))
+model = DistributedDataParallel(torch.nn.Linear(8, 2), process_group=group)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 prof = dlscope.current()
 for step in range(args.steps):
