@@ -5,7 +5,9 @@ Real 2-rank jobs of tests/programs/ddp_dies.py (a linear layer under DDP):
 * rank 1 SIGKILLs itself in step DIE_AT, after that step's all-reduce: rank 0 finishes the step,
   then fails in the next all-reduce, and torchrun stops the job (exit code 1);
 * rank 1 stops taking part (sleeps) at step DIE_AT: rank 0 waits in the all-reduce until Gloo's
-  timeout (TIMEOUT_S), fails, and torchrun SIGTERMs rank 1.
+  timeout (TIMEOUT_S), fails, and torchrun SIGTERMs rank 1;
+* the first again with the ranks started by torch.multiprocessing.spawn (no launcher: the
+  recorded parent process sees the ranks' exits).
 
 Each rank's steps are counted from the Parquet files with pyarrow, and the statistics and the
 advice's step basis are checked against the steps every rank completed, computed here.
@@ -48,11 +50,12 @@ class Job:
     stderr: str
 
 
-def _run(tmp: Path, how: str) -> Job:
+def _run(tmp: Path, how: str, spawn: bool = False) -> Job:
     out = tmp / f"{how}.dlscope"
     # --standalone: a free port of torchrun's own choosing (other jobs may run on this machine)
-    p = run_dlscope("profile", "-o", out, "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    "--nproc-per-node", "2", PROGRAM, "--steps", "40", "--die-rank", "1", "--die-at", str(DIE_AT),
+    launch = [PROGRAM, "--spawn", "2"] if spawn else [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", PROGRAM]
+    p = run_dlscope("profile", "-o", out, "--", *launch, "--steps", "40", "--die-rank", "1", "--die-at", str(DIE_AT),
                     "--how", how, "--timeout-s", str(TIMEOUT_S), timeout=240)
     return Job(out, p.returncode, p.stdout, p.stderr)
 
@@ -164,3 +167,14 @@ def test_a_rank_stuck_in_a_collective_until_gloos_timeout(hung):
     s = json.loads(run_dlscope("summary", hung.path, "--format", "json").stdout)
     assert s["job_end"]["line"].startswith("the job ended abnormally (exit code 1): rank 0 exit code 1")
     assert s["job_end"]["excluded_steps"] == []
+
+
+def test_a_rank_started_by_mp_spawn_that_dies(tmp_path):
+    job = _run(tmp_path, "kill", spawn=True)
+    assert job.rc == 1, job.stderr[-3000:]  # mp.spawn's ProcessExitedException
+    steps = _steps_per_rank(job.path)
+    assert abs(len(steps[1]) - DIE_AT) <= 1 and abs(len(steps[0]) - (DIE_AT + 1)) <= 1, steps
+    ranks = {r["rank"]: r for r in _meta(job.path)["run_end"]["ranks"]}
+    assert (ranks[1]["signal"], ranks[1]["clean_stop"], ranks[1]["steps_completed"]) == (
+        signal.SIGKILL, False, len(steps[1]))
+    assert "rank 1 killed by signal 9 (SIGKILL)" in job.stdout

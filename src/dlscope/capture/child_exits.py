@@ -12,9 +12,9 @@ at most.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..store import spool
@@ -28,25 +28,58 @@ def exit_status(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def _record(spool_dir: Path, pid: int, returncode: int) -> None:
+    try:
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        spool.write_json_atomic(spool_dir / f"{pid}.{EXIT_SUFFIX}",
+                                {"pid": pid, "returncode": returncode, "end_ns": time.time_ns()}, durable=False)
+    except (OSError, TypeError, ValueError):
+        pass  # the launcher's own work goes on whatever happens here
+
+
 def watch(profile_dir: str | Path) -> None:
-    """Record the exit of every child this process's ``subprocess.Popen`` objects reap."""
+    """Record the exit of every child this process's ``subprocess.Popen`` objects reap
+    (torchrun's workers)."""
+    import subprocess  # here: every recorded process imports this module, only launchers need it
+
     spool_dir = Path(profile_dir) / "spool"
     original = subprocess.Popen._handle_exitstatus  # type: ignore[attr-defined]  # private, in CPython since 3.3
     if getattr(original, "_dlscope_wrapped", False):
         return
 
-    def _handle_exitstatus(self: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+    def _handle_exitstatus(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        try:
-            spool_dir.mkdir(parents=True, exist_ok=True)
-            spool.write_json_atomic(spool_dir / f"{self.pid}.{EXIT_SUFFIX}",
-                                    {"pid": self.pid, "returncode": self.returncode, "end_ns": time.time_ns()},
-                                    durable=False)
-        except (OSError, TypeError, ValueError):
-            pass  # the launcher's own work goes on whatever happens here
+        _record(spool_dir, self.pid, self.returncode)
 
     _handle_exitstatus._dlscope_wrapped = True  # type: ignore[attr-defined]  # marker on the wrapping function
     subprocess.Popen._handle_exitstatus = _handle_exitstatus  # type: ignore[attr-defined]  # (see above)
+
+
+def watch_multiprocessing(profile_dir: str | Path) -> None:
+    """The same for the children of ``multiprocessing`` (``torch.multiprocessing.spawn``'s ranks,
+    whose parent is a recorded process, not a launcher): their exit is learnt in ``poll``, once
+    ``multiprocessing.popen_fork`` is imported (its subclasses for spawn and forkserver inherit it)."""
+    from .import_hooks import when_imported
+
+    spool_dir = Path(profile_dir) / "spool"
+
+    def patch(module: ModuleType) -> None:
+        popen = module.Popen
+        original = popen.poll
+        if getattr(original, "_dlscope_wrapped", False):
+            return
+
+        def poll(self: Any, *args: Any, **kwargs: Any) -> int | None:
+            known = self.returncode
+            rc: int | None = original(self, *args, **kwargs)
+            if known is None and self.returncode is not None:
+                _record(spool_dir, self.pid, self.returncode)
+            return rc
+
+        poll._dlscope_wrapped = True  # type: ignore[attr-defined]  # marker on the wrapping function
+        popen.poll = poll
+
+    when_imported("multiprocessing.popen_fork", patch)
 
 
 def read_exit(spool_dir: Path, pid: int) -> tuple[int, int] | None:
