@@ -149,6 +149,8 @@ class Trial:
                 if stop:
                     active.remove(label)
                     self.say(f"{label}: {stop}")
+        if active and self.sequential and not self.interrupted:
+            self.say(f"{', '.join(active)}: undecided after {done} rounds (--max-rounds)")
         return done
 
     def _stops(self, label: str, first: int) -> str:

@@ -40,7 +40,7 @@ class TryCommand(Command):
                             help="fixes to try (default auto: those the advice names on the first run)")
         parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
                             help=f"measured steps per run, after {WARMUP_STEPS} warm-up steps (default {DEFAULT_STEPS})")
-        parser.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS, metavar="K",
+        parser.add_argument("--max-rounds", type=int, metavar="K",
                             help="rounds at most: each fix stops as soon as its rounds decide it, the rest are "
                                  f"'undecided' after K (default {DEFAULT_MAX_ROUNDS})")
         parser.add_argument("--repeat", type=int, metavar="R",
@@ -53,14 +53,16 @@ class TryCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..application.profile import program_command
-        from ..application.try_fixes import Trial, fix_names
+        from ..application.try_fixes import DEFAULT_MAX_ROUNDS, Trial, fix_names
 
         cmd = program_command(list(args.command))
         if args.steps < 3:
             raise UsageError("--steps must be at least 3 (a median of fewer steps says little)")
         if args.repeat is not None and args.repeat < 1:
             raise UsageError("--repeat must be at least 1")
-        if args.max_rounds < 2:
+        if args.repeat is not None and args.max_rounds is not None:
+            raise UsageError("--repeat runs exactly R rounds, --max-rounds stops as fixes are decided: give one")
+        if args.max_rounds is not None and args.max_rounds < 2:
             raise UsageError("--max-rounds must be at least 2 (a verdict needs the spread of two rounds)")
         asked = fix_names(args.fixes)
         out = Path(args.output) if args.output else Path(f"{_stem(cmd)}.try")
@@ -72,7 +74,7 @@ class TryCommand(Command):
             shutil.rmtree(out)
         out.mkdir(parents=True)
         result = Trial(cmd, out, args.steps, args.repeat, asked, not args.no_combined,
-                       quiet=args.format == "json", max_rounds=args.max_rounds).run()
+                       quiet=args.format == "json", max_rounds=args.max_rounds or DEFAULT_MAX_ROUNDS).run()
         if args.format == "json":
             print(json.dumps(result, indent=1, default=str))
         return 130 if result["interrupted"] else 0  # the shell's code for Ctrl-C

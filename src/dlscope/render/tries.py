@@ -64,8 +64,11 @@ def render_tries(outcomes: list[FixOutcome], together: FixOutcome | None, out: A
                   f"corrected for looking after every round (alpha spending; {plan.alpha:g} in all).")
     if shown:  # the p beside each verdict is the verdict's: say which test gave it
         tests = "; or ".join(sorted({o.p_test for o in shown}))
-        held = "p under its look's level" if plan is not None else f"p < {shown[0].alpha:g}"
-        out.print(f"p: {tests} (significant: {held} and the interval excludes zero)")
+        if plan is not None:
+            out.print(f"p: {tests}: SAVES or COSTS when it is under the look's level, as the interval then "
+                      "excludes zero")
+        else:
+            out.print(f"p: {tests} (significant: p < {shown[0].alpha:g} and the interval excludes zero)")
     if baseline_spread_pct is not None:
         more = "--max-rounds" if plan is not None else "--repeat"
         out.print(f"The unchanged program's own runs differ by {baseline_spread_pct:.0f}% (median step, slowest "
