@@ -397,6 +397,7 @@ def test_the_tries_table_is_declared_once_and_read_back():
     of the same name or a derived one) and read back into the same outcome."""
     from dataclasses import fields
 
+    from dlscope.analysis.compare.sequential import Verdict
     from dlscope.analysis.compare.tries import TRIES_DERIVED, FixOutcome, read_tries, tries_table
     from dlscope.store.schema import TRIES, conform
 
@@ -404,7 +405,8 @@ def test_the_tries_table_is_declared_once_and_read_back():
     assert all(c.name in names or c.name in TRIES_DERIVED for c in TRIES.columns)
     assert set(TRIES_DERIVED) <= {c.name for c in TRIES.columns}
     done = FixOutcome("tf32", ["no_tensor_cores", "amp_not_enabled"], True, "", True, 30.0, 25.5, (20.0, 31.0),
-                      0.004, significant=True, agrees=True, baseline_ms=10.0, fixed_ms=7.45, runs=3, steps=60)
+                      0.004, alpha=0.021, significant=True, agrees=True, baseline_ms=10.0, fixed_ms=7.45, runs=3,
+                      steps=60, verdict=Verdict.SAVES, rounds=3)
     failed = FixOutcome("bf16", ["amp_not_enabled"], False, "the run crashed", True, None, runs=1)
     table = tries_table([done, failed])
     want = conform("tries", table).schema  # the schema's own types, in its order
@@ -414,8 +416,8 @@ def test_the_tries_table_is_declared_once_and_read_back():
         for c in TRIES.columns:
             if c.name not in TRIES_DERIVED:
                 assert getattr(after, c.name) == getattr(before, c.name), c.name
-        assert (after.name, after.rules, after.reason, after.measured_interval_pct) == \
-            (before.name, before.rules, before.reason, before.measured_interval_pct)
+        assert (after.name, after.rules, after.reason, after.measured_interval_pct, after.verdict) == \
+            (before.name, before.rules, before.reason, before.measured_interval_pct, before.verdict)
 
 
 def test_a_try_run_crosses_the_process_boundary_typed():

@@ -291,10 +291,13 @@ TRIES = Table(
      _c("changes_precision", BOOL, "the fix changes numerics (autocast, TF32)"),
      _c("predicted_saving_pct", F64, "the advice's predicted saving on the baseline, % of its step (NULL: no finding)"),
      _c("measured_saving_pct", F64, "measured saving of the median step, % of the baseline's median step"),
-     _c("measured_low_pct", F64, "95% interval of the measured saving, low end (Student's t over the rounds' ratios; one round: the steps' bootstrap)"),
-     _c("measured_high_pct", F64, "95% interval of the measured saving, high end"),
-     _c("p_value", F64, "p of the verdict: with two rounds or more the larger of the steps' Mann-Whitney U and the rounds' paired t (both must reject); one round: the steps' test"),
-     _c("significant", BOOL, "the steps' Mann-Whitney test and the rounds' paired t test both reject no change (p < 0.05)"),
+     _c("measured_low_pct", F64, "interval of the measured saving, low end: Student's t over the rounds' ratios, with a verdict the look's repeated confidence interval (corrected for looking after every round; --repeat: 95%); without one, 95% (one round: the steps' bootstrap)"),
+     _c("measured_high_pct", F64, "interval of the measured saving, high end"),
+     _c("p_value", F64, "p of the verdict: with a verdict the rounds' paired t; without one, the larger of the steps' Mann-Whitney U and the rounds' paired t (both must reject; one round: the steps' test)"),
+     _c("alpha", F64, "the level p_value is held to: the look's nominal level with sequential rounds (alpha spending), else 0.05"),
+     _c("significant", BOOL, "with a verdict: saves or costs; without one, the steps' Mann-Whitney test and the rounds' paired t test both reject no change (p < 0.05)"),
+     _c("verdict", STR, "the rounds' verdict: saves, costs (interval excludes zero), no effect (interval within -5..+5%), undecided (max rounds reached); NULL: none (--repeat 1, a fix not measured, profiles before it)"),
+     _c("rounds", I32, "rounds the verdict rests on: rounds with both a run with the fix and a baseline run"),
      _c("agrees", BOOL, "the prediction holds: within 0.5x..2x of a significant saving or inside its interval (or both under 2%); NULL: undecided"),
      _c("loss_diverged", BOOL, "the fixed runs' loss became NaN/inf or left the stated tolerance"),
      _c("baseline_ms", F64, "median step of the baseline runs, ms"),
@@ -306,7 +309,7 @@ TRIES = Table(
 
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
 OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries", "phase_gpu")
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",)}
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",), "tries": ("alpha", "verdict", "rounds")}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {

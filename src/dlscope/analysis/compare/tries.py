@@ -24,6 +24,14 @@ agrees when it predicts under 2%, is *off* when the interval's top is under half
 that applied less than the advice's change (``weaker``: fewer DataLoader workers than the
 prediction needs) never makes a prediction *off*: it is left undecided, and the verdict says so.
 
+Sequential rounds (:mod:`.sequential`): given a :class:`~.sequential.Plan`, the verdict is the
+plan's look at the rounds the fix ran (``dlscope try`` stops a fix at its first decided look):
+``saves``, ``costs``, ``no effect`` or ``undecided``. Then the interval is that look's repeated
+confidence interval, the p-value the rounds' paired t held to the look's nominal level (``alpha``),
+and *significant* means ``saves`` or ``costs``: the steps' test is kept apart (``steps_p_value``) and
+decides nothing, since looking after every round is what the plan's levels correct for, not the
+steps'. Without a plan (one round) the outcome is measured as above and has no verdict.
+
 Numerics: the loss of each measured step (the scalar ``backward`` started from) of the fixed runs
 against the baseline runs': a NaN or infinite loss, or a mean loss more than :data:`LOSS_TOLERANCE`
 away from the baseline's, flags the fix.
@@ -38,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .sequential import Look, Plan, Verdict, look
 from .significance import ALPHA, compare_samples, paired_rounds
 
 if TYPE_CHECKING:
@@ -100,16 +109,20 @@ class FixOutcome:
     applied_as: str = ""  # what the fix applied, in a few words ("4 workers")
     detail: dict[str, Any] = field(default_factory=dict)  # the same as the fix recorded it (num_workers ...)
     weaker: str = ""  # why the change applied is weaker than the advised one ('' when it is not)
+    verdict: Verdict | None = None  # the sequential rounds' verdict (None: no plan, or not measured)
+    rounds: int = 0  # rounds the verdict rests on: those the fix ran with a baseline run beside it
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["measured_interval_pct"] = list(self.measured_interval_pct) if self.measured_interval_pct else None
+        d["verdict"] = self.verdict.value if self.verdict else None
         return d
 
 
 def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], predicted_pct: float | None,
-            changes_precision: bool = False) -> FixOutcome:
-    """The outcome of fix ``name`` from its runs and the baseline runs."""
+            changes_precision: bool = False, plan: Plan | None = None) -> FixOutcome:
+    """The outcome of fix ``name`` from its runs and the baseline runs; with ``plan``, its
+    sequential verdict at the rounds it ran (see the module's doc)."""
     out = FixOutcome(name, rules, applied=True, reason="", changes_precision=changes_precision,
                      predicted_saving_pct=predicted_pct, runs=len(fixed))
     failed = [r for r in fixed if r.exit_code != 0]
@@ -123,8 +136,7 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         return out
     info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
     out.applied_as, out.detail, out.weaker = info.get("applied_as") or "", info.get("detail") or {}, info.get("weaker") or ""
-    # a fix that grows the batch (its detail's samples_factor) is compared per sample
-    per_sample = float(out.detail.get("samples_factor") or 1.0)
+    per_sample = samples_factor(name, fixed)
     a = [s for r in base for s in r.steps_ms]
     b = [s / per_sample for r in fixed for s in r.steps_ms]
     out.steps = len(b)
@@ -134,10 +146,21 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         return out
     out.baseline_ms, out.fixed_ms = shift.a, shift.b
     out.measured_saving_pct = -100.0 * (shift.b - shift.a) / shift.a
-    pairs = _round_pairs(base, fixed, per_sample)
+    pairs = round_pairs(base, fixed, per_sample)
     out.p_value = out.steps_p_value = shift.p_value
     out.p_test = "Mann-Whitney U over the steps"
-    if len(pairs) >= 2:
+    out.rounds = len(pairs)
+    seen = look_at(plan, pairs) if plan is not None else None
+    if seen is not None:
+        out.verdict, out.measured_interval_pct = seen.verdict, (seen.low_pct, seen.high_pct)
+        out.significant = seen.verdict in (Verdict.SAVES, Verdict.COSTS)
+        out.p_value = out.rounds_p_value = seen.p_value
+        out.alpha = seen.level
+        out.p_test = ("the rounds' paired t, held to its look's level (sequential rounds)" if plan is not None
+                      and len(plan.looks) > 1 else "the rounds' paired t")
+        out.why = (f"{shift.why}; {seen.rounds} rounds, each round's fixed run against its baseline run: paired t "
+                   f"p={seen.p_value:.2g} against the look's level {seen.level:.2g}: {seen.verdict.value}")
+    elif len(pairs) >= 2:
         rounds = paired_rounds([x for x, _ in pairs], [y for _, y in pairs])
         out.measured_interval_pct = (100.0 * (1.0 - rounds.ratio_high), 100.0 * (1.0 - rounds.ratio_low))
         out.significant = shift.significant and rounds.p_value < ALPHA
@@ -152,7 +175,8 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
     else:
         if shift.ci_low is not None and shift.ci_high is not None:
             out.measured_interval_pct = (-100.0 * shift.ci_high / shift.a, -100.0 * shift.ci_low / shift.a)
-        out.significant = shift.significant
+        out.significant = shift.significant and plan is None  # a plan decides from two rounds on
+        out.verdict = Verdict.UNDECIDED if plan is not None else None
         out.why = f"{shift.why}; one round: the spread between runs is unknown"
     out.agrees = agrees(predicted_pct, out.measured_saving_pct, out.significant, out.measured_interval_pct)
     if out.weaker and out.agrees is False:
@@ -184,7 +208,24 @@ def loss_scale(base: list[Run], fixed: list[Run], factor: float) -> str:
             f"as well; divide the loss by the batch (a mean) or the learning rate by {factor:g} when you make the change")
 
 
-def _round_pairs(base: list[Run], fixed: list[Run], per_sample: float = 1.0) -> list[tuple[float, float]]:
+def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
+    """The plan's look at these rounds' (baseline, fixed) medians; None under two rounds. Rounds
+    the plan does not look at (a fixed plan cut short by Ctrl-C) are tested alone, at ``alpha``."""
+    if len(pairs) < 2:
+        return None
+    if len(pairs) not in plan.looks:
+        plan = Plan(len(pairs), len(pairs), plan.alpha, plan.margin_pct)
+    return look(plan, [x for x, _ in pairs], [y for _, y in pairs])
+
+
+def samples_factor(name: str, fixed: list[Run]) -> float:
+    """How many times the samples of a step fix ``name`` made its runs process (its detail's
+    ``samples_factor``: a larger batch), 1 for the others: the runs are compared per sample."""
+    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
+    return float((info.get("detail") or {}).get("samples_factor") or 1.0)
+
+
+def round_pairs(base: list[Run], fixed: list[Run], per_sample: float = 1.0) -> list[tuple[float, float]]:
     """(baseline median, fixed median) of each round that has both runs measured (the fixed one per
     ``per_sample`` steps' worth of samples when the fix grows the batch)."""
     by_round = {r.round: r.median_ms for r in base if r.median_ms}
@@ -248,6 +289,7 @@ TRIES_DERIVED: dict[str, Callable[[FixOutcome], Any]] = {
     "reason": lambda o: o.reason or None,
     "measured_low_pct": lambda o: _interval_end(o, 0),
     "measured_high_pct": lambda o: _interval_end(o, 1),
+    "verdict": lambda o: o.verdict.value if o.verdict else None,
 }
 
 
@@ -273,9 +315,11 @@ def read_tries(table: pa.Table) -> list[FixOutcome]:
     out = []
     for r in table.to_pylist():
         low, high = r.get("measured_low_pct"), r.get("measured_high_pct")
+        verdict = Verdict(r["verdict"]) if r.get("verdict") else None
         o = FixOutcome(r["fix"], [x for x in (r.get("rules") or "").split(",") if x], bool(r["applied"]),
                        r.get("reason") or "", bool(r.get("changes_precision")), r.get("predicted_saving_pct"),
                        measured_interval_pct=(low, high) if low is not None and high is not None else None,
+                       verdict=verdict,
                        **{k: r[k] for k in stored if k in r and k not in ("applied", "changes_precision",
                                                                            "predicted_saving_pct")})
         out.append(o)
