@@ -10,6 +10,7 @@ and the builder writes the tables.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -288,9 +289,9 @@ def rank_end(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | Non
         end.exit_code, end.signal = exit_status(rc), (-rc if rc < 0 else None)
     elif end_info is not None:
         end.end_ns = int(end_info.get("end_ns") or 0) or None
-        if end_info.get("reason") == "SIGTERM":
-            end.signal = 15
-            end.exit_code = exit_status(-15)
+        if end_info.get("reason") == "SIGTERM":  # it stopped its recording, then died of the signal again
+            end.signal = int(signal.SIGTERM)
+            end.exit_code = exit_status(-end.signal)
     else:
         end.end_ns = ctx.last_step_ns
     return end
