@@ -158,7 +158,7 @@ NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25}
 
 
 def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6):
-    from dlscope.application.try_fixes import Trial
+    from dlscope.application.try_fixes import Trial, fix_names
 
     rng = np.random.default_rng(1)
 
@@ -172,7 +172,7 @@ def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int
 
     monkeypatch.setattr(Trial, "_run", run)
     monkeypatch.setattr(Trial, "_advice", lambda self, first: ({}, []))
-    trial = Trial(["prog"], tmp_path, 5, repeat, ["bf16", "tf32", "channels_last", "cudnn_benchmark"], True,
+    trial = Trial(["prog"], tmp_path, 5, repeat, fix_names("bf16,tf32,channels_last,cudnn_benchmark"), True,
                   quiet=True, max_rounds=max_rounds)
     return trial, trial.run()
 
