@@ -1,4 +1,5 @@
-"""A tiny DDP job on Gloo whose rank ``--die-rank`` ends itself at step ``--die-at``.
+"""A tiny DDP job on Gloo (or NCCL, ``--backend nccl``: one GPU per rank) whose rank ``--die-rank`` ends
+itself at step ``--die-at``.
 
     torchrun --nproc-per-node 2 ddp_dies.py --steps 40 --die-rank 1 --die-at 15 [--how kill|hang]
 
@@ -30,6 +31,7 @@ ap.add_argument("--die-at", type=int, default=15)
 ap.add_argument("--how", choices=("kill", "hang"), default="kill")
 ap.add_argument("--timeout-s", type=float, default=3.0)
 ap.add_argument("--step-s", type=float, default=0.0, help="sleep this long in each step's data phase")
+ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
 ap.add_argument("--spawn", type=int, default=0, metavar="N", help="start N ranks with torch.multiprocessing.spawn")
 args = ap.parse_args()
 
@@ -38,19 +40,23 @@ def train(local: int) -> None:
     if args.spawn:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["DDP_DIES_PORT"], RANK=str(local),
                           WORLD_SIZE=str(args.spawn))
-    dist.init_process_group("gloo")  # the default timeout: the ranks may start seconds apart on a busy machine
+    dev = torch.device("cpu")
+    if args.backend == "nccl":
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+    dist.init_process_group(args.backend)  # the default timeout: the ranks may start seconds apart on a busy machine
     rank = dist.get_rank()
     # the short timeout only for the training's collectives, which start once both ranks are here
     group = dist.new_group(timeout=datetime.timedelta(seconds=args.timeout_s))
     torch.manual_seed(0)
-    model = DistributedDataParallel(torch.nn.Linear(8, 2), process_group=group)
+    model = DistributedDataParallel(torch.nn.Linear(8, 2).to(dev), process_group=group)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     prof = dlscope.current()
     for step in range(args.steps):
         if rank == args.die_rank and step == args.die_at and args.how == "hang":
             time.sleep(3600)  # the others wait in this step's all-reduce until the timeout
         with dlscope.phase("data"):
-            x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
+            x, y = torch.randn(4, 8, device=dev), torch.randint(0, 2, (4,), device=dev)
             time.sleep(args.step_s)
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
