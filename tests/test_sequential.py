@@ -271,3 +271,17 @@ def test_try_stops_by_verdict_from_the_command_line(tmp_path):
     both = run_dlscope("try", "--repeat", "3", "--max-rounds", "4", "-o", tmp_path / "u.try", "--",
                        sys.executable, PROBE, tmp_path / "p2.jsonl", cwd=tmp_path)
     assert both.returncode != 0 and "give one" in both.stderr
+
+
+def test_fixed_rounds_cut_short_are_tested_at_the_rounds_that_ran():
+    """--repeat 4 stopped by Ctrl-C after 3 rounds: those 3 get the fixed test (95% t, 2 degrees of
+    freedom); one round gets no look."""
+    from dlscope.analysis.compare.tries import look_at
+
+    pairs = [(100.0, 80.0), (102.0, 86.0), (98.0, 79.0)]
+    seen = look_at(Plan(4, 4), pairs)
+    logs = np.log([f / b for b, f in pairs])
+    lo, hi = stats.t.interval(0.95, 2, loc=logs.mean(), scale=stats.sem(logs))
+    assert (seen.low_pct, seen.high_pct) == pytest.approx((100 * (1 - math.exp(hi)), 100 * (1 - math.exp(lo))))
+    assert seen.rounds == 3 and seen.level == pytest.approx(0.05)
+    assert look_at(Plan(4, 4), pairs[:1]) is None
