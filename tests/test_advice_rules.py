@@ -23,7 +23,8 @@ def real(tmp_path_factory):
     return {n: advice.run(open_fixture(n, tmp_path_factory)) for n in names}
 
 
-# rule -> (fixture where it fires, fixture where it runs and stays silent)
+# rule -> (fixture where it fires, fixture where it runs and stays silent). Every registered rule's pair of
+# stored profiles, and the check that a new rule has one, is tests/test_rule_cases.py's CASES; these are more.
 REAL_CASES = {
     "gpu_idle": ("h100_resnet50_phases", "h100_gpt6_fp32"),
     "launch_bound": ("h100_gpt6_bf16", "h100_gpt6_fp32"),

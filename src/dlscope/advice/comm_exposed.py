@@ -26,6 +26,8 @@ URL = "https://pytorch.org/docs/stable/notes/ddp.html#internal-design"
 
 class CommExposed(Rule):
     id = "comm_exposed"
+    no_try_fix = (
+        "overlapping communication with compute depends on the model's structure (DDP's bucket order, FSDP's prefetch): a source change")
     title = "Communication is not overlapped with compute"
     description = "collectives that run while nothing computes, so every step waits for them"
     needs = ("comms",)

@@ -21,7 +21,7 @@ MEDIUM_PCT = 5.0
 
 # The keys of a finding in JSON (``dlscope advise --format json``, ``dlscope summary``'s ``advice``).
 KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct", "advice", "url",
-        "bound_ms_per_step", "what_if")
+        "bound_ms_per_step", "what_if", "try")
 
 
 def severity_for(saving_pct: float | None) -> Severity:
@@ -122,6 +122,9 @@ class Finding:
     negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
     untraced: bool = False  # judged from steps measured without the tracer (step times, NVML, hook phases)
     confirmed: bool = True  # False: judged from traced steps that the untraced ones do not confirm (at most LOW)
+    # how `dlscope try` tests the finding: the fixes it injects for it, or why no run can
+    try_fixes: list[str] = field(default_factory=list)
+    try_none: str | None = None
 
     def __post_init__(self) -> None:
         if self.bound_ms_per_step is None and self.bound_pct is None:
@@ -132,7 +135,8 @@ class Finding:
         return {"id": self.id, "title": self.title, "severity": self.severity, "evidence": self.evidence.as_dict(),
                 "saving_ms_per_step": self.saving_ms_per_step, "saving_pct": self.saving_pct,
                 "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
-                "what_if": self.what_if.as_dict() if self.what_if is not None else None}
+                "what_if": self.what_if.as_dict() if self.what_if is not None else None,
+                "try": {"fixes": self.try_fixes, "why_none": self.try_none}}
 
     def to_record(self) -> dict[str, Any]:
         """Every field, JSON-ready, for :meth:`from_record` (the results cache; ``as_dict`` is the

@@ -51,6 +51,8 @@ ROOT = "(root)"
 
 class FsdpExposedGathers(Rule):
     id = "fsdp_exposed_gathers"
+    no_try_fix = (
+        "FSDP's prefetch and wrapping are set where the model is wrapped: a source change")
     title = "FSDP all-gathers are not hidden under compute"
     description = "the compute waits for FSDP's parameter all-gathers that prefetching could overlap"
     needs = ("kernels", "api", "phases")

@@ -34,6 +34,8 @@ CAUSES = (("input_ns", "waiting for input", "input_bound"), ("sync_ns", "after a
 
 class GpuIdle(Rule):
     id = "gpu_idle"
+    no_try_fix = (
+        "a symptom: the fixes of its causes (the findings above it) are what a run can test")
     symptom = True  # an effect: its causes have rules of their own
     title = "The GPU is idle for much of each step"
     description = "the GPU sits idle for over half of each step; the idle time is split by what the host was doing"

@@ -32,6 +32,7 @@ URL = "https://pytorch.org/docs/stable/notes/faq.html"
 
 class HighStepVariance(Rule):
     id = "high_step_variance"
+    no_try_fix = ("a symptom of uneven steps: the fixes of their causes are what a run can test")
     judges_untraced = True  # step times / NVML samples of every step
     symptom = True  # an effect: its causes have rules of their own
     title = "Step times vary a lot"

@@ -37,6 +37,8 @@ ADVICE = {
 
 class KernelBound(Rule):
     id = "kernel_bound"
+    no_try_fix = (
+        "the kernels' own code (Nsight Compute's sections say what limits them): nothing to inject")
     title = "The costliest kernels are limited by memory, compute or latency"
     description = "Nsight Compute's verdict on the profiled kernels and their headroom to the roofline"
     url = URL

@@ -27,6 +27,8 @@ URL = "https://pytorch.org/docs/stable/notes/cuda.html#memory-management"
 
 class MemoryNearLimit(Rule):
     id = "memory_near_limit"
+    no_try_fix = (
+        "making room (activation checkpointing, a smaller batch with gradient accumulation) changes the program: a source change")
     judges_untraced = True  # step times / NVML samples of every step
     title = "GPU memory is nearly full"
     description = "the memory peak is close to the GPU's capacity: allocator retries, OOM risk, no room for a larger batch"

@@ -33,6 +33,9 @@ class Rule:
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
     symptom: ClassVar[bool] = False    # an effect whose causes have rules of their own: ranks after them
     alternative_to: ClassVar[str] = ""  # a rule whose fix includes this one's: when both fire, this ranks after the causes
+    # why no `dlscope try` run can test this rule's finding, for rules no injected fix answers
+    # (tests/test_try_links.py: every rule has a fix or this reason)
+    no_try_fix: ClassVar[str] = ""
     judges_untraced: ClassVar[bool] = False  # judges from untraced steps only (step times, NVML): keeps its severity
 
     def missing(self, data: ProfileData, ctx: Context | None = None) -> str | None:

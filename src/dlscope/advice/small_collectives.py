@@ -37,6 +37,8 @@ URL = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDa
 
 class SmallCollectives(Rule):
     id = "small_collectives"
+    no_try_fix = (
+        "fewer, larger collectives (DDP's bucket_cap_mb, batching all_reduce calls) are set in the program: a source change")
     title = "Many small collectives per step"
     description = "many collectives under 1 MiB in each step, each paying a fixed latency"
     needs = ("comms",)

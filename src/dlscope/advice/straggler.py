@@ -41,6 +41,8 @@ CLASS_PHASE = {HostClass.INPUT: "dataloader", HostClass.MODEL: "forward/backward
 
 class Straggler(Rule):
     id = "straggler"
+    no_try_fix = (
+        "one rank or host slower than the others: the machine or the data's split, not a change to the program")
     title = "One rank keeps the others waiting"
     description = "a consistent straggler: the same rank arrives last at the collectives of most steps"
     needs_steps = True

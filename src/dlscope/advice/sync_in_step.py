@@ -36,6 +36,8 @@ DATA_DEPENDENT_OPS = ("aten::nonzero", "aten::masked_select", "aten::unique", "a
 
 class SyncInStep(Rule):
     id = "sync_in_step"
+    no_try_fix = (
+        "a source change: drop the host synchronization the evidence names (.item(), .cpu(), .tolist() on a loss) or move it to the end of the step")
     title = "The host waits for the GPU inside the step"
     description = "synchronizing calls (.item(), .cpu(), synchronize, blocking copies) stall the host every step"
     needs = ("api",)

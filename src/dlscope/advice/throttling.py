@@ -26,6 +26,7 @@ URL = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.htm
 
 class Throttling(Rule):
     id = "throttling"
+    no_try_fix = ("the GPU's power or thermal limit: the machine, not the program")
     judges_untraced = True  # step times / NVML samples of every step
     title = "The GPU is throttled by a power or thermal limit"
     description = "NVML reports power or thermal clock throttling while the GPU is busy"

@@ -37,6 +37,7 @@ def advise(data: ProfileData) -> AdviceRun:
         except (KeyError, TypeError, ValueError, AttributeError):  # damaged or foreign: evaluated again
             pass
     run = advice.run(data)
+    _link_tries(run)
     if cache is not None:
         cache.put(CACHE_KIND, params, run.to_record())
     return run
@@ -50,3 +51,16 @@ def _cache_of(data: ProfileData) -> ResultsCache | None:
     if not meta.is_file():
         return None
     return ResultsCache(data.path, [meta, *(f for files in data.stored.files.values() for f in files)])
+
+
+def _link_tries(run: AdviceRun) -> None:
+    """Each finding with the ``dlscope try`` fixes that test it, or why no run can (its rule's reason)."""
+    from .. import advice
+    from ..capture.fixes import fixes_for
+
+    rules = {r.id: r for r in advice.RULES}
+    for f in run.findings:
+        f.try_fixes = fixes_for(f.id)
+        rule = rules.get(f.id)
+        f.try_none = None if f.try_fixes else (rule.no_try_fix if rule is not None and rule.no_try_fix else
+                                               "no fix dlscope can inject answers this finding yet")

@@ -156,7 +156,7 @@ class Trial:
     def _stops(self, label: str, first: int) -> str:
         """Why ``label`` needs no more runs ('' while it does): a failed or unapplied run, or a
         decided look of the sequential plan over its rounds since ``first``."""
-        from ..analysis.compare.tries import look_at, round_pairs
+        from ..analysis.compare.tries import look_at, round_pairs, samples_factor
 
         runs = [r for r in self.runs if r.label == label and r.round >= first]
         if any(r.exit_code != 0 for r in runs):
@@ -166,7 +166,7 @@ class Trial:
         if not self.sequential or self.plan is None:
             return ""
         base = [r for r in self.runs if r.label == "baseline" and r.round >= first]
-        seen = look_at(self.plan, round_pairs(base, runs))
+        seen = look_at(self.plan, round_pairs(base, runs, samples_factor(label, runs)))
         if seen is None or not seen.verdict.decided:
             return ""
         return f"{seen.verdict.value} after {seen.rounds} rounds ({seen.low_pct:+.1f}..{seen.high_pct:+.1f}%)"

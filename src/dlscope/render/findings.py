@@ -125,8 +125,20 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
                 out.print(f"  ... {len(rows) - EVIDENCE_ROWS:,} more rows")
         elif ev and not text:
             out.print("  evidence: " + escape(str(ev)))
+        tried = _try_line(f)
+        if tried:
+            out.print("  " + escape(tried))
         if getattr(f, "url", None):
             out.print("  see " + escape(str(f.url)))
+
+
+def _try_line(f: Any) -> str | None:
+    """How ``dlscope try`` tests the finding: the command, or why no run can."""
+    fixes = getattr(f, "try_fixes", None)
+    if fixes:
+        return f"test it: dlscope try --fixes {','.join(fixes)} -- <your command>"
+    why = getattr(f, "try_none", None)
+    return f"test it: no fix to inject ({why})" if why else None
 
 
 def render_top_findings(findings: Sequence[Any], out: Console, profile: str, limit: int = 3) -> None:

@@ -136,8 +136,9 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         return out
     info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
     out.applied_as, out.detail, out.weaker = info.get("applied_as") or "", info.get("detail") or {}, info.get("weaker") or ""
+    per_sample = samples_factor(name, fixed)
     a = [s for r in base for s in r.steps_ms]
-    b = [s for r in fixed for s in r.steps_ms]
+    b = [s / per_sample for r in fixed for s in r.steps_ms]
     out.steps = len(b)
     shift = compare_samples(a, b, "p50")
     if shift.a is None or shift.b is None or not shift.a:
@@ -145,7 +146,7 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         return out
     out.baseline_ms, out.fixed_ms = shift.a, shift.b
     out.measured_saving_pct = -100.0 * (shift.b - shift.a) / shift.a
-    pairs = round_pairs(base, fixed)
+    pairs = round_pairs(base, fixed, per_sample)
     out.p_value = out.steps_p_value = shift.p_value
     out.p_test = "Mann-Whitney U over the steps"
     out.rounds = len(pairs)
@@ -181,7 +182,18 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
     if out.weaker and out.agrees is False:
         out.agrees = None  # the prediction was for the advised change, not for this weaker one
     out.loss_diverged, out.loss_note = loss_check(base, fixed)
+    if per_sample != 1.0:
+        scaled = loss_scale(base, fixed, per_sample)
+        if scaled:
+            out.loss_diverged, out.loss_note = False, scaled
     return out
+
+
+def samples_factor(name: str, fixed: list[Run]) -> float:
+    """How many times the baseline's samples a step of fix ``name`` holds (its detail's
+    ``samples_factor``; 1 but for a fix that grows the batch, compared per sample)."""
+    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
+    return float((info.get("detail") or {}).get("samples_factor") or 1.0)
 
 
 def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
@@ -194,10 +206,30 @@ def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
     return look(plan, [x for x, _ in pairs], [y for _, y in pairs])
 
 
-def round_pairs(base: list[Run], fixed: list[Run]) -> list[tuple[float, float]]:
-    """(baseline median, fixed median) of each round that has both runs measured."""
+# How close the ratio of the losses must come to the batch factor to say the loss is a sum over samples.
+LOSS_SCALE_TOLERANCE = 0.2
+
+
+def loss_scale(base: list[Run], fixed: list[Run], factor: float) -> str:
+    """With a batch ``factor`` times larger: a note when the fixed runs' loss grew by about that factor
+    (the loss sums its samples, so the gradient grew too: the learning rate acts ``factor`` times larger),
+    else ''."""
+    lb = sorted(v for r in base for v in r.losses)
+    lf = sorted(v for r in fixed for v in r.losses)
+    if not lb or not lf or lb[len(lb) // 2] <= 0:
+        return ""
+    ratio = lf[len(lf) // 2] / lb[len(lb) // 2]
+    if abs(ratio - factor) / factor > LOSS_SCALE_TOLERANCE:
+        return ""
+    return (f"the loss grew {ratio:.2f}x with the {factor:g}x batch: it sums its samples, so the gradient grew "
+            f"as well; divide the loss by the batch (a mean) or the learning rate by {factor:g} when you make the change")
+
+
+def round_pairs(base: list[Run], fixed: list[Run], per_sample: float = 1.0) -> list[tuple[float, float]]:
+    """(baseline median, fixed median) of each round that has both runs measured (the fixed one per
+    ``per_sample`` steps' worth of samples when the fix grows the batch)."""
     by_round = {r.round: r.median_ms for r in base if r.median_ms}
-    return [(by_round[f.round], f.median_ms) for f in fixed if f.median_ms and f.round in by_round]
+    return [(by_round[f.round], f.median_ms / per_sample) for f in fixed if f.median_ms and f.round in by_round]
 
 
 def run_spread_pct(runs: list[Run]) -> float | None:

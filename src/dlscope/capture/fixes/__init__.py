@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 from .base import FixContext, InjectedFix, NotApplicable
+from .batch import LargerBatch
 from .bf16 import Bf16Autocast
 from .channels_last import ChannelsLast
 from .compile import Compile
 from .compile_graphs import CompileGraphs
 from .cudnn_benchmark import CudnnBenchmark
 from .fused_optimizer import FusedOptimizer
+from .pinned import PinnedMemory
 from .tf32 import Tf32
 from .workers import DataLoaderWorkers
 
-FIXES: list[type[InjectedFix]] = [Bf16Autocast, Tf32, DataLoaderWorkers, FusedOptimizer, ChannelsLast,
+FIXES: list[type[InjectedFix]] = [Bf16Autocast, Tf32, DataLoaderWorkers, PinnedMemory, LargerBatch,
+                                  FusedOptimizer, ChannelsLast,
                                   CudnnBenchmark, Compile, CompileGraphs]
 BY_NAME: dict[str, type[InjectedFix]] = {f.name: f for f in FIXES}
 
-__all__ = ["BY_NAME", "FIXES", "FixContext", "InjectedFix", "NotApplicable"]
+
+def fixes_for(rule_id: str) -> list[str]:
+    """The fixes ``dlscope try`` injects to test a finding of the rule ``rule_id``."""
+    return [f.name for f in FIXES if rule_id in f.rules]
+
+__all__ = ["BY_NAME", "FIXES", "fixes_for", "FixContext", "InjectedFix", "NotApplicable"]

@@ -1,0 +1,71 @@
+"""A larger batch: the DataLoaders' ``batch_size`` times :data:`FACTOR`, measured per sample.
+
+``memory_underused`` predicts the step per sample with a larger batch (the replay's wave model); this
+runs it. The step then processes ``FACTOR`` times the samples, so ``dlscope try`` compares time per
+sample (the fix's ``samples_factor``), and says when the loss grew with the batch (a sum over the
+samples rather than a mean: the gradient, and so the step the optimizer takes, grew as well).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from types import ModuleType
+from typing import Any
+
+from .base import FixContext, InjectedFix
+
+# Twice the batch: the first step memory_underused predicts (its wave model goes to 4x), and the one
+# least likely not to fit.
+FACTOR = 2
+
+
+class LargerBatch(InjectedFix):
+    name = "batch"
+    rules = ("memory_underused",)
+    describe = f"DataLoader(batch_size={FACTOR}x the program's), compared per sample"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[tuple[int, int]] = []
+        self.skipped: list[str] = []
+
+    def install(self, torch: ModuleType, ctx: FixContext) -> None:
+        from torch.utils.data import DataLoader
+
+        orig = DataLoader.__init__
+        sig = inspect.signature(orig)
+        fix = self
+
+        @functools.wraps(orig)
+        def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = sig.bind(loader, dataset, *args, **kwargs)
+            except TypeError:
+                return orig(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
+            given = dict(bound.arguments)
+            if given.get("batch_sampler") is not None:
+                fix.skipped.append("a batch_sampler makes its batches")
+                return orig(loader, dataset, *args, **kwargs)
+            size = given.get("batch_size", sig.parameters["batch_size"].default)
+            if not isinstance(size, int) or size <= 0:
+                fix.skipped.append("batch_size=None (the dataset yields whole batches)")
+                return orig(loader, dataset, *args, **kwargs)
+            given["batch_size"] = size * FACTOR
+            fix.sizes.append((size, size * FACTOR))
+            given.pop("self", None)
+            extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
+            return orig(loader, **given, **extra)
+
+        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
+
+    def outcome(self) -> tuple[bool, str]:
+        self.changed = len(self.sizes)
+        if self.sizes:
+            old, new = self.sizes[0]
+            self.applied_as = f"batch {old} -> {new}" + (f" ({len(self.sizes)} loaders)" if len(self.sizes) > 1 else "")
+            self.detail = {"factor": FACTOR, "samples_factor": FACTOR, "batch_sizes": [list(s) for s in self.sizes]}
+            return True, ""
+        if self.skipped:
+            return False, f"the program's loaders cannot take a larger batch here: {self.skipped[0]}; change it in the source"
+        return False, "the batch does not come from a DataLoader's batch_size: change it in the source"

@@ -1,0 +1,128 @@
+"""Pinned host memory for the input's copies: ``pin_memory=True`` for DataLoaders without it, and the
+copies of the batches they pin made ``non_blocking``.
+
+A copy from pageable memory is staged by the driver through a pinned buffer and the host waits for it
+(CUDA C++ Programming Guide, "Page-Locked Host Memory"; PyTorch's "Use pinned memory buffers" note).
+From pinned memory the copy is a DMA the host does not wait for, when asked: ``tensor.to(device,
+non_blocking=True)``. Only the batches the loader pinned are made non-blocking: the loader's pin
+thread fills a new pinned tensor for every batch, so nothing the program writes can race the copy,
+which a pinned buffer the program reuses could.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from .base import FixContext, InjectedFix, NotApplicable
+
+
+def _tensors(batch: Any) -> list[Any]:
+    """The tensors of a batch: a tensor, or lists, tuples, named tuples and dicts of them."""
+    if hasattr(batch, "is_pinned") and hasattr(batch, "device"):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [t for v in batch.values() for t in _tensors(v)]
+    if isinstance(batch, (list, tuple)):
+        return [t for v in batch for t in _tensors(v)]
+    return []
+
+
+class PinnedMemory(InjectedFix):
+    name = "pinned"
+    rules = ("pageable_memcpy", "h2d_not_overlapped")
+    describe = "DataLoader(pin_memory=True), and the copies of the batches it pins made non_blocking"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaders = 0      # loaders given pin_memory=True
+        self.copies = 0       # copies of pinned batches made non-blocking
+        self.pinned_already = 0
+
+    def install(self, torch: ModuleType, ctx: FixContext) -> None:
+        if not torch.cuda.is_available():
+            raise NotApplicable("no CUDA device: pinned host memory speeds copies to a GPU")
+        from torch.utils.data import DataLoader
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        fix = self
+        # the pinned batch tensors, by id while they live (a WeakSet would compare tensors with ==)
+        pinned_batches: dict[int, weakref.ref[Any]] = {}
+
+        def remember(t: Any) -> None:
+            key = id(t)
+            pinned_batches[key] = weakref.ref(t, lambda _: pinned_batches.pop(key, None))
+
+        def loader_pinned(t: Any) -> bool:
+            r = pinned_batches.get(id(t))
+            return r is not None and r() is t
+        orig_init = DataLoader.__init__
+        sig = inspect.signature(orig_init)
+
+        @functools.wraps(orig_init)
+        def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
+            try:
+                bound = sig.bind(loader, dataset, *args, **kwargs)
+            except TypeError:
+                return orig_init(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
+            given = dict(bound.arguments)
+            if given.get("pin_memory"):
+                fix.pinned_already += 1
+                return orig_init(loader, dataset, *args, **kwargs)
+            given["pin_memory"] = True
+            fix.loaders += 1
+            given.pop("self", None)
+            extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
+            return orig_init(loader, **given, **extra)
+
+        orig_next = _BaseDataLoaderIter.__next__
+
+        @functools.wraps(orig_next)
+        def next_batch(it: Any) -> Any:
+            batch = orig_next(it)
+            if getattr(it, "_pin_memory", False):
+                for t in _tensors(batch):
+                    if t.device.type == "cpu" and t.is_pinned():
+                        remember(t)
+            return batch
+
+        orig_to = torch.Tensor.to
+        parse_to = torch._C._nn._parse_to
+
+        @functools.wraps(orig_to)
+        def to(t: Any, *args: Any, **kwargs: Any) -> Any:
+            if "non_blocking" not in kwargs and loader_pinned(t):
+                device, _, non_blocking, _ = parse_to(*args, **kwargs)
+                if device is not None and device.type == "cuda" and not non_blocking:
+                    fix.copies += 1
+                    return orig_to(t, *args, **kwargs, non_blocking=True)
+            return orig_to(t, *args, **kwargs)
+
+        orig_cuda = torch.Tensor.cuda
+
+        @functools.wraps(orig_cuda)
+        def cuda(t: Any, *args: Any, **kwargs: Any) -> Any:
+            if "non_blocking" not in kwargs and len(args) < 2 and loader_pinned(t):
+                fix.copies += 1
+                return orig_cuda(t, *args, **kwargs, non_blocking=True)
+            return orig_cuda(t, *args, **kwargs)
+
+        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
+        _BaseDataLoaderIter.__next__ = next_batch  # type: ignore[method-assign,assignment]  # the injected fix, as above
+        torch.Tensor.to = to
+        torch.Tensor.cuda = cuda
+
+    def outcome(self) -> tuple[bool, str]:
+        self.changed = self.loaders + self.copies
+        self.detail = {"loaders_pinned": self.loaders, "loaders_pinned_already": self.pinned_already,
+                       "copies_non_blocking": self.copies}
+        self.applied_as = f"{self.loaders} loader(s) pinned, {self.copies} copies non-blocking"
+        if self.changed:
+            return True, ""
+        if self.pinned_already:
+            return False, "the program's loaders already pin memory and its copies of them are already non-blocking"
+        return False, "the program made no DataLoader (its copies come from elsewhere: pin those buffers in the source)"

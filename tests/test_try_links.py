@@ -1,0 +1,39 @@
+"""Every finding says how `dlscope try` tests it (issue 38): the fixes that answer its rule, or why no
+run can. Checked against the fixes' own declarations, on a real profile, in text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dlscope import advice
+from dlscope.capture.fixes import FIXES
+
+DATA = Path(__file__).parent / "data"
+CNN = DATA / "advice_truth/cnn_baseline_default.dlscope"
+
+
+def test_every_rule_has_a_fix_or_says_why_none_can_exist() -> None:
+    answered = {r for f in FIXES for r in f.rules}
+    for rule in advice.RULES:
+        assert (rule.id in answered) != bool(rule.no_try_fix), rule.id  # one or the other, never both
+    assert answered <= {r.id for r in advice.RULES}  # no fix names a rule that is gone
+
+
+def test_advise_names_the_fix_or_the_reason(cli) -> None:
+    r = cli("advise", CNN, "--format", "json")
+    assert r.code == 0
+    found = json.loads(r.out)
+    assert found
+    by_rule = {}
+    for f in FIXES:
+        for rule in f.rules:
+            by_rule.setdefault(rule, []).append(f.name)
+    reasons = {x.id: x.no_try_fix for x in advice.RULES}
+    for f in found:
+        assert f["try"]["fixes"] == by_rule.get(f["id"], [])
+        assert f["try"]["why_none"] == (None if f["id"] in by_rule else reasons[f["id"]])
+    assert any(f["try"]["fixes"] for f in found) and any(f["try"]["why_none"] for f in found)
+    text = cli("advise", CNN).out
+    first_with_fix = next(f for f in found if f["try"]["fixes"])
+    assert f"test it: dlscope try --fixes {','.join(first_with_fix['try']['fixes'])} -- <your command>" in text
