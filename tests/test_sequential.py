@@ -153,11 +153,12 @@ def test_boundaries_against_independent_computations():
 
 # ---- Trial's rounds, with runs faked --------------------------------------------------------------
 FACTORS = {"baseline": 1.0, "bf16": 0.6, "tf32": 0.8, "channels_last": 1.0, "cudnn_benchmark": 1.0,
-           "combined": 0.5}
-NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25}
+           "combined": 0.5, "batch": 1.9}  # batch: twice the samples a step, 0.95x the time per sample
+NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25, "batch": 0.05}
 
 
-def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6):
+def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6,
+                asked: tuple[str, ...] = ("bf16", "tf32", "channels_last", "cudnn_benchmark")):
     from dlscope.application.try_fixes import Trial
 
     rng = np.random.default_rng(1)
@@ -165,15 +166,15 @@ def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int
     def run(self, label, rnd, fixes, traced=False):
         noise = NOISE.get(label, 0.01)
         median = 100.0 * (1 + 0.05 * math.sin(rnd)) * FACTORS[label] * math.exp(noise * rng.standard_normal())
+        detail = {"samples_factor": 2} if label == "batch" else {}
         r = Run(label, rnd, 0, [median * (1 + d) for d in (-0.01, 0.0, 0.01)], losses=[1.0],
-                fixes={f: {"applied": True} for f in fixes})
+                fixes={f: {"applied": True, "detail": detail} for f in fixes})
         self.runs.append(r)
         return r
 
     monkeypatch.setattr(Trial, "_run", run)
     monkeypatch.setattr(Trial, "_advice", lambda self, first: ({}, []))
-    trial = Trial(["prog"], tmp_path, 5, repeat, ["bf16", "tf32", "channels_last", "cudnn_benchmark"], True,
-                  quiet=True, max_rounds=max_rounds)
+    trial = Trial(["prog"], tmp_path, 5, repeat, list(asked), True, quiet=True, max_rounds=max_rounds)
     return trial, trial.run()
 
 
@@ -204,6 +205,18 @@ def test_trial_stops_each_fix_at_its_verdict(tmp_path, monkeypatch):
     assert result["rounds"] == 6 and result["combined"]["reason"] == "bf16+tf32"
     assert result["combined"]["verdict"] == "saves" and len(combined) == result["combined"]["rounds"] < 6
     assert [r.round for r in combined] == list(range(6, 6 + len(combined)))
+
+
+def test_a_fix_that_grows_the_batch_is_looked_at_per_sample(tmp_path, monkeypatch):
+    """The batch fix's steps take 1.9x as long with twice the samples: 5% less per sample, which
+    noisy rounds take long to decide. Looked at per step, 1.9x would be a cost by round 3; the
+    rounds go on, and the verdict is the per-sample look's at the rounds that ran (never
+    'continue')."""
+    trial, result = _fake_trial(tmp_path, monkeypatch, repeat=None, max_rounds=6, asked=("batch",))
+    fix = result["fixes"][0]
+    runs = [r for r in trial.runs if r.label == "batch"]
+    assert fix["verdict"] in ("saves", "no effect", "undecided") and fix["rounds"] == len(runs) > 3
+    assert fix["measured_saving_pct"] == pytest.approx(5.0, abs=5.0)
 
 
 def test_repeat_keeps_exactly_r_rounds_and_tests_once(tmp_path, monkeypatch):
