@@ -298,3 +298,21 @@ def test_fixed_rounds_cut_short_are_tested_at_the_rounds_that_ran():
     assert (seen.low_pct, seen.high_pct) == pytest.approx((100 * (1 - math.exp(hi)), 100 * (1 - math.exp(lo))))
     assert seen.rounds == 3 and seen.level == pytest.approx(0.05)
     assert look_at(Plan(4, 4), pairs[:1]) is None
+
+
+def test_the_intervals_of_all_looks_hold_the_true_saving_at_once():
+    """Repeated confidence intervals: whatever the true change, every look's interval holds it
+    in at least 95% of simulated tries, so "no effect" (an interval within +-5%) is as safe as
+    "saves": a true 8% saving is called no effect no more often than the rate allows."""
+    from dlscope.analysis.compare.sequential import intervals
+
+    plan = Plan(8)
+    base, fixed = _tries(100_000, 0.08, 0.04, seed=12)
+    logs = np.log(fixed / base)
+    missed = np.zeros(len(logs), dtype=bool)
+    for n in plan.looks:
+        _, low, high = intervals(plan, logs[:, :n])
+        missed |= (low > 8.0) | (high < 8.0)
+    assert 0.04 < missed.mean() <= 0.05
+    verdicts, _ = sequence(plan, logs)
+    assert _shares(verdicts)[Verdict.NO_EFFECT] < 0.05
