@@ -42,6 +42,11 @@
 #   try_vs_measure   `dlscope try` against measure.py on the same fix, back to back: gpt workers, mlp
 #                    compile_graphs, cnn bf16 if time is left; table at the end.
 #                    -> measure_MODEL.json, try_MODEL_FIX.json, try_MODEL_FIX_steps.json (lease 9)
+#   try_new_fixes    issue 38's fixes on the CNN (whose baseline has pageable copies, copies not
+#                    overlapped and unused memory): `dlscope try --fixes pinned,batch`, then their truths:
+#                    the source's pinned variant by measure.py, batch 64 -> 128 as programs.
+#                    ROUNDS [3], STEPS [25]. -> try_cnn_new.json, try_cnn_new_steps.json,
+#                    measure_cnn_pin.json, batch_truth_cnn.json (2026-11-28)
 #   cnn_truth        the CNN's noisy truths: its data decoding alone in ROUNDS [6] processes
 #                    (cnn_host_probe.py), batch 64 -> 128 as programs, bf16 by measure.py and by
 #                    `dlscope try`. -> host_probe.jsonl, batch_truth_cnn.json, measure_cnn.json,
@@ -185,6 +190,20 @@ part_try_vs_measure() {
     log "cnn: skipped ($(left) s left)"
   fi
   post table "python3 bench/advice_truth/try_vs_measure.py table $R"
+}
+
+part_try_new_fixes() {
+  part try_new_fixes
+  local w=/tmp/gpu_run/try_cnn_new
+  runsh "try cnn pinned,batch" 240 200 "$D try --fixes pinned,batch --no-combined --repeat ${ROUNDS:-3} \
+--steps ${STEPS:-25} -f --format json -o $w -- python3 $TRAIN --model cnn --steps 100000 > $R/try_cnn_new.json 2> $w.err"
+  post "steps of try cnn" "tail -n 4 $w.err | cut -c1-300; python3 bench/advice_truth/try_vs_measure.py steps $w \
+-o $R/try_cnn_new_steps.json"
+  pack try_new_fixes
+  run "measure cnn pin" 100 100 python3 $MEASURE --model cnn --variants pin --rounds 3 --block 12 --warmup 4 \
+    -o "$R/measure_cnn_pin.json"
+  pack try_new_fixes
+  batch_truth cnn:64,128:4:40 0
 }
 
 part_cnn_truth() {

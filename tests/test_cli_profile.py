@@ -113,6 +113,22 @@ def test_sigkill_of_the_program_keeps_what_was_flushed(tmp_path):
     assert steps[: done + 1] == list(range(done + 1))
 
 
+def test_sigkill_right_after_a_step_keeps_every_step_to_the_kill(tmp_path):
+    """No wait for the flusher: the step ledger (written as each step ends) has the steps that
+    the events spool's last flush missed; the note says how many."""
+    out = tmp_path / "l.dlscope"
+    proc, child = _start(tmp_path, out)
+    done = _wait_steps(proc, 3)
+    os.kill(child, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGKILL
+    prof = open_profile(out)
+    steps = [r[0] for r in q(attach(prof), "SELECT step FROM steps ORDER BY step")]
+    # every step it said it finished, and at most the one it was in when killed
+    assert steps == list(range(len(steps))) and done + 1 <= len(steps) <= done + 2
+    assert prof.meta.run_end.steps_completed == len(steps) and prof.meta.run_end.ranks == []
+
+
 def test_sigkill_of_everything_leaves_a_spool_that_summary_finalizes(tmp_path):
     out = tmp_path / "kk.dlscope"
     proc, _ = _start(tmp_path, out)
@@ -153,7 +169,8 @@ def test_a_program_that_fails_before_its_first_step_is_summarized_by_its_error(t
         assert lines[0].startswith("dlscope summary") and lines[1].strip() == failure
         assert not any(w in text for w in ("Steps", "step()", "rule", "Advice", "Layers")), text
     assert list(as_json)[:2] == ["profile", "failure"] and as_json["failure"] == failure
-    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0}
+    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0,
+                                  "ranks": []}
     assert not {"steps", "phases", "layers", "advice"} & set(as_json)
 
 

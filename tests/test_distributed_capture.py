@@ -74,6 +74,10 @@ def test_every_rank_in_one_profile_launcher_left_out(slow_rank_1):
     assert d.meta.ranks == [0, 1] and d.meta.world_size == 2
     steps = d.rows("SELECT rank, count(*) AS n, count(DISTINCT pid) AS pids FROM steps GROUP BY 1 ORDER BY 1")
     assert [(r["rank"], r["n"], r["pids"]) for r in steps] == [(0, 12, 1), (1, 12, 1)]
+    # how each rank ended, as torchrun's agent saw it: both well, so the job ended normally
+    assert [(r.rank, r.exit_code, r.signal, r.clean_stop, r.steps_completed) for r in d.meta.run_end.ranks] == [
+        (0, 0, None, True, 12), (1, 0, None, True, 12)]
+    assert not d.meta.run_end.failed and d.incomplete_excluded == []
     # the processes that recorded: the two ranks and the dlscope parent; torchrun's agent is not one
     pids = {r["pid"] for r in d.rows("SELECT DISTINCT pid FROM phases")}
     rank_pids = {r["pid"] for r in d.rows("SELECT DISTINCT pid FROM steps")}

@@ -292,6 +292,9 @@ def test_a_table_file_damaged_past_its_footer_is_one_line_for_every_command(cli,
     ("collectors", {"nvml": {"status": ["ok"]}}, 'collectors.nvml.status is ["ok"], not str'),
     ("run_end", [1], "run_end is [1], not dict or null"),
     ("run_end", {"exit_code": "1"}, 'run_end.exit_code is "1", not int or null'),
+    ("run_end", {"ranks": {"0": 1}}, 'run_end.ranks is {"0": 1}, not list[dict]'),
+    ("run_end", {"ranks": [{"rank": "1", "pid": 7}]}, 'run_end.ranks[0].rank is "1", not int'),
+    ("run_end", {"ranks": [{"rank": 1}]}, "run_end.ranks[0] has no rank or pid"),
 ])
 def test_meta_json_with_a_field_of_the_wrong_type_is_refused(cli, tmp_path, field, value, expect):
     """Found by the fuzzer: meta.json's fields were taken as they came, and a list of numbers for

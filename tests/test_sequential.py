@@ -158,8 +158,8 @@ NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25, "batch": 0.05}
 
 
 def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6,
-                asked: tuple[str, ...] = ("bf16", "tf32", "channels_last", "cudnn_benchmark")):
-    from dlscope.application.try_fixes import Trial
+                asked: str = "bf16,tf32,channels_last,cudnn_benchmark"):
+    from dlscope.application.try_fixes import Trial, fix_names
 
     rng = np.random.default_rng(1)
 
@@ -174,7 +174,7 @@ def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int
 
     monkeypatch.setattr(Trial, "_run", run)
     monkeypatch.setattr(Trial, "_advice", lambda self, first: ({}, []))
-    trial = Trial(["prog"], tmp_path, 5, repeat, list(asked), True, quiet=True, max_rounds=max_rounds)
+    trial = Trial(["prog"], tmp_path, 5, repeat, fix_names(asked), True, quiet=True, max_rounds=max_rounds)
     return trial, trial.run()
 
 
@@ -212,7 +212,7 @@ def test_a_fix_that_grows_the_batch_is_looked_at_per_sample(tmp_path, monkeypatc
     noisy rounds take long to decide. Looked at per step, 1.9x would be a cost by round 3; the
     rounds go on, and the verdict is the per-sample look's at the rounds that ran (never
     'continue')."""
-    trial, result = _fake_trial(tmp_path, monkeypatch, repeat=None, max_rounds=6, asked=("batch",))
+    trial, result = _fake_trial(tmp_path, monkeypatch, repeat=None, max_rounds=6, asked="batch")
     fix = result["fixes"][0]
     runs = [r for r in trial.runs if r.label == "batch"]
     assert fix["verdict"] in ("saves", "no effect", "undecided") and fix["rounds"] == len(runs) > 3

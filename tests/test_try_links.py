@@ -37,3 +37,14 @@ def test_advise_names_the_fix_or_the_reason(cli) -> None:
     text = cli("advise", CNN).out
     first_with_fix = next(f for f in found if f["try"]["fixes"])
     assert f"test it: dlscope try --fixes {','.join(first_with_fix['try']['fixes'])} -- <your command>" in text
+
+
+def test_the_names_are_the_registries() -> None:
+    """RuleId and FixName name exactly the registered rules and fixes, each once: a rule or fix added or
+    removed without its name (or a name left behind) fails here."""
+    from dlscope.vocabulary.names import FixName, RuleId
+
+    assert sorted(r.id for r in advice.RULES) == sorted(RuleId) and all(isinstance(r.id, RuleId) for r in advice.RULES)
+    assert sorted(f.name for f in FIXES) == sorted(FixName) and all(isinstance(f.name, FixName) for f in FIXES)
+    assert all(isinstance(r, RuleId) for f in FIXES for r in f.rules)
+    assert json.dumps([RuleId.GPU_IDLE, FixName.BF16]) == '["gpu_idle", "bf16"]' and f"{FixName.BF16}" == "bf16"

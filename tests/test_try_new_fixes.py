@@ -60,13 +60,14 @@ def test_pinned_pins_the_loaders_without_it_and_makes_their_copies_non_blocking(
     batches = iter(plain)
     batches._pin_memory = True  # as on a GPU machine (here torch turned it off: no accelerator)
     (x,) = next(batches)
-    x.to("cuda")                          # the loader's pinned batch: made non-blocking
-    x.to("cuda", non_blocking=False)      # the program asked: left as asked
-    torch.ones(2).to("cuda")              # not a loader's batch: left alone
-    x.to(torch.float64)                   # not a copy to the GPU: left alone
-    assert asked == [True, False, False, False]
-    assert fix.outcome() == (True, "") and fix.copies == 1
-    assert fix.detail == {"loaders_pinned": 1, "loaders_pinned_already": 1, "copies_non_blocking": 1}
+    x.to("cuda")  # the loader's pinned batch: made non-blocking
+    x.to("cuda", non_blocking=False)  # a script's written-out default (the suite's CNN): made non-blocking
+    x.to("cuda", torch.float32, False)  # flags given by position: left as written
+    torch.ones(2).to("cuda")  # not a loader's batch: left alone
+    x.to(torch.float64)  # not a copy to the GPU: left alone
+    assert asked == [True, True, False, False, False]
+    assert fix.outcome() == (True, "") and fix.copies == 2
+    assert fix.detail == {"loaders_pinned": 1, "loaders_pinned_already": 1, "copies_non_blocking": 2}
 
 
 def test_pinned_refuses_without_a_gpu_and_says_when_nothing_changed(restore_torch):
@@ -77,8 +78,10 @@ def test_pinned_refuses_without_a_gpu_and_says_when_nothing_changed(restore_torc
         PinnedMemory().install(SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False)), FixContext())
     idle = PinnedMemory()
     idle.install(_cuda_torch(torch), FixContext())
-    assert idle.outcome() == (False, "the program made no DataLoader (its copies come from elsewhere: pin those "
-                                     "buffers in the source)")
+    assert idle.outcome() == (
+        False,
+        "the program made no DataLoader (its copies come from elsewhere: pin those buffers in the source)",
+    )
 
 
 def test_batch_doubles_the_loaders_batch_and_refuses_a_batch_sampler(restore_torch):

@@ -19,6 +19,7 @@ from ..analysis.core.autocast_ops import TYPICAL_HOST_FACTOR, pass_ops
 from ..analysis.core.hardware import ratios_label
 from ..analysis.core.host_classes import HostClass
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .math_work import MatrixMathRule, kernel_share, math_by_kernel, ops_phrase
@@ -31,7 +32,7 @@ URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/mixed-precision-tra
 
 
 class AmpNotEnabled(MatrixMathRule):
-    id = "amp_not_enabled"
+    id = RuleId.AMP_NOT_ENABLED
     title = "Matrix math runs in fp32/TF32 where bf16/fp16 autocast applies"
     description = "eligible GEMMs, convolutions and attention run in 32-bit precision instead of 16-bit mixed precision"
     def check(self, ctx: Context) -> Finding | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from ..analysis.measures.overlap import communication_basis, exposed_comm
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -25,7 +26,7 @@ URL = "https://pytorch.org/docs/stable/notes/ddp.html#internal-design"
 
 
 class CommExposed(Rule):
-    id = "comm_exposed"
+    id = RuleId.COMM_EXPOSED
     no_try_fix = (
         "overlapping communication with compute depends on the model's structure (DDP's bucket order, FSDP's prefetch): a source change")
     title = "Communication is not overlapped with compute"

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..analysis.models.replay import CalibrationBasis
+from ..vocabulary.names import RuleId
 from ..vocabulary.severity import SEVERITIES, Severity
 
 __all__ = ["KEYS", "SEVERITIES", "Evidence", "Finding", "Severity", "WhatIf", "cap_severity", "severity_for"]
@@ -106,7 +107,7 @@ class Finding:
     ``symptom``: the finding describes an effect (idle GPU, uneven steps) whose causes have
     findings of their own; it ranks after them."""
 
-    id: str
+    id: RuleId
     title: str
     severity: Severity
     evidence: Evidence
@@ -151,6 +152,7 @@ class Finding:
     def from_record(cls, d: dict[str, Any]) -> Finding:
         """The finding :meth:`to_record` wrote."""
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        fields["id"] = RuleId(d["id"])
         fields["severity"] = Severity(d["severity"])
         fields["evidence"] = Evidence(**d["evidence"])
         fields["what_if"] = WhatIf.from_dict(d["what_if"]) if d.get("what_if") is not None else None

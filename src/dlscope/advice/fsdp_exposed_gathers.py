@@ -40,6 +40,7 @@ from typing import Any
 
 from ..analysis.measures.fsdp import untraced_pass_idle
 from ..analysis.reports import fsdp_units
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import MIN_SAVING_PCT, Rule
@@ -50,7 +51,7 @@ ROOT = "(root)"
 
 
 class FsdpExposedGathers(Rule):
-    id = "fsdp_exposed_gathers"
+    id = RuleId.FSDP_EXPOSED_GATHERS
     no_try_fix = (
         "FSDP's prefetch and wrapping are set where the model is wrapped: a source change")
     title = "FSDP all-gathers are not hidden under compute"

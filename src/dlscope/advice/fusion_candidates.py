@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.measures.kernel_sequences import kernel_sequences
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -32,7 +33,7 @@ URL_CUDA = "https://github.com/facebookresearch/HolisticTraceAnalysis"
 
 
 class FusionCandidates(Rule):
-    id = "fusion_candidates"
+    id = RuleId.FUSION_CANDIDATES
     title = "Chains of small elementwise kernels could be fused"
     description = "frequent sequences of short elementwise/reduction kernels run one after another (torch.compile fuses them)"
     needs = ("kernels",)

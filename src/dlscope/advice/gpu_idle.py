@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.measures.basis import WindowIdle
 from ..analysis.measures.idle_gaps import longest_idle_gaps
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -33,7 +34,7 @@ CAUSES = (("input_ns", "waiting for input", "input_bound"), ("sync_ns", "after a
 
 
 class GpuIdle(Rule):
-    id = "gpu_idle"
+    id = RuleId.GPU_IDLE
     no_try_fix = (
         "a symptom: the fixes of its causes (the findings above it) are what a run can test")
     symptom = True  # an effect: its causes have rules of their own

@@ -19,6 +19,7 @@ from typing import Any
 from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.h2d_copies import h2d_copy_sites
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -30,7 +31,7 @@ URL_CUDA = "https://developer.nvidia.com/blog/how-overlap-data-transfers-cuda-cc
 
 
 class H2dNotOverlapped(Rule):
-    id = "h2d_not_overlapped"
+    id = RuleId.H2D_NOT_OVERLAPPED
     title = "Host-to-device copies do not overlap compute"
     description = "input copies run while the GPU computes nothing, so copy and compute are serialized"
     needs = ("memcpy", "kernels")

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.core.host_state import DATA_LOADING_RE
 from ..analysis.measures.step_variance import most_varying_phase, slow_steps, step_spread
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -31,7 +32,7 @@ URL = "https://pytorch.org/docs/stable/notes/faq.html"
 
 
 class HighStepVariance(Rule):
-    id = "high_step_variance"
+    id = RuleId.HIGH_STEP_VARIANCE
     no_try_fix = ("a symptom of uneven steps: the fixes of their causes are what a run can test")
     judges_untraced = True  # step times / NVML samples of every step
     symptom = True  # an effect: its causes have rules of their own

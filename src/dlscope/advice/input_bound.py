@@ -24,6 +24,7 @@ from ..analysis.measures.input_loading import (
     loading_recorded,
 )
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -40,7 +41,7 @@ TITLE_NO_GPU = "The step waits for input data"
 
 
 class InputBound(Rule):
-    id = "input_bound"
+    id = RuleId.INPUT_BOUND
     title = "The GPU waits for input data"
     description = "the step waits on data loading or preprocessing while the GPU sits idle"
     needs = ("phases",)

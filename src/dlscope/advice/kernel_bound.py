@@ -15,6 +15,7 @@ from typing import Any
 
 from ..analysis.measures.kernel_metrics import profiled_kernels
 from ..analysis.reports.kernel_metrics import LATENCY_PCT
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -36,7 +37,7 @@ ADVICE = {
 
 
 class KernelBound(Rule):
-    id = "kernel_bound"
+    id = RuleId.KERNEL_BOUND
     no_try_fix = (
         "the kernels' own code (Nsight Compute's sections say what limits them): nothing to inject")
     title = "The costliest kernels are limited by memory, compute or latency"

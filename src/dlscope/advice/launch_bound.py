@@ -20,6 +20,7 @@ from ..analysis.core.host_classes import HostClass
 from ..analysis.measures.launches import kernel_launches, passes_host_ms, top_launching_ops
 from ..analysis.models.replay import Fix
 from ..analysis.reports.launch_sum import small_kernel_threshold_ns
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -41,7 +42,7 @@ URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cud
 
 
 class LaunchBound(Rule):
-    id = "launch_bound"
+    id = RuleId.LAUNCH_BOUND
     title = "The host cannot launch kernels as fast as the GPU runs them"
     description = "the GPU idles while the host launches many short kernels"
     needs = ("kernels", "api")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..analysis.measures.layouts import layout_conversions
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -25,7 +26,7 @@ URL_CUDA = "https://docs.nvidia.com/deeplearning/performance/dl-performance-conv
 
 
 class LayoutTransposes(Rule):
-    id = "layout_transposes"
+    id = RuleId.LAYOUT_TRANSPOSES
     title = "Tensors are converted between NCHW and NHWC around convolutions"
     description = "layout-conversion kernels (nchwToNhwc, nhwcToNchw) run around convolutions: channels_last avoids them"
     needs = ("kernels",)

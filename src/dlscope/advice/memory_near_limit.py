@@ -13,6 +13,7 @@ a risk, not yet a cost.
 from __future__ import annotations
 
 from ..analysis.measures.memory_peak import alloc_calls, memory_peak
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import Rule
@@ -26,7 +27,7 @@ URL = "https://pytorch.org/docs/stable/notes/cuda.html#memory-management"
 
 
 class MemoryNearLimit(Rule):
-    id = "memory_near_limit"
+    id = RuleId.MEMORY_NEAR_LIMIT
     no_try_fix = (
         "making room (activation checkpointing, a smaller batch with gradient accumulation) changes the program: a source change")
     judges_untraced = True  # step times / NVML samples of every step

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..analysis.measures.memory_peak import memory_peak
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -34,7 +35,7 @@ URL = "https://pytorch.org/docs/stable/notes/cuda.html#memory-management"
 
 
 class MemoryUnderused(Rule):
-    id = "memory_underused"
+    id = RuleId.MEMORY_UNDERUSED
     title = "GPU memory is mostly unused: a larger batch would fit"
     description = "the memory peak is far below capacity while the GPU is underutilized: a larger batch amortizes per-step costs"
     needs = ("counters",)

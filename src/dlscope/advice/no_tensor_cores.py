@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.core.hardware import ratios_label
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .math_work import (
@@ -37,8 +38,8 @@ URL_CUDA = "https://docs.nvidia.com/cuda/cublas/index.html#cublassetmathmode"
 
 
 class NoTensorCores(MatrixMathRule):
-    id = "no_tensor_cores"
-    alternative_to = "amp_not_enabled"  # 16-bit autocast puts the same kernels on tensor cores
+    id = RuleId.NO_TENSOR_CORES
+    alternative_to = RuleId.AMP_NOT_ENABLED  # 16-bit autocast puts the same kernels on tensor cores
     title = "Matrix math runs on CUDA cores instead of tensor cores"
     description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
     def check(self, ctx: Context) -> Finding | None:

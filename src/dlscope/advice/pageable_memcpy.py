@@ -23,6 +23,7 @@ from typing import Any
 from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.pageable_copies import pageable_copy_ns, pageable_copy_sites
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -34,7 +35,7 @@ URL_CUDA = "https://developer.nvidia.com/blog/how-optimize-data-transfers-cuda-c
 
 
 class PageableMemcpy(Rule):
-    id = "pageable_memcpy"
+    id = RuleId.PAGEABLE_MEMCPY
     title = "Copies from pageable host memory block the host"
     description = "host-device copies use pageable memory, so they block the calling thread and run slower"
     needs = ("memcpy", "api")

@@ -25,6 +25,7 @@ from ..analysis.measures.collectives import (
     small_collectives,
 )
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -36,7 +37,7 @@ URL = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDa
 
 
 class SmallCollectives(Rule):
-    id = "small_collectives"
+    id = RuleId.SMALL_COLLECTIVES
     no_try_fix = (
         "fewer, larger collectives (DDP's bucket_cap_mb, batching all_reduce calls) are set in the program: a source change")
     title = "Many small collectives per step"

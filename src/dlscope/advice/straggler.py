@@ -21,6 +21,7 @@ from ..analysis.core.host_state import DATA_LOADING_RE
 from ..analysis.measures.stragglers import ranks_with_steps, traced_step_selected, traced_stragglers
 from ..analysis.reports.rank_waits import StragglerVerdict, untraced_straggler
 from ..analysis.reports.straggler import OUTSIDE
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import Rule
@@ -40,7 +41,7 @@ CLASS_PHASE = {HostClass.INPUT: "dataloader", HostClass.MODEL: "forward/backward
 
 
 class Straggler(Rule):
-    id = "straggler"
+    id = RuleId.STRAGGLER
     no_try_fix = (
         "one rank or host slower than the others: the machine or the data's split, not a change to the program")
     title = "One rank keeps the others waiting"

@@ -21,6 +21,7 @@ from typing import Any
 from ..analysis.core.host_classes import Blocking
 from ..analysis.measures.host_syncs import sync_sites
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -35,7 +36,7 @@ DATA_DEPENDENT_OPS = ("aten::nonzero", "aten::masked_select", "aten::unique", "a
 
 
 class SyncInStep(Rule):
-    id = "sync_in_step"
+    id = RuleId.SYNC_IN_STEP
     no_try_fix = (
         "a source change: drop the host synchronization the evidence names (.item(), .cpu(), .tolist() on a loss) or move it to the end of the step")
     title = "The host waits for the GPU inside the step"

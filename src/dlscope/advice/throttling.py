@@ -14,6 +14,7 @@ at full clock. Capped by the time the host waited for the GPU when runtime calls
 from __future__ import annotations
 
 from ..analysis.measures.throttling import THROTTLE_BITS, throttle_reasons_sampled, throttling_by_device
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -25,7 +26,7 @@ URL = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.htm
 
 
 class Throttling(Rule):
-    id = "throttling"
+    id = RuleId.THROTTLING
     no_try_fix = ("the GPU's power or thermal limit: the machine, not the program")
     judges_untraced = True  # step times / NVML samples of every step
     title = "The GPU is throttled by a power or thermal limit"

@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..analysis.core.host_classes import HostClass
 from ..analysis.measures.optimizer import optimizer_step, optimizer_step_recorded
 from ..analysis.models.replay import Fix
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
@@ -49,7 +50,7 @@ URL_CUDA = "https://nvidia.github.io/apex/optimizers.html"
 
 
 class UnfusedOptimizer(Rule):
-    id = "unfused_optimizer"
+    id = RuleId.UNFUSED_OPTIMIZER
     title = "The optimizer step runs as many small kernels"
     description = "per-parameter (or per-operation foreach) optimizer kernels where a fused optimizer does one pass"
     needs = ("kernels", "phases", "api")

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
 
     from ..advice.finding import Finding
     from ..analysis.core.context import ProfileData
+    from ..analysis.core.job_end import JobEnd
     from ..analysis.core.summary import Summary
 
 
@@ -41,6 +42,14 @@ def summary_with_advice(data: ProfileData) -> SummaryView:
 
     s = summarize(data)
     return SummaryView(s, advise(data).findings if s.failure is None else [])
+
+
+def job_end(data: ProfileData) -> JobEnd | None:
+    """How the job ended when a rank of it ended abnormally (None otherwise): what ``advise``
+    says before its findings, which cover only the steps every rank completed."""
+    from ..analysis.core.job_end import job_end as ended
+
+    return ended(data)
 
 
 def step_durations(data: ProfileData) -> pa.Table:

@@ -14,15 +14,26 @@ or did not apply is not run again either: more rounds cannot change that."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..vocabulary.names import FixName, RuleId
 
 if TYPE_CHECKING:
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
 
-def fix_names(text: str) -> list[str]:
-    """The fixes ``--fixes`` names ("auto" or names of :data:`capture.fixes.BY_NAME`, comma-separated)."""
+@dataclass(frozen=True)
+class FixChoice:
+    """The fixes ``--fixes`` asks for: ``auto`` (those of the findings that fire) and fixes by name."""
+
+    auto: bool
+    named: tuple[FixName, ...] = ()
+
+
+def fix_names(text: str) -> FixChoice:
+    """``--fixes`` ("auto" or names of :data:`capture.fixes.BY_NAME`, comma-separated) as a choice."""
     from ..capture.fixes import BY_NAME
     from ..errors import UsageError
 
@@ -30,7 +41,7 @@ def fix_names(text: str) -> list[str]:
     unknown = [f for f in asked if f != "auto" and f not in BY_NAME]
     if unknown:
         raise UsageError(f"unknown fix {unknown[0]!r} (known: auto, {', '.join(BY_NAME)})")
-    return asked
+    return FixChoice("auto" in asked, tuple(FixName(f) for f in asked if f != "auto"))
 
 
 # Steps every run leaves out before measuring: the baseline's first run traces steps 1-5 after
@@ -57,7 +68,7 @@ class Trial:
     """The runs of one ``dlscope try``: the baseline's profiled run, the alternations, the
     combined fixes; then the outcomes, written into the first run's profile (``tries``)."""
 
-    def __init__(self, cmd: list[str], out: Path, steps: int, repeat: int | None, asked: list[str], combined: bool,
+    def __init__(self, cmd: list[str], out: Path, steps: int, repeat: int | None, asked: FixChoice, combined: bool,
                  quiet: bool = False, max_rounds: int = DEFAULT_MAX_ROUNDS) -> None:
         from ..analysis.compare.sequential import Plan
 
@@ -86,11 +97,11 @@ class Trial:
         predicted, fired = self._advice(first)
         # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
         self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
-        if "auto" in self.asked:
+        if self.asked.auto:
             names = [f.name for f in FIXES if not f.on_request_only and set(f.rules) & set(fired)]
-            names += [n for n in self.asked if n != "auto" and n not in names]
+            names += [n for n in self.asked.named if n not in names]
         else:
-            names = list(self.asked)
+            names = list(self.asked.named)
         self.say(f"fixes to try: {', '.join(names) or 'none (no finding has a fix dlscope can apply)'}")
         self.rounds_run = self._rounds(["baseline", *names], 0, {n: [n] for n in names})
         base = [r for r in self.runs if r.label == "baseline"]
@@ -202,7 +213,7 @@ class Trial:
         self.runs.append(measured)
         return measured
 
-    def _advice(self, first: Run) -> tuple[dict[str, float], list[str]]:
+    def _advice(self, first: Run) -> tuple[dict[RuleId, float], list[RuleId]]:
         """The first run's findings: saving per rule (%), and the rules that fired."""
         from ..analysis.core.context import ProfileData
         from .advise import advise
@@ -225,6 +236,6 @@ class Trial:
         replace_table(path, load_meta(path / "meta.json"), "tries", tries_table(outcomes))
 
 
-def _predicted(predicted: dict[str, float], rules: tuple[str, ...]) -> float | None:
+def _predicted(predicted: dict[RuleId, float], rules: tuple[RuleId, ...]) -> float | None:
     got = [predicted[r] for r in rules if r in predicted]
     return max(got) if got else None

@@ -158,6 +158,9 @@ class AppRecorder:
         self.recording = True
         self.step_count = 0  # boundaries so far (of the source in use) = index of the running step
         self.explicit_steps = False  # the program calls step() itself
+        # also told every boundary as it happens, (source, tid, t): the session's step ledger,
+        # which outlives a SIGKILL (store.spool.StepLedgerWriter)
+        self.on_step: Callable[[int, int, int], None] | None = None
 
     # ---- names -------------------------------------------------------------------------------
     def intern(self, name: str) -> int:
@@ -209,7 +212,10 @@ class AppRecorder:
         Both kinds are spooled with their source; finalize uses explicit steps when there are
         any. Live decisions (the step window) follow the same rule: the first explicit step()
         restarts the count."""
-        self._steps.append((source, threading.get_native_id(), self.clock()))
+        boundary = (source, threading.get_native_id(), self.clock())
+        self._steps.append(boundary)
+        if self.on_step is not None:
+            self.on_step(*boundary)
         if source == spool.STEP_EXPLICIT:
             if not self.explicit_steps:
                 self.explicit_steps = True

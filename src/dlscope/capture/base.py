@@ -148,3 +148,4 @@ class DecodeContext:
     frameworks: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # decode stage -> seconds
     steps_completed: int = 0  # step boundaries the process recorded, those outside --steps included
+    last_step_ns: int | None = None  # when its last step ended (epoch ns)

@@ -16,7 +16,13 @@ def start_from_env(cfg_text: str) -> None:
     cfg = json.loads(cfg_text)
     argv = distributed.command_line()
     if distributed.is_launcher(argv):
+        from .child_exits import watch
+
+        watch(cfg["profile_dir"])  # it records nothing, but says how each rank ended
         return
+    from .child_exits import watch_multiprocessing
+
+    watch_multiprocessing(cfg["profile_dir"])  # the ranks torch.multiprocessing.spawn starts
     if distributed.is_spawned_child(argv):
         distributed.on_process_group(lambda rank, world: _start(cfg, (rank, world)))
         return

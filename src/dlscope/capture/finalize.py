@@ -10,6 +10,7 @@ and the builder writes the tables.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,12 +22,13 @@ import pyarrow as pa
 from ..errors import InputError
 from ..store import spool
 from ..store.build import ProfileBuilder
-from ..store.meta import CollectorStatus, Meta, RunEnd
+from ..store.meta import CollectorStatus, Meta, RankEnd, RunEnd
 from ..store.writer import remove_spool
 from ..vocabulary.version import __version__
 from . import COLLECTORS
 from .base import DecodeContext
 from .batch_size import GIVEN
+from .child_exits import exit_status, read_exit
 from .forward_passes import merge_forward_calls
 from .schedule import Action, StepSchedule
 from .torch_hooks import HOOK_PREFIX, HOOK_SOURCE, TorchPhaseHooks
@@ -140,11 +142,14 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
         })
         out["phases"] = pa.concat_tables([out["phases"], marks], promote_options="default") if "phases" in out else marks
     st = [b for b in blocks if b.kind == spool.STEP]
+    if end_info is None:  # killed: its ledger has the steps it completed after its last flush
+        st = ledger_steps(spool_dir, ctx, st)
     explicit = [b for b in st if b.a == spool.STEP_EXPLICIT]
     st = explicit or st  # steps the program marked itself win over optimizer steps
     if st:
         bounds = np.sort(np.concatenate([b.values for b in st]).astype(np.int64)) + off
         ctx.steps_completed = len(bounds)
+        ctx.last_step_ns = int(bounds[-1])
         step_tid = st[0].b
         source = spool.STEP_SOURCES.get(st[0].a, "dlscope")
         sched_d = ctx.session.get("schedule") or {}
@@ -162,6 +167,30 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
             "warmup": pa.array([a is Action.WARMUP for a, k in zip(actions, keep) if k], pa.bool_()),
         })
     return out
+
+
+def ledger_steps(spool_dir: Path, ctx: DecodeContext, spooled: list[spool.Block]) -> list[spool.Block]:
+    """The step boundaries of a process that did not stop cleanly: those of its step ledger
+    (``PID.steps.spool``, written as each step ended) where it holds more than the events spool,
+    whose last flush came up to a second before the kill."""
+    path = spool_dir / f"{ctx.pid}.steps.spool"
+    try:
+        ledger = [b for b in spool.read_event_blocks(path)[0] if b.kind == spool.STEP]
+    except (OSError, ValueError):  # none (a recording of an older dlscope), or damaged: the spool's
+        return spooled
+    n_ledger, n_spooled = _boundaries(ledger), _boundaries(spooled)
+    if n_ledger <= n_spooled:
+        return spooled
+    more = n_ledger - n_spooled
+    ctx.notes.append(f"process {ctx.pid}: {more} step{'s' if more != 1 else ''} after its last flush kept from its "
+                     "step ledger (its phases and other events end at that flush)")
+    return ledger
+
+
+def _boundaries(blocks: list[spool.Block]) -> int:
+    """Step boundaries of the kind decode_app uses: explicit ones where there are any."""
+    explicit = [b for b in blocks if b.a == spool.STEP_EXPLICIT]
+    return sum(len(b.values) for b in explicit or blocks)
 
 
 TRACE_DOMAIN = "trace"
@@ -249,6 +278,25 @@ def _device_of(kernels: pa.Table | None, session: dict[str, Any]) -> int | None:
     return dev
 
 
+def rank_end(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | None) -> RankEnd:
+    """How one rank ended: its launcher's record of its exit (:mod:`.child_exits`) where there is
+    one, else what the rank wrote when it stopped (a SIGTERM it handled says so); a rank that
+    wrote nothing was killed, and its time is that of its last step boundary."""
+    end = RankEnd(rank=ctx.rank, pid=ctx.pid, clean_stop=end_info is not None, steps_completed=ctx.steps_completed)
+    seen = read_exit(spool_dir, ctx.pid)
+    if seen is not None:
+        rc, end.end_ns = seen
+        end.exit_code, end.signal = exit_status(rc), (-rc if rc < 0 else None)
+    elif end_info is not None:
+        end.end_ns = int(end_info.get("end_ns") or 0) or None
+        if end_info.get("reason") == "SIGTERM":  # it stopped its recording, then died of the signal again
+            end.signal = int(signal.SIGTERM)
+            end.exit_code = exit_status(-end.signal)
+    else:
+        end.end_ns = ctx.last_step_ns
+    return end
+
+
 def counters_to_ranks(counters: pa.Table, rank_devices: dict[int, int]) -> pa.Table:
     """Give each GPU's counter rows (sampled once per host by the dlscope parent) the rank that
     used that GPU; GPUs no rank used keep the parent's rank."""
@@ -282,6 +330,7 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
                     default=0)
     rank_devices: dict[int, int] = {}
     steps_completed = 0
+    rank_ends: list[RankEnd] = []
     host_tables: list[tuple[int, dict[str, pa.Table]]] = []
     for pid in pids:
         session = sessions[pid]
@@ -309,6 +358,8 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         tables = decode_app(spool_dir, ctx, end_info)
         meta.timed("decode.app", time.perf_counter() - t0)
         steps_completed = max(steps_completed, ctx.steps_completed)
+        if session.get("rank_source") in RANKED and session.get("owner") != "cli-parent":
+            rank_ends.append(rank_end(spool_dir, ctx, end_info))
         if not_a_rank:
             # a process of the job that never had a rank (mp.spawn's parent): its phases are kept,
             # its steps and detail would collide with rank 0's
@@ -369,7 +420,8 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     meta.ranks = sorted(ranks) or [0]
     meta.exit_code = exit_code
     if run_end is not None:
-        meta.run_end = replace(run_end, steps_completed=steps_completed)
+        meta.run_end = replace(run_end, steps_completed=steps_completed,
+                               ranks=sorted(rank_ends, key=lambda r: (r.rank, r.pid)) if distributed_job else [])
         meta.exit_code = run_end.exit_code
     if command is not None:
         meta.command = command

@@ -150,7 +150,7 @@ class FixInjector(Collector):
             h.remove()
         for owner, attr, orig in reversed(self._restore):
             setattr(owner, attr, orig)
-        status = {}
+        status: dict[str, dict[str, object]] = {}
         for fix in self.fixes:
             try:
                 applied, why = fix.outcome()

@@ -21,6 +21,7 @@ from typing import IO, TextIO
 from ..errors import UsageError
 from ..store.meta import RunEnd
 from .base import Settings
+from .child_exits import exit_status as exit_status  # used by the profile and try use cases
 from .session import Session
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
@@ -160,11 +161,6 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
             live.stop()
         parent.stop("exit")
     return rc
-
-
-def exit_status(rc: int) -> int:
-    """The shell's convention: a program killed by signal N exits 128 + N."""
-    return 128 - rc if rc < 0 else rc
 
 
 def run_end(rc: int, tail: StderrTail | None) -> RunEnd:

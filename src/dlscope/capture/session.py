@@ -81,6 +81,7 @@ class Session:
         self._flusher: threading.Thread | None = None
         self._events: spool.EventSpoolWriter | None = None
         self._strings: spool.StringSpoolWriter | None = None
+        self._ledger: spool.StepLedgerWriter | None = None
         self._prev_sigterm: Any = None
         self.cupti_owner: str | None = None
         self._cupti_lock = threading.Lock()
@@ -94,6 +95,9 @@ class Session:
         self.start_ns = self.offset.to_epoch(self.clock())
         self._events = spool.EventSpoolWriter(self.spool_dir / f"{self.pid}.events.spool")
         self._strings = spool.StringSpoolWriter(self.spool_dir / f"{self.pid}.strings.jsonl")
+        if self.owner != "cli-parent":  # the parent marks no steps
+            self._ledger = spool.StepLedgerWriter(self.spool_dir / f"{self.pid}.steps.spool")
+            self.recorder.on_step = self._ledger.write
         spool.write_json_atomic(self.spool_dir / f"{self.pid}.session.json", self._session_info())
         self.recorder.set_recording(self.owner == "cli-parent" or self.schedule.action(0) is not Action.SKIP)
         self.started = True
@@ -186,9 +190,10 @@ class Session:
             "frameworks": _framework_versions(),
         }
         spool.write_json_atomic(self.spool_dir / f"{self.pid}.end.json", end)
-        for w in (self._events, self._strings):
+        for w in (self._events, self._strings, self._ledger):
             if w is not None:
                 w.close()
+        self.recorder.on_step = None
         if self in _active_sessions:
             _active_sessions.remove(self)
         self._restore_sigterm()
@@ -295,6 +300,8 @@ class Session:
         self.collectors = []
         self.recorder.set_recording(False)
         self._events = self._strings = None
+        self.recorder.on_step = None  # the parent's ledger is not this process's (its descriptor stays open: the parent's)
+        self._ledger = None
 
 
 def _framework_versions() -> dict[str, str]:

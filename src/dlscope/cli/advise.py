@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from .base import Command
 from .common import add_selection, open_for_analysis, selection_from
@@ -34,12 +35,19 @@ class AdviseCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..application.advise import advise
+        from ..application.summary import job_end
         from ..render.findings import render_findings, render_what_if
-        from ..render.terminal import console
+        from ..render.terminal import console, render_job_end
 
         data = open_for_analysis(args.profile, selection_from(args))
         result = advise(data)
+        ended = job_end(data)
         out = console()
+        if ended is not None and args.format == "json":  # the JSON stays a list of findings
+            sys.stderr.write(f"dlscope: {ended.line}\n")
+        elif ended is not None:
+            render_job_end(ended, out)
+            out.print()
         if args.format == "json":
             out.file.write(json.dumps([f.as_dict() for f in result.findings], indent=1, default=str) + "\n")
             return 0

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.core.headline import Headline
+from ..analysis.core.job_end import JobEnd
 from ..analysis.core.summary import Summary
 
 
@@ -68,6 +69,16 @@ def _device_lines(devices: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def render_job_end(end: JobEnd, out: Console) -> None:
+    """The abnormal end of a job: the line, then how each rank ended (the first to end first)."""
+    out.print(f"  [bold]{escape(end.line)}[/bold]")
+    for line in end.rank_lines():
+        out.print(f"    {escape(line)}")
+    if end.excluded_steps:
+        out.print(f"    left out: step{'s' if len(end.excluded_steps) > 1 else ''} {_ranges(end.excluded_steps)}, "
+                  "not completed by every rank")
+
+
 def render_summary(s: Summary, out: Console) -> None:
     out.print(f"[bold]dlscope summary[/bold]  {s.profile}")
     if s.failure is not None:  # first, and alone: steps, phases and layers would only mislead
@@ -80,6 +91,8 @@ def render_summary(s: Summary, out: Console) -> None:
     out.print(line)
     for line in _device_lines(s.devices):
         out.print(line)
+    if s.job_end is not None and s.failure is None:
+        render_job_end(s.job_end, out)
     if s.failure is not None:
         for note in s.notes:
             out.print(f"  note: {note}")

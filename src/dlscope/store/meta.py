@@ -23,19 +23,44 @@ class CollectorStatus:
 
 
 @dataclass
+class RankEnd:
+    """How one rank of a distributed job ended. ``exit_code``/``signal`` as the launcher that
+    waited for it saw them (torchrun's agent: ``capture.child_exits``), else what the rank itself
+    wrote when it stopped (a SIGTERM it handled); both None when nothing saw it end (a rank
+    SIGKILLed under a launcher dlscope does not watch)."""
+
+    rank: int
+    pid: int
+    exit_code: int | None = None  # the shell's convention: 128 + N when killed by signal N
+    signal: int | None = None
+    clean_stop: bool = True  # the rank stopped its recording itself (False: killed, its data ends at the kill)
+    end_ns: int | None = None  # when it ended (Unix epoch ns): as its launcher saw it, else its own last word
+    steps_completed: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.exit_code) or self.signal is not None or not self.clean_stop
+
+
+@dataclass
 class RunEnd:
     """How the profiled program ended, as the process that waited for it saw it (the
-    ``dlscope profile`` parent): one record per run. A later profile of a distributed job keeps one
-    per rank, so that a rank that died says how."""
+    ``dlscope profile`` parent): one record per run. A distributed job's record also says how
+    each rank ended (``ranks``), so that a rank that died says how, when, and after which step."""
 
     exit_code: int | None = None  # the shell's convention: 128 + N when killed by signal N
     signal: int | None = None  # the signal that killed it, if one did
     last_stderr_line: str = ""  # the last non-empty line the program wrote to stderr (its error, mostly)
     steps_completed: int = 0  # steps the program finished (prof.step() calls, or optimizer steps)
+    ranks: list[RankEnd] = field(default_factory=list)  # a distributed job's ranks, by rank (else empty)
 
     @property
     def failed(self) -> bool:
-        return bool(self.exit_code) or self.signal is not None
+        return bool(self.exit_code) or self.signal is not None or bool(self.failed_ranks)
+
+    @property
+    def failed_ranks(self) -> list[RankEnd]:
+        return [r for r in self.ranks if r.failed]
 
     @property
     def failed_before_first_step(self) -> bool:
@@ -90,7 +115,10 @@ class Meta:
             for k, v in (d.get("collectors") or {}).items()
         }
         if isinstance(d.get("run_end"), dict):
-            kwargs["run_end"] = RunEnd(**{k: v for k, v in d["run_end"].items() if k in RUN_END_TYPES})
+            end = {k: v for k, v in d["run_end"].items() if k in RUN_END_TYPES}
+            end["ranks"] = [RankEnd(**{k: v for k, v in r.items() if k in RANK_END_TYPES})
+                            for r in end.get("ranks") or []]
+            kwargs["run_end"] = RunEnd(**end)
         devices = kwargs.pop("devices", None) or []
         for name in ("start_ns", "end_ns"):  # a time the row rule would call malformed is unknown
             v = kwargs.get(name)
@@ -195,7 +223,10 @@ DEVICE_TYPES = {"rank": "int?", "index": "int", "nvml_index": "int?", "name": "s
                 "sms": "int?", "compute_capability": "str?", "uuid": "str?", "host": "str?", "source": "str?",
                 "pci_bus_id": "str?", "driver": "str?", "cuda_driver": "str?", "gpm": "bool?"}
 COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
-RUN_END_TYPES = {"exit_code": "int?", "signal": "int?", "last_stderr_line": "str", "steps_completed": "int"}
+RUN_END_TYPES = {"exit_code": "int?", "signal": "int?", "last_stderr_line": "str", "steps_completed": "int",
+                 "ranks": "list[dict]"}
+RANK_END_TYPES = {"rank": "int", "pid": "int", "exit_code": "int?", "signal": "int?", "clean_stop": "bool",
+                  "end_ns": "int?", "steps_completed": "int"}
 
 
 def shape_problem(raw: dict[str, Any]) -> str | None:
@@ -216,4 +247,10 @@ def shape_problem(raw: dict[str, Any]) -> str | None:
     for key, kind in RUN_END_TYPES.items():
         if key in end and not _is(end[key], kind):
             return wrong(f"run_end.{key}", end[key], kind)
+    for i, rank in enumerate(end.get("ranks") or []):
+        for key, kind in RANK_END_TYPES.items():
+            if key in rank and not _is(rank[key], kind):
+                return wrong(f"run_end.ranks[{i}].{key}", rank[key], kind)
+        if not {"rank", "pid"} <= set(rank):
+            return f"run_end.ranks[{i}] has no rank or pid"
     return None

@@ -7,6 +7,10 @@ files there, named after its pid, so that forked or spawned processes never shar
 * ``PID.events.spool``   append-only blocks of int64 values (below).
 * ``PID.strings.jsonl``  interned names, one ``[id, "value"]`` line each, appended.
 * ``PID.end.json``       written at a clean stop; its absence means the process died.
+* ``PID.steps.spool``    every step boundary as it happens (:class:`StepLedgerWriter`): what a
+  killed process completed, to the step, where its events spool ends at its last flush.
+* ``PID.exit.json``      how the process ended, written by the launcher that waited for it
+  (``capture.child_exits``): its return code and when it was seen.
 * other collectors' files (``PID.torch.json`` ...), each read by that collector's decoder.
 
 Block format of ``*.events.spool``: the magic ``DLSPOOL1`` then blocks of
@@ -29,6 +33,7 @@ from typing import Any
 
 MAGIC = b"DLSPOOL1"
 _HEADER = struct.Struct("<4q")
+_VALUE = struct.Struct("<q")
 
 # Block kinds of *.events.spool.
 PHASE = 1  # a = name_id, b = tid; values: +monotonic ns at enter, -monotonic ns at exit
@@ -79,6 +84,33 @@ class EventSpoolWriter:
 
     def close(self) -> None:
         self._f.close()
+
+
+class StepLedgerWriter:
+    """Appends each step boundary to ``PID.steps.spool`` the moment it happens: one STEP block of
+    one value per boundary, in the events spool's format, with one unbuffered ``write`` (a few
+    microseconds). The data a process wrote survives its SIGKILL in the page cache, so a killed
+    process's steps are known up to the kill, where its events spool ends at its last flush
+    (about a second before). Safe from any thread: each boundary is one ``O_APPEND`` write."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if os.fstat(self._fd).st_size == 0:
+            os.write(self._fd, MAGIC)
+
+    def write(self, source: int, tid: int, t: int) -> None:
+        fd = self._fd
+        if fd is not None:
+            try:
+                os.write(fd, _HEADER.pack(STEP, source, tid, 1) + _VALUE.pack(t))
+            except OSError:  # disk full, or closed under us: the events spool still has the steps
+                self._fd = None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class StringSpoolWriter:

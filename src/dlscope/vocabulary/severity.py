@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import enum
+from .names import Name
 
 
-class Severity(str, enum.Enum):
+class Severity(Name):
     """A finding's severity. A str enum: JSON and text show its value ("critical"), and it compares
     equal to that string, so profiles' and reports' JSON keep their form."""
 
@@ -14,12 +14,6 @@ class Severity(str, enum.Enum):
     MEDIUM = "medium"
     LOW = "low"
     INFO = "info"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     @property
     def rank(self) -> int:

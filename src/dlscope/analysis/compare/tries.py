@@ -189,23 +189,6 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
     return out
 
 
-def samples_factor(name: str, fixed: list[Run]) -> float:
-    """How many times the baseline's samples a step of fix ``name`` holds (its detail's
-    ``samples_factor``; 1 but for a fix that grows the batch, compared per sample)."""
-    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
-    return float((info.get("detail") or {}).get("samples_factor") or 1.0)
-
-
-def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
-    """The plan's look at these rounds' (baseline, fixed) medians; None under two rounds. Rounds
-    the plan does not look at (a fixed plan cut short by Ctrl-C) are tested alone, at ``alpha``."""
-    if len(pairs) < 2:
-        return None
-    if len(pairs) not in plan.looks:
-        plan = Plan(len(pairs), len(pairs), plan.alpha, plan.margin_pct)
-    return look(plan, [x for x, _ in pairs], [y for _, y in pairs])
-
-
 # How close the ratio of the losses must come to the batch factor to say the loss is a sum over samples.
 LOSS_SCALE_TOLERANCE = 0.2
 
@@ -223,6 +206,23 @@ def loss_scale(base: list[Run], fixed: list[Run], factor: float) -> str:
         return ""
     return (f"the loss grew {ratio:.2f}x with the {factor:g}x batch: it sums its samples, so the gradient grew "
             f"as well; divide the loss by the batch (a mean) or the learning rate by {factor:g} when you make the change")
+
+
+def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
+    """The plan's look at these rounds' (baseline, fixed) medians; None under two rounds. Rounds
+    the plan does not look at (a fixed plan cut short by Ctrl-C) are tested alone, at ``alpha``."""
+    if len(pairs) < 2:
+        return None
+    if len(pairs) not in plan.looks:
+        plan = Plan(len(pairs), len(pairs), plan.alpha, plan.margin_pct)
+    return look(plan, [x for x, _ in pairs], [y for _, y in pairs])
+
+
+def samples_factor(name: str, fixed: list[Run]) -> float:
+    """How many times the samples of a step fix ``name`` made its runs process (its detail's
+    ``samples_factor``: a larger batch), 1 for the others: the runs are compared per sample."""
+    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
+    return float((info.get("detail") or {}).get("samples_factor") or 1.0)
 
 
 def round_pairs(base: list[Run], fixed: list[Run], per_sample: float = 1.0) -> list[tuple[float, float]]:

@@ -73,6 +73,8 @@ class ProfileData:
         self._computed: dict[str, Any] = {}
         self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
+        # steps left out because not every rank completed them (a rank of the job died)
+        self.incomplete_excluded: list[int] = []
         # the analysis commands; an export reads every row once, streaming (and turns a damaged
         # file into one line itself: cli/export.py)
         in_memory = statistics and self._fits_in_memory()
@@ -167,7 +169,24 @@ class ProfileData:
             cond.append(f"step >= {int(sel.iter_start)}")
         if sel.iter_stop is not None:
             cond.append(f"step <= {int(sel.iter_stop)}")
+        common = self._common_steps_sql()
+        if common:
+            cond.append(common)
         self.con.execute(f"CREATE OR REPLACE VIEW sel_steps AS SELECT * FROM steps WHERE {' AND '.join(cond)}")
+
+    def _common_steps_sql(self) -> str | None:
+        """Where a rank of the job ended abnormally (``meta.run_end``), the condition that keeps
+        only the steps every rank completed: the survivors' steps after the death (or the step
+        a rank died in, which the others finished) would be measured against a job that no
+        longer ran whole. Those left out go in ``incomplete_excluded``."""
+        end = self.meta.run_end
+        if end is None or not end.failed_ranks:
+            return None
+        n_ranks = len({r.rank for r in end.ranks})
+        cond = (f"step IN (SELECT step FROM steps GROUP BY step HAVING count(DISTINCT rank) >= {n_ranks})")
+        self.incomplete_excluded = [r[0] for r in self.con.execute(
+            f"SELECT DISTINCT step FROM steps WHERE NOT ({cond}) ORDER BY 1").fetchall()]
+        return cond
 
     # ---- query helpers -----------------------------------------------------------------------
     def table(self, sql: str, params: list[Any] | None = None) -> pa.Table:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,6 +9,7 @@ from ...store.meta import RunEnd
 from ..reports.gpu_metrics import headline as gpu_headline
 from .context import ProfileData
 from .headline import Headline, headline
+from .job_end import JobEnd, how_ended, job_end
 from .layers import LayerStatus, layer_status
 from .phases import PhaseRow, phase_breakdown, wall_ns
 from .steps import StepStats, step_stats
@@ -36,6 +36,8 @@ class Summary:
     run_end: RunEnd | None = None
     # the program failed before its first step: this line is the whole story (no steps, no rules)
     failure: str | None = None
+    # a rank of the distributed job ended abnormally: which, how, when, and the steps analysed
+    job_end: JobEnd | None = None
 
     def as_dict(self) -> dict[str, Any]:
         if self.failure is not None:
@@ -51,7 +53,7 @@ class Summary:
             "devices": self.devices, "selection": self.selection, "notes": self.notes,
             "gpu": self.gpu, "unavailable": self.unavailable,
             "headline": self.headline.as_dict() if self.headline else None,
-        }
+        } | ({"job_end": self.job_end.as_dict()} if self.job_end is not None else {})
 
 
 def distinct_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -77,14 +79,7 @@ def failure_line(end: RunEnd | None, steps: StepStats) -> str | None:
     did (no step recorded, none found by --key-node either), else None."""
     if end is None or not end.failed_before_first_step or steps.total_steps:
         return None
-    if end.signal is not None:
-        try:
-            how = f"killed by signal {end.signal} ({signal.Signals(end.signal).name})"
-        except ValueError:
-            how = f"killed by signal {end.signal}"
-    else:
-        how = f"exit code {end.exit_code}"
-    return f"the program failed before its first step: {how}" + (
+    return f"the program failed before its first step: {how_ended(end.exit_code, end.signal)}" + (
         f": {end.last_stderr_line}" if end.last_stderr_line else "")
 
 
@@ -96,5 +91,5 @@ def summarize(data: ProfileData) -> Summary:
         exit_code=m.exit_code, steps=steps, phases=phase_breakdown(data),
         layers=layer_status(data), devices=distinct_devices(m.devices), selection=data.selection.describe(),
         notes=list(m.notes), gpu=gpu_headline(data), unavailable=unavailable_lines(m), headline=headline(data),
-        run_end=m.run_end, failure=failure_line(m.run_end, steps),
+        run_end=m.run_end, failure=failure_line(m.run_end, steps), job_end=job_end(data),
     )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, ClassVar
 
+from ...vocabulary.names import FixName, RuleId
+
 
 class NotApplicable(Exception):
     """The fix cannot apply to this program; the message says why."""
@@ -31,8 +33,8 @@ class FixContext:
 
 
 class InjectedFix:
-    name: ClassVar[str] = ""
-    rules: ClassVar[tuple[str, ...]] = ()   # the advice rules whose change this is
+    name: ClassVar[FixName]
+    rules: ClassVar[tuple[RuleId, ...]] = ()   # the advice rules whose change this is
     describe: ClassVar[str] = ""
     changes_precision: ClassVar[bool] = False
     on_request_only: ClassVar[bool] = False  # slow to start (torch.compile): only when named

@@ -13,6 +13,7 @@ import inspect
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix
 
 # Twice the batch: the first step memory_underused predicts (its wave model goes to 4x), and the one
@@ -21,8 +22,8 @@ FACTOR = 2
 
 
 class LargerBatch(InjectedFix):
-    name = "batch"
-    rules = ("memory_underused",)
+    name = FixName.BATCH
+    rules = (RuleId.MEMORY_UNDERUSED,)
     describe = f"DataLoader(batch_size={FACTOR}x the program's), compared per sample"
 
     def __init__(self) -> None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix, NotApplicable
 
 
 class Bf16Autocast(InjectedFix):
-    name = "bf16"
-    rules = ("amp_not_enabled",)
+    name = FixName.BF16
+    rules = (RuleId.AMP_NOT_ENABLED,)
     describe = "torch.autocast('cuda', dtype=torch.bfloat16) around each step's forward pass and loss"
     changes_precision = True
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix
 
 
 class ChannelsLast(InjectedFix):
-    name = "channels_last"
-    rules = ("layout_transposes",)
+    name = FixName.CHANNELS_LAST
+    rules = (RuleId.LAYOUT_TRANSPOSES,)
     describe = "model and 4-D inputs in torch.channels_last"
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any, ClassVar
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix
 
 
 class Compile(InjectedFix):
-    name = "compile"
-    rules: ClassVar[tuple[str, ...]] = ("launch_bound", "fusion_candidates")
+    name = FixName.COMPILE
+    rules: ClassVar[tuple[RuleId, ...]] = (RuleId.LAUNCH_BOUND, RuleId.FUSION_CANDIDATES)
     describe = "torch.compile of the outermost module's forward"
     on_request_only = True
     mode: str | None = None  # torch.compile's mode

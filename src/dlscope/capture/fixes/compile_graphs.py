@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ...vocabulary.names import FixName, RuleId
 from .compile import Compile
 
 
 class CompileGraphs(Compile):
-    name = "compile_graphs"
-    rules: ClassVar[tuple[str, ...]] = ("launch_bound",)
+    name = FixName.COMPILE_GRAPHS
+    rules: ClassVar[tuple[RuleId, ...]] = (RuleId.LAUNCH_BOUND,)
     describe = "torch.compile(mode='reduce-overhead') of the outermost module's forward (CUDA graphs)"
     mode = "reduce-overhead"

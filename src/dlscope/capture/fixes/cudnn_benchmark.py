@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ...vocabulary.names import FixName
 from .base import FixContext, InjectedFix, NotApplicable
 
 
 class CudnnBenchmark(InjectedFix):
-    name = "cudnn_benchmark"
+    name = FixName.CUDNN_BENCHMARK
     rules = ()
     describe = "torch.backends.cudnn.benchmark = True"
 

@@ -7,14 +7,15 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix
 
 FUSED = ("Adam", "AdamW", "SGD")
 
 
 class FusedOptimizer(InjectedFix):
-    name = "fused_opt"
-    rules = ("unfused_optimizer",)
+    name = FixName.FUSED_OPT
+    rules = (RuleId.UNFUSED_OPTIMIZER,)
     describe = "torch.optim.Adam/AdamW/SGD(..., fused=True) for CUDA parameters"
 
     def __init__(self) -> None:

@@ -4,7 +4,9 @@ copies of the batches they pin made ``non_blocking``.
 A copy from pageable memory is staged by the driver through a pinned buffer and the host waits for it
 (CUDA C++ Programming Guide, "Page-Locked Host Memory"; PyTorch's "Use pinned memory buffers" note).
 From pinned memory the copy is a DMA the host does not wait for, when asked: ``tensor.to(device,
-non_blocking=True)``. Only the batches the loader pinned are made non-blocking: the loader's pin
+non_blocking=True)``, also where the program wrote ``non_blocking=False`` (a parametrised training
+script's default, not a need: the GPU's stream orders the copy before the kernels that read it). Only
+the batches the loader pinned are made non-blocking: the loader's pin
 thread fills a new pinned tensor for every batch, so nothing the program writes can race the copy,
 which a pinned buffer the program reuses could.
 """
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix, NotApplicable
 
 
@@ -33,14 +36,14 @@ def _tensors(batch: Any) -> list[Any]:
 
 
 class PinnedMemory(InjectedFix):
-    name = "pinned"
-    rules = ("pageable_memcpy", "h2d_not_overlapped")
+    name = FixName.PINNED
+    rules = (RuleId.PAGEABLE_MEMCPY, RuleId.H2D_NOT_OVERLAPPED)
     describe = "DataLoader(pin_memory=True), and the copies of the batches it pins made non_blocking"
 
     def __init__(self) -> None:
         super().__init__()
-        self.loaders = 0      # loaders given pin_memory=True
-        self.copies = 0       # copies of pinned batches made non-blocking
+        self.loaders = 0  # loaders given pin_memory=True
+        self.copies = 0  # copies of pinned batches made non-blocking
         self.pinned_already = 0
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
@@ -60,6 +63,7 @@ class PinnedMemory(InjectedFix):
         def loader_pinned(t: Any) -> bool:
             r = pinned_batches.get(id(t))
             return r is not None and r() is t
+
         orig_init = DataLoader.__init__
         sig = inspect.signature(orig_init)
 
@@ -95,20 +99,21 @@ class PinnedMemory(InjectedFix):
 
         @functools.wraps(orig_to)
         def to(t: Any, *args: Any, **kwargs: Any) -> Any:
-            if "non_blocking" not in kwargs and loader_pinned(t):
+            # (flags given by position, .to(device, dtype, False), are left as written)
+            if loader_pinned(t) and not any(isinstance(a, bool) for a in args):
                 device, _, non_blocking, _ = parse_to(*args, **kwargs)
                 if device is not None and device.type == "cuda" and not non_blocking:
                     fix.copies += 1
-                    return orig_to(t, *args, **kwargs, non_blocking=True)
+                    kwargs["non_blocking"] = True
             return orig_to(t, *args, **kwargs)
 
         orig_cuda = torch.Tensor.cuda
 
         @functools.wraps(orig_cuda)
         def cuda(t: Any, *args: Any, **kwargs: Any) -> Any:
-            if "non_blocking" not in kwargs and len(args) < 2 and loader_pinned(t):
+            if loader_pinned(t) and not kwargs.get("non_blocking") and len(args) < 2:
                 fix.copies += 1
-                return orig_cuda(t, *args, **kwargs, non_blocking=True)
+                kwargs["non_blocking"] = True
             return orig_cuda(t, *args, **kwargs)
 
         DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
@@ -118,8 +123,11 @@ class PinnedMemory(InjectedFix):
 
     def outcome(self) -> tuple[bool, str]:
         self.changed = self.loaders + self.copies
-        self.detail = {"loaders_pinned": self.loaders, "loaders_pinned_already": self.pinned_already,
-                       "copies_non_blocking": self.copies}
+        self.detail = {
+            "loaders_pinned": self.loaders,
+            "loaders_pinned_already": self.pinned_already,
+            "copies_non_blocking": self.copies,
+        }
         self.applied_as = f"{self.loaders} loader(s) pinned, {self.copies} copies non-blocking"
         if self.changed:
             return True, ""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix, NotApplicable
 
 
 class Tf32(InjectedFix):
-    name = "tf32"
-    rules = ("no_tensor_cores",)
+    name = FixName.TF32
+    rules = (RuleId.NO_TENSOR_CORES,)
     describe = "fp32 matrix math on TF32 tensor cores (torch.set_float32_matmul_precision('high'))"
     changes_precision = True
 

@@ -10,6 +10,7 @@ import os
 from types import ModuleType
 from typing import Any
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix
 
 # Workers per loader. Not the cores: a worker waiting on a file, the network or a sleep is a
@@ -52,8 +53,8 @@ def choose_workers(cpus: int, predicted_saving_pct: float | None) -> tuple[int, 
 
 
 class DataLoaderWorkers(InjectedFix):
-    name = "workers"
-    rules = ("input_bound",)
+    name = FixName.WORKERS
+    rules = (RuleId.INPUT_BOUND,)
     describe = "DataLoader(num_workers=N, pin_memory=True, persistent_workers=True) for loaders without workers"
 
     def __init__(self) -> None:
