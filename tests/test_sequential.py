@@ -153,11 +153,12 @@ def test_boundaries_against_independent_computations():
 
 # ---- Trial's rounds, with runs faked --------------------------------------------------------------
 FACTORS = {"baseline": 1.0, "bf16": 0.6, "tf32": 0.8, "channels_last": 1.0, "cudnn_benchmark": 1.0,
-           "combined": 0.5}
-NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25}
+           "combined": 0.5, "batch": 1.9}  # batch: twice the samples a step, 0.95x the time per sample
+NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25, "batch": 0.05}
 
 
-def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6):
+def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6,
+                asked: str = "bf16,tf32,channels_last,cudnn_benchmark"):
     from dlscope.application.try_fixes import Trial, fix_names
 
     rng = np.random.default_rng(1)
@@ -165,15 +166,15 @@ def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int
     def run(self, label, rnd, fixes, traced=False):
         noise = NOISE.get(label, 0.01)
         median = 100.0 * (1 + 0.05 * math.sin(rnd)) * FACTORS[label] * math.exp(noise * rng.standard_normal())
+        detail = {"samples_factor": 2} if label == "batch" else {}
         r = Run(label, rnd, 0, [median * (1 + d) for d in (-0.01, 0.0, 0.01)], losses=[1.0],
-                fixes={f: {"applied": True} for f in fixes})
+                fixes={f: {"applied": True, "detail": detail} for f in fixes})
         self.runs.append(r)
         return r
 
     monkeypatch.setattr(Trial, "_run", run)
     monkeypatch.setattr(Trial, "_advice", lambda self, first: ({}, []))
-    trial = Trial(["prog"], tmp_path, 5, repeat, fix_names("bf16,tf32,channels_last,cudnn_benchmark"), True,
-                  quiet=True, max_rounds=max_rounds)
+    trial = Trial(["prog"], tmp_path, 5, repeat, fix_names(asked), True, quiet=True, max_rounds=max_rounds)
     return trial, trial.run()
 
 
@@ -204,6 +205,18 @@ def test_trial_stops_each_fix_at_its_verdict(tmp_path, monkeypatch):
     assert result["rounds"] == 6 and result["combined"]["reason"] == "bf16+tf32"
     assert result["combined"]["verdict"] == "saves" and len(combined) == result["combined"]["rounds"] < 6
     assert [r.round for r in combined] == list(range(6, 6 + len(combined)))
+
+
+def test_a_fix_that_grows_the_batch_is_looked_at_per_sample(tmp_path, monkeypatch):
+    """The batch fix's steps take 1.9x as long with twice the samples: 5% less per sample, which
+    noisy rounds take long to decide. Looked at per step, 1.9x would be a cost by round 3; the
+    rounds go on, and the verdict is the per-sample look's at the rounds that ran (never
+    'continue')."""
+    trial, result = _fake_trial(tmp_path, monkeypatch, repeat=None, max_rounds=6, asked="batch")
+    fix = result["fixes"][0]
+    runs = [r for r in trial.runs if r.label == "batch"]
+    assert fix["verdict"] in ("saves", "no effect", "undecided") and fix["rounds"] == len(runs) > 3
+    assert fix["measured_saving_pct"] == pytest.approx(5.0, abs=5.0)
 
 
 def test_repeat_keeps_exactly_r_rounds_and_tests_once(tmp_path, monkeypatch):
@@ -271,3 +284,35 @@ def test_try_stops_by_verdict_from_the_command_line(tmp_path):
     both = run_dlscope("try", "--repeat", "3", "--max-rounds", "4", "-o", tmp_path / "u.try", "--",
                        sys.executable, PROBE, tmp_path / "p2.jsonl", cwd=tmp_path)
     assert both.returncode != 0 and "give one" in both.stderr
+
+
+def test_fixed_rounds_cut_short_are_tested_at_the_rounds_that_ran():
+    """--repeat 4 stopped by Ctrl-C after 3 rounds: those 3 get the fixed test (95% t, 2 degrees of
+    freedom); one round gets no look."""
+    from dlscope.analysis.compare.tries import look_at
+
+    pairs = [(100.0, 80.0), (102.0, 86.0), (98.0, 79.0)]
+    seen = look_at(Plan(4, 4), pairs)
+    logs = np.log([f / b for b, f in pairs])
+    lo, hi = stats.t.interval(0.95, 2, loc=logs.mean(), scale=stats.sem(logs))
+    assert (seen.low_pct, seen.high_pct) == pytest.approx((100 * (1 - math.exp(hi)), 100 * (1 - math.exp(lo))))
+    assert seen.rounds == 3 and seen.level == pytest.approx(0.05)
+    assert look_at(Plan(4, 4), pairs[:1]) is None
+
+
+def test_the_intervals_of_all_looks_hold_the_true_saving_at_once():
+    """Repeated confidence intervals: whatever the true change, every look's interval holds it
+    in at least 95% of simulated tries, so "no effect" (an interval within +-5%) is as safe as
+    "saves": a true 8% saving is called no effect no more often than the rate allows."""
+    from dlscope.analysis.compare.sequential import intervals
+
+    plan = Plan(8)
+    base, fixed = _tries(100_000, 0.08, 0.04, seed=12)
+    logs = np.log(fixed / base)
+    missed = np.zeros(len(logs), dtype=bool)
+    for n in plan.looks:
+        _, low, high = intervals(plan, logs[:, :n])
+        missed |= (low > 8.0) | (high < 8.0)
+    assert 0.04 < missed.mean() <= 0.05
+    verdicts, _ = sequence(plan, logs)
+    assert _shares(verdicts)[Verdict.NO_EFFECT] < 0.05

@@ -22,10 +22,12 @@ shortcut, the normal boundaries carried over to t at their nominal levels (Jenni
 section 11.5), let 5.7% of no-change fixes through at 8 rounds in simulation: with one to seven
 degrees of freedom the t statistics of successive looks are less alike than z's.
 
-At each look the interval of the saving is the t interval at confidence ``1 - nominal level``: a
+At each look the interval of the saving is the mean log ratio +- the look's boundary times its
+standard error (the t interval at confidence ``1 - nominal level``): a
 *repeated confidence interval* (Jennison and Turnbull, "Repeated confidence intervals for group
-sequential clinical trials", Controlled Clinical Trials 1984), which holds the true change at every
-look at once with probability about ``1 - alpha``. So the same interval decides both ways:
+sequential clinical trials", Controlled Clinical Trials 1984): t centred on the true change has the
+law it has under no change, so the intervals of all looks hold it at once with probability at least
+``1 - alpha`` (to the simulation's precision). So the same interval decides both ways:
 
 * it excludes zero: the fix ``saves`` (or ``costs``) time;
 * it lies wholly within ``-margin..+margin`` % (5%): ``no effect`` worth having (equivalence,
