@@ -83,8 +83,12 @@ def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection |
                  [p.meta.start_ns for p in profiles], [p.meta.end_ns for p in profiles]])
     for spec in TABLES:
         paths = [str(f.resolve()) for p in profiles for f in p.files[spec.name]]
-        cols = ", ".join(f'r."{c}"' for c in spec.column_names())
-        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true) r "
+        # a column some profiles predate (schema.OPTIONAL_COLUMNS) reads as NULL in their rows (the files are
+        # read by name), and as NULL throughout where no profile has it; narrower stored integers are cast
+        in_none = set.intersection(*[p.absent_columns.get(spec.name, set()) for p in profiles]) if profiles else set()
+        cols = ", ".join(f'NULL::{c.duck} AS "{c.name}"' if c.name in in_none else f'CAST(r."{c.name}" AS {c.duck}) AS "{c.name}"'
+                         for c in spec.columns)
+        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true, union_by_name = true) r "
                "JOIN fleet_files f ON f.file = r.filename")
         if not paths:  # a table no profile has (written before it existed, e.g. tries): empty
             typed = ", ".join(f'NULL::{c.duck} AS "{c.name}"' for c in spec.columns)
