@@ -18,10 +18,11 @@ SINGLE = DATA / "advice_truth_hooks" / "gpt2_baseline_default.dlscope"
 JOB = DATA / "advice_truth_dist" / "ddp2_straggler.dlscope"
 NCU = DATA / "gpu_h100" / "torch_ncu.dlscope"  # has Nsight Compute's kernel_metrics
 FSDP = DATA / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
+FULL = DATA / "roofline" / "gpt_bf16_full.dlscope"  # full mode: input shapes (the roofline)
 
 
 def _profile_for(report: str) -> Path | None:
-    for path in (SINGLE, JOB, NCU, FSDP):
+    for path in (SINGLE, JOB, NCU, FSDP, FULL):
         if REPORTS[report].missing(ProfileData.open(path)) is None:
             return path
     return None

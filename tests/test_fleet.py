@@ -146,3 +146,20 @@ def test_a_folder_of_profiles_written_before_an_optional_column_reads_whole(cli)
     got = json.loads(r.out)[0]
     assert got == {"steps": sum(pq.read_metadata(p / "steps.parquet").num_rows for p in profiles),
                    "profiles": len(profiles)}
+def test_profiles_written_before_an_optional_column_join_those_after(cli, tmp_path):
+    # ops.input_values_id arrived after these advice-suite profiles were written: the fleet reads it
+    # as NULL for them and as recorded for the newer one
+    from .conftest import DATA
+
+    old, new = DATA / "advice_truth" / "gpt_baseline_full.dlscope", DATA / "roofline" / "mm_probe_bf16.dlscope"
+    for p in (old, new):
+        shutil.copytree(p, tmp_path / "f" / p.name)
+    r = cli("sql", tmp_path / "f", "SELECT profile, count(input_values) AS v, count(*) AS n FROM ops GROUP BY 1 ORDER BY 1",
+            "--format", "json")
+    assert r.code == 0, r.err
+    got = {Path(x["profile"]).name: (x["v"], x["n"]) for x in json.loads(r.out)}
+    n_old = q(duckdb.connect(), f"SELECT count(*) FROM '{old}/ops.parquet'")[0][0]
+    n_new, v_new = q(duckdb.connect(), f"SELECT count(*), count(input_values_id) FROM '{new}/ops.parquet'")[0]
+    assert got == {old.name: (0, n_old), new.name: (v_new, n_new)} and v_new > 0
+    r = cli("sql", tmp_path / "f" / "gpt_*", "SELECT count(input_values) AS v FROM ops", "--format", "json")
+    assert r.code == 0 and json.loads(r.out) == [{"v": 0}]  # no file of the fleet has the column

@@ -291,7 +291,7 @@ def test_every_table_becomes_well_formed_events(tmp_path):
                          "source": ["dlscope", "dlscope"]}),
         ops=pa.table({"rank": [0], "pid": [1], "tid": [1], "start_ns": [t + 100], "end_ns": [t + 2_000],
                       "name": ["aten::mm"], "op_id": [0], "external_id": [7], "input_shapes": ["[[64, 32], [32, 8]]"],
-                      "input_types": ['["float", "float"]']}),
+                      "input_types": ['["float", "float"]'], "input_values": ['["", ""]']}),
         api=pa.table({"rank": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [t + 200, t + 300],
                       "end_ns": [t + 250, t + 350], "name": ["cudaMemcpyAsync", "cudaMemsetAsync"],
                       "correlation_id": [11, 12], "kind": ["runtime", "runtime"]}),
@@ -315,6 +315,7 @@ def test_every_table_becomes_well_formed_events(tmp_path):
     assert found["threads"][(mark["pid"], mark["tid"])] == "phases (thread 1)"
     mm = by[("X", "cpu_op", "aten::mm")]
     assert mm["args"]["Input Dims"] == [[64, 32], [32, 8]] and mm["args"]["Input type"] == ["float", "float"]
+    assert mm["args"]["Concrete Inputs"] == ["", ""]
     copy = by[("X", "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)")]
     assert copy["args"]["bytes"] == 4096 and found["threads"][(copy["pid"], copy["tid"])] == "stream 3"
     assert by[("X", "gpu_memset", "Memset (Device)")]["args"]["bytes"] == 64

@@ -44,7 +44,7 @@ _ARGS_TYPED = """
     "External id" BIGINT, correlation BIGINT, cbid INTEGER, device INTEGER, stream BIGINT,
     "registers per thread" INTEGER, "shared memory" BIGINT, grid INTEGER[], block INTEGER[], bytes BIGINT,
     size BIGINT, direction VARCHAR, "Sequence number" BIGINT, "Fwd thread id" BIGINT,
-    "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" BIGINT, cuda_sync_kind VARCHAR,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" BIGINT, cuda_sync_kind VARCHAR,
     "Device Id" INTEGER, "Device Type" INTEGER, "Total Allocated" BIGINT, "Total Reserved" BIGINT,
     "Collective name" VARCHAR, "In msg nelems" BIGINT, "Out msg nelems" BIGINT, "Group size" BIGINT,
     dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
@@ -52,7 +52,7 @@ _ARGS_TEXT = """
     "External id" VARCHAR, correlation VARCHAR, cbid VARCHAR, device VARCHAR, stream VARCHAR,
     "registers per thread" VARCHAR, "shared memory" VARCHAR, grid JSON, block JSON, bytes VARCHAR,
     size VARCHAR, direction VARCHAR, "Sequence number" VARCHAR, "Fwd thread id" VARCHAR,
-    "Input Dims" VARCHAR, "Input type" VARCHAR, "Record function id" VARCHAR, cuda_sync_kind VARCHAR,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" VARCHAR, cuda_sync_kind VARCHAR,
     "Device Id" VARCHAR, "Device Type" VARCHAR, "Total Allocated" VARCHAR, "Total Reserved" VARCHAR,
     "Collective name" VARCHAR, "In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "Group size" VARCHAR,
     dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
@@ -341,6 +341,7 @@ def _events_select(events: list[Path], base_ns: int, legacy: bool, typed: bool) 
                coalesce({num(a + 'bytes')}, {num(a + 'size')}) AS bytes, args.direction AS direction,
                {num(a + '"Sequence number"')} AS sequence_nr, {num(a + '"Fwd thread id"')} AS fwd_tid,
                args."Input Dims" AS input_shapes, args."Input type" AS input_types,
+               args."Concrete Inputs" AS input_values,
                {num(a + '"Record function id"')} AS rf_id, args.cuda_sync_kind AS sync_kind,
                {num(a + '"Device Id"')} AS mem_device, {num(a + '"Device Type"')} AS mem_device_type,
                {num(a + '"Total Allocated"')} AS mem_allocated, {num(a + '"Total Reserved"')} AS mem_reserved,
@@ -381,6 +382,7 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                {op_base} + row_number() OVER () - 1 AS op_id, external_id, sequence_nr,
                fwd_tid, nullif(replace(input_shapes, ' ', ''), '[]') AS input_shapes, nullif(replace(input_types, ' ', ''), '[]') AS input_types,
+               nullif(replace(input_values, ' ', ''), '[]') AS input_values,
                cat AS category, rf_id
         FROM {ev} WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""")
     q("phases", f"""

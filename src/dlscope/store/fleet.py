@@ -83,13 +83,15 @@ def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection |
                  [p.meta.start_ns for p in profiles], [p.meta.end_ns for p in profiles]])
     for spec in TABLES:
         paths = [str(f.resolve()) for p in profiles for f in p.files[spec.name]]
-        # a column some profiles predate (schema.OPTIONAL_COLUMNS) reads as NULL in their rows (the files are
-        # read by name), and as NULL throughout where no profile has it; narrower stored integers are cast
-        in_none = set.intersection(*[p.absent_columns.get(spec.name, set()) for p in profiles]) if profiles else set()
-        cols = ", ".join(f'NULL::{c.duck} AS "{c.name}"' if c.name in in_none else f'CAST(r."{c.name}" AS {c.duck}) AS "{c.name}"'
-                         for c in spec.columns)
-        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true, union_by_name = true) r "
-               "JOIN fleet_files f ON f.file = r.filename")
+        # optional columns (store.schema.OPTIONAL_COLUMNS) some profiles predate: matched by name
+        # (NULL in the files without them), and NULL outright when no file has them
+        having = [p for p in profiles if p.files[spec.name]]
+        absent = {c for c in spec.column_names() if having and all(c in p.absent_columns.get(spec.name, ())
+                                                                     for p in having)}
+        some_absent = any(p.absent_columns.get(spec.name) for p in having)
+        cols = ", ".join(f'NULL::{c.duck} AS "{c.name}"' if c.name in absent else f'r."{c.name}"' for c in spec.columns)
+        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true"
+               f"{', union_by_name = true' if some_absent else ''}) r JOIN fleet_files f ON f.file = r.filename")
         if not paths:  # a table no profile has (written before it existed, e.g. tries): empty
             typed = ", ".join(f'NULL::{c.duck} AS "{c.name}"' for c in spec.columns)
             src = f"SELECT NULL::VARCHAR AS profile, {typed} WHERE FALSE"

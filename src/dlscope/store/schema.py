@@ -166,7 +166,10 @@ OPS = Table(
      STEP,
      _c("source_id", I32, "where the op comes from, an id in strings: the framework's op path and the "
                           "program's source line when the framework records them (JAX: 'jit(f)/jvp()/dot_general "
-                          "(train.py:26 loss_fn)')")),
+                          "(train.py:26 loss_fn)')"),
+     _c("input_values_id", I32, "the values of the inputs that are not tensors (scalars, lists, flags) as text, "
+                                "an id in strings: PyTorch's 'Concrete Inputs', one JSON string per input, '' for "
+                                "a tensor or an input not recorded")),
     sort_by=("rank", "start_ns"),
 )
 
@@ -309,14 +312,15 @@ TRIES = Table(
 
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
 OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries", "phase_gpu")
-OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id",), "tries": ("alpha", "verdict", "rounds")}
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {"ops": ("source_id", "input_values_id"),
+                                              "tries": ("alpha", "verdict", "rounds")}
 
 # Text columns that the builder interns and the reader's views decode: text column -> id column.
 NAME_COLUMNS: dict[str, dict[str, str]] = {
     "phases": {"name": "name_id", "domain": "domain_id"},
     "phase_gpu": {"name": "name_id"},
     "ops": {"name": "name_id", "input_shapes": "input_shapes_id", "input_types": "input_types_id",
-            "source": "source_id"},
+            "source": "source_id", "input_values": "input_values_id"},
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},

@@ -153,8 +153,10 @@ def sources(window: StepWindow | None) -> list[Source]:
         _host("op", "ops", w, str(LAYER_OPS), "coalesce(to_json(t.category), '\"cpu_op\"')", "n.js",
               _args("tl_kv('\"External id\":', t.external_id)", "tl_kv('\"Sequence number\":', t.sequence_nr)",
                     "tl_kv('\"Fwd thread id\":', t.fwd_tid)", "tl_kv('\"Input Dims\":', s.raw)",
-                    "tl_kv('\"Input type\":', ty.raw)", "tl_kv('\"step\":', t.step)"),
-              f"{_str('n', 'name_id')} {_str('s', 'input_shapes_id')} {_str('ty', 'input_types_id')}"),
+                    "tl_kv('\"Input type\":', ty.raw)", "tl_kv('\"Concrete Inputs\":', v.raw)",
+                    "tl_kv('\"step\":', t.step)"),
+              f"{_str('n', 'name_id')} {_str('s', 'input_shapes_id')} {_str('ty', 'input_types_id')} "
+              f"{_str('v', 'input_values_id')}"),
         _host("api", "api", w, str(LAYER_API),
               "CASE WHEN t.kind = 'driver' THEN '\"cuda_driver\"' ELSE '\"cuda_runtime\"' END", "n.js",
               _args("tl_kv('\"cbid\":', t.cbid)", "tl_kv('\"correlation\":', t.correlation_id)",
