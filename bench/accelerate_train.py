@@ -35,8 +35,9 @@ def main() -> None:
     model = nn.Sequential(*layers, nn.Linear(1024, 10))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(256 * 64, 1024, generator=g),
-                                          torch.randint(0, 10, (256 * 64,), generator=g))
+    data = torch.utils.data.TensorDataset(
+        torch.randn(256 * 64, 1024, generator=g), torch.randint(0, 10, (256 * 64,), generator=g)
+    )
     loader = torch.utils.data.DataLoader(data, batch_size=256, shuffle=True)
     model, opt, loader = acc.prepare(model, opt, loader)
     step = 0

@@ -74,8 +74,7 @@ def main() -> int:
                 with dlscope.phase("x"):
                     pass
 
-        for name, fn in (("dlscope prof.phase, recording", recording),
-                         ("dlscope.phase, recording", recording_module)):
+        for name, fn in (("dlscope prof.phase, recording", recording), ("dlscope.phase, recording", recording_module)):
             best, med = per_call_ns(fn, n, reps)
             results[name] = {"best_ns": best - base_best, "median_ns": med - base_med}
     best, med = per_call_ns(inactive, n, reps)
@@ -92,8 +91,10 @@ def main() -> int:
                         pass
 
             best, med = per_call_ns(recording_nvtx, n, reps)
-            results["dlscope prof.phase, recording, nvtx=True"] = {"best_ns": best - base_best,
-                                                                  "median_ns": med - base_med}
+            results["dlscope prof.phase, recording, nvtx=True"] = {
+                "best_ns": best - base_best,
+                "median_ns": med - base_med,
+            }
     except ImportError:
         results["dlscope prof.phase, recording, nvtx=True"] = {"unavailable": "nvtx not installed"}  # type: ignore[dict-item]
 
@@ -111,8 +112,10 @@ def main() -> int:
         results["torch record_function, no profiler"] = {"best_ns": best - base_best, "median_ns": med - base_med}
         with profile(activities=[ProfilerActivity.CPU]):
             best, med = per_call_ns(rf, small, reps)
-        results["torch record_function, CPU profiler active"] = {"best_ns": best - base_best,
-                                                                 "median_ns": med - base_med}
+        results["torch record_function, CPU profiler active"] = {
+            "best_ns": best - base_best,
+            "median_ns": med - base_med,
+        }
         try:
             torch.cuda.nvtx.range_push("x")
             torch.cuda.nvtx.range_pop()
@@ -144,10 +147,15 @@ def main() -> int:
 
     ref = results["dlscope prof.phase, recording"]["median_ns"]
     report = {
-        "benchmark": "annotation_cost", "date": time.strftime("%Y-%m-%d"),
+        "benchmark": "annotation_cost",
+        "date": time.strftime("%Y-%m-%d"),
         "machine": machine.describe(),
-        "python": sys.version.split()[0], "command": " ".join(["python", *sys.argv]),
-        "n": n, "reps": reps, "budget_ns": BUDGET_NS, "results": results,
+        "python": sys.version.split()[0],
+        "command": " ".join(["python", *sys.argv]),
+        "n": n,
+        "reps": reps,
+        "budget_ns": BUDGET_NS,
+        "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))

@@ -38,8 +38,10 @@ from torch import nn
 from dlscope.analysis.core.autocast_ops import METADATA_OPS
 
 # the dispatcher's names of what dlscope's CASTABLE_RE matches in a profile (aten::addmm, ...)
-CASTABLE = re.compile(r"^aten\.(addmm|addmv|mm|bmm|baddbmm|addbmm|convolution|convolution_backward|"
-                      r"_scaled_dot_product_.*attention.*)$")
+CASTABLE = re.compile(
+    r"^aten\.(addmm|addmv|mm|bmm|baddbmm|addbmm|convolution|convolution_backward|"
+    r"_scaled_dot_product_.*attention.*)$"
+)
 METADATA = {f"aten.{name}" for name in METADATA_OPS}  # launch no kernel: left out, as in a profile
 
 
@@ -49,12 +51,24 @@ def models() -> dict[str, tuple[nn.Module, torch.Tensor]]:
     return {
         "transformer": (nn.TransformerEncoder(enc, 6, enable_nested_tensor=False), torch.randn(2, 8, 32)),
         "mlp": (nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(32, 32), nn.GELU())]), torch.randn(4, 32)),
-        "cnn": (nn.Sequential(*[m for i in range(6) for m in (nn.Conv2d(3 if i == 0 else 16, 16, 3, padding=1),
-                                                              nn.BatchNorm2d(16), nn.ReLU())],
-                              nn.Flatten(), nn.Linear(16 * 8 * 8, 10)), torch.randn(2, 3, 8, 8)),
-        "residual_mlp": (nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(64, 256), nn.ReLU(),
-                                                                          nn.Linear(256, 64), nn.LayerNorm(64))]),
-                         torch.randn(8, 64)),
+        "cnn": (
+            nn.Sequential(
+                *[
+                    m
+                    for i in range(6)
+                    for m in (nn.Conv2d(3 if i == 0 else 16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+                ],
+                nn.Flatten(),
+                nn.Linear(16 * 8 * 8, 10),
+            ),
+            torch.randn(2, 3, 8, 8),
+        ),
+        "residual_mlp": (
+            nn.Sequential(
+                *[m for _ in range(4) for m in (nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.LayerNorm(64))]
+            ),
+            torch.randn(8, 64),
+        ),
     }
 
 
@@ -96,9 +110,14 @@ def main() -> None:
                 del ops[meta]
         n0, n1 = sum(plain.values()), sum(cast.values())
         castable = sum(v for k, v in plain.items() if CASTABLE.match(k))
-        row: dict[str, Any] = {"ops": n0, "ops_autocast": n1, "ratio": round(n1 / n0, 3), "castable": castable,
-                               "added_per_castable": round((n1 - n0) / castable, 2),
-                               "added": dict((cast - plain).most_common(3))}
+        row: dict[str, Any] = {
+            "ops": n0,
+            "ops_autocast": n1,
+            "ratio": round(n1 / n0, 3),
+            "castable": castable,
+            "added_per_castable": round((n1 - n0) / castable, 2),
+            "added": dict((cast - plain).most_common(3)),
+        }
         if a.time:
             for autocast in (False, True):
                 step_ms(model, x, autocast, 10)

@@ -32,8 +32,16 @@ def main() -> int:
     for i in range(a.samples):
         data[i]
     ms = (time.perf_counter() - t0) * 1e3 / a.samples
-    print(json.dumps({"ms_per_sample": round(ms, 4), "cpu": last_cpu(),
-                      "affinity": len(os.sched_getaffinity(0)), "load": os.getloadavg()[0]}))
+    print(
+        json.dumps(
+            {
+                "ms_per_sample": round(ms, 4),
+                "cpu": last_cpu(),
+                "affinity": len(os.sched_getaffinity(0)),
+                "load": os.getloadavg()[0],
+            }
+        )
+    )
     return 0
 
 

@@ -57,8 +57,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--trace", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--no-cache", action="store_true",
-                    help="turn the results cache off: every command computes (the first command on a profile)")
+    ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="turn the results cache off: every command computes (the first command on a profile)",
+    )
     args = ap.parse_args()
     global NO_CACHE
     NO_CACHE = args.no_cache
@@ -84,8 +87,14 @@ def main() -> int:
     names = list(trees)
     print("| command | " + " | ".join(f"{n} median s" for n in names) + f" | {names[-1]} / {names[0]} |")
     print("|---|" + "---|" * (len(names) + 1))
-    result = {"machine": machine.describe(), "runs": args.runs, "results_cache": not args.no_cache, "trees": {n: str(p) for n, p in trees.items()},
-              "times_s": times, "median_s": {}}
+    result = {
+        "machine": machine.describe(),
+        "runs": args.runs,
+        "results_cache": not args.no_cache,
+        "trees": {n: str(p) for n, p in trees.items()},
+        "times_s": times,
+        "median_s": {},
+    }
     for cmd in COMMANDS:
         med = {n: statistics.median(times[cmd][n]) for n in names}
         result["median_s"][cmd] = med

@@ -30,13 +30,31 @@ API_SIZE, KERNEL_SIZE = 40, 224
 BUFFER = 8 * 1024 * 1024
 PER_RECORD_CALLBACK_RPS = 17_000  # cupti-python's per-record callbacks, measured on the H100 host
 
-API_FIELDS = {"cbid": [4, "<u4"], "start": [8, "<u8"], "end": [16, "<u8"], "process_id": [24, "<u4"],
-              "thread_id": [28, "<u4"], "correlation_id": [32, "<u4"]}
-KERNEL_FIELDS = {"start": [16, "<u8"], "end": [24, "<u8"], "device_id": [40, "<u4"], "stream_id": [48, "<u4"],
-                 "correlation_id": [92, "<u4"], "grid_x": [52, "<i4"], "grid_y": [56, "<i4"], "grid_z": [60, "<i4"],
-                 "block_x": [64, "<i4"], "block_y": [68, "<i4"], "block_z": [72, "<i4"],
-                 "registers_per_thread": [6, "<u2"], "static_shared_memory": [76, "<i4"],
-                 "dynamic_shared_memory": [80, "<i4"], "name": [104, "<i8"]}
+API_FIELDS = {
+    "cbid": [4, "<u4"],
+    "start": [8, "<u8"],
+    "end": [16, "<u8"],
+    "process_id": [24, "<u4"],
+    "thread_id": [28, "<u4"],
+    "correlation_id": [32, "<u4"],
+}
+KERNEL_FIELDS = {
+    "start": [16, "<u8"],
+    "end": [24, "<u8"],
+    "device_id": [40, "<u4"],
+    "stream_id": [48, "<u4"],
+    "correlation_id": [92, "<u4"],
+    "grid_x": [52, "<i4"],
+    "grid_y": [56, "<i4"],
+    "grid_z": [60, "<i4"],
+    "block_x": [64, "<i4"],
+    "block_y": [68, "<i4"],
+    "block_z": [72, "<i4"],
+    "registers_per_thread": [6, "<u2"],
+    "static_shared_memory": [76, "<i4"],
+    "dynamic_shared_memory": [80, "<i4"],
+    "name": [104, "<i8"],
+}
 
 
 def make_buffer(pairs: int, first_corr: int) -> bytes:
@@ -57,7 +75,7 @@ def make_buffer(pairs: int, first_corr: int) -> bytes:
     ker[:, 16:24] = (t + 2000).view(np.uint8).reshape(pairs, 8)
     ker[:, 24:32] = (t + 6000).view(np.uint8).reshape(pairs, 8)
     ker[:, 92:96] = corr.view(np.uint8).reshape(pairs, 4)
-    names = (np.arange(pairs, dtype=np.int64) % 50 + 0x7F0000001000)  # 50 distinct kernels
+    names = np.arange(pairs, dtype=np.int64) % 50 + 0x7F0000001000  # 50 distinct kernels
     ker[:, 104:112] = names.view(np.uint8).reshape(pairs, 8)
     return raw.tobytes()
 
@@ -97,10 +115,15 @@ def main() -> int:
     blocks: dict[int, list[tuple[int, bytes]]] = {}
     for b in blocks_raw:
         kind, size, n, _ = cr.BLOCK.unpack_from(b, 0)
-        blocks.setdefault(kind, []).append((size, b[cr.BLOCK.size:]))
-    header = {"layouts": {"RUNTIME": {"kind": 5, "size": API_SIZE, "fields": API_FIELDS},
-                          "CONCURRENT_KERNEL": {"kind": 10, "size": KERNEL_SIZE, "fields": KERNEL_FIELDS}},
-              "clock": {"cupti_to_mono_ns": 0}, "enums": {}}
+        blocks.setdefault(kind, []).append((size, b[cr.BLOCK.size :]))
+    header = {
+        "layouts": {
+            "RUNTIME": {"kind": 5, "size": API_SIZE, "fields": API_FIELDS},
+            "CONCURRENT_KERNEL": {"kind": 10, "size": KERNEL_SIZE, "fields": KERNEL_FIELDS},
+        },
+        "clock": {"cupti_to_mono_ns": 0},
+        "enums": {},
+    }
     names = {0x7F0000001000 + i: f"kernel_{i}" for i in range(50)}
     dec_times = []
     for _ in range(args.reps):
@@ -111,10 +134,17 @@ def main() -> int:
     rec_ns = statistics.median(rec_times) / records * 1e9
     dec_ns = statistics.median(dec_times) / records * 1e9
     report = {
-        "benchmark": "cupti_bulk", "date": time.strftime("%Y-%m-%d"), "machine": machine.describe(),
-        "python": sys.version.split()[0], "records": records, "buffers": n_buffers, "reps": args.reps,
-        "record_side_ns_per_record": rec_ns, "record_side_records_per_s": 1e9 / rec_ns,
-        "decode_ns_per_record": dec_ns, "decode_records_per_s": 1e9 / dec_ns,
+        "benchmark": "cupti_bulk",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine.describe(),
+        "python": sys.version.split()[0],
+        "records": records,
+        "buffers": n_buffers,
+        "reps": args.reps,
+        "record_side_ns_per_record": rec_ns,
+        "record_side_records_per_s": 1e9 / rec_ns,
+        "decode_ns_per_record": dec_ns,
+        "decode_records_per_s": 1e9 / dec_ns,
         "per_record_callbacks_records_per_s": PER_RECORD_CALLBACK_RPS,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -122,8 +152,10 @@ def main() -> int:
     print("| stage | ns/record | records/s |\n|---|---:|---:|")
     print(f"| while recording (walk, gather by kind, distinct names) | {rec_ns:.0f} | {1e9 / rec_ns:,.0f} |")
     print(f"| at finalize (decode to tables) | {dec_ns:.0f} | {1e9 / dec_ns:,.0f} |")
-    print(f"| cupti-python per-record callbacks (H100 host, measured) | {1e9 / PER_RECORD_CALLBACK_RPS:,.0f} | "
-          f"{PER_RECORD_CALLBACK_RPS:,} |")
+    print(
+        f"| cupti-python per-record callbacks (H100 host, measured) | {1e9 / PER_RECORD_CALLBACK_RPS:,.0f} | "
+        f"{PER_RECORD_CALLBACK_RPS:,} |"
+    )
     return 0
 
 

@@ -91,11 +91,22 @@ def main() -> int:
         if have_hta:
             runs["hta"].append(run([args.hta_python, "-c", HTA_JOB, args.control, args.test]))
         runs["dlscope_advice"].append(run([sys.executable, "-c", DLSCOPE_JOB, args.control, args.test, work, "1"]))
-    med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "import_s", "analysis_s", "rss_mb")}
-           for k, v in runs.items() if v}
-    report = {"benchmark": "diff_speed", "date": time.strftime("%Y-%m-%d"), "machine": machine.describe(),
-              "control": args.control, "test": args.test, "reps": args.reps, "median": med, "runs": runs,
-              "command": " ".join(["python", *sys.argv])}
+    med = {
+        k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "import_s", "analysis_s", "rss_mb")}
+        for k, v in runs.items()
+        if v
+    }
+    report = {
+        "benchmark": "diff_speed",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine.describe(),
+        "control": args.control,
+        "test": args.test,
+        "reps": args.reps,
+        "median": med,
+        "runs": runs,
+        "command": " ".join(["python", *sys.argv]),
+    }
     if "hta" in med:
         report["speedup_wall"] = med["hta"]["wall_s"] / med["dlscope"]["wall_s"]
         report["memory_ratio"] = med["dlscope"]["rss_mb"] / med["hta"]["rss_mb"]
@@ -104,8 +115,10 @@ def main() -> int:
     for k, m in med.items():
         print(f"| {k} | {m['wall_s']:.2f} | {m['import_s']:.2f} | {m['analysis_s']:.2f} | {m['rss_mb']:.0f} |")
     if "speedup_wall" in report:
-        print(f"\ndlscope (no advice) is {report['speedup_wall']:.1f}x faster than HTA and uses "
-              f"{100 * report['memory_ratio']:.0f}% of its memory")
+        print(
+            f"\ndlscope (no advice) is {report['speedup_wall']:.1f}x faster than HTA and uses "
+            f"{100 * report['memory_ratio']:.0f}% of its memory"
+        )
     return 0
 
 

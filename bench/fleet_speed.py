@@ -33,8 +33,10 @@ sys.path.insert(0, str(HERE))
 import machine  # noqa: E402
 
 TRACE = HERE.parent / "tests" / "data" / "kineto" / "h100_resnet50_phases.trace.json.gz"
-QUERY = ("select profile, name, count(*) as n, sum(end_ns - start_ns)::BIGINT as total_ns "
-         "from kernels group by all order by profile, total_ns desc")
+QUERY = (
+    "select profile, name, count(*) as n, sum(end_ns - start_ns)::BIGINT as total_ns "
+    "from kernels group by all order by profile, total_ns desc"
+)
 ONE = "select name, count(*) as n, sum(end_ns - start_ns)::BIGINT as total_ns from kernels group by all"
 
 
@@ -101,11 +103,20 @@ def main() -> int:
         client.close()
         cluster.close()
         size = sum(f.stat().st_size for f in runs.rglob("*") if f.is_file())
-        report = {"benchmark": "fleet_speed", "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine.describe(),
-                  "load_avg": os.getloadavg(), "profiles": args.profiles, "fleet_mb": round(size / 1e6, 2),
-                  "query": QUERY, "rows": rows, "dask_cluster_start_s": dask_start, "runs": res,
-                  "median_s": {k: statistics.median(v) for k, v in res.items()},
-                  "command": " ".join(["python", *sys.argv])}
+        report = {
+            "benchmark": "fleet_speed",
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine.describe(),
+            "load_avg": os.getloadavg(),
+            "profiles": args.profiles,
+            "fleet_mb": round(size / 1e6, 2),
+            "query": QUERY,
+            "rows": rows,
+            "dask_cluster_start_s": dask_start,
+            "runs": res,
+            "median_s": {k: statistics.median(v) for k, v in res.items()},
+            "command": " ".join(["python", *sys.argv]),
+        }
         Path(args.out).write_text(json.dumps(report, indent=1))
         print(f"{args.profiles} profiles, {report['fleet_mb']} MB; rows {rows}\n")
         print("| how | median s |\n|---|---:|")

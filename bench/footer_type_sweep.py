@@ -41,7 +41,7 @@ def type_offsets(data: bytes, columns: list[str]) -> dict[str, int]:
     for name in columns:
         path = data.find(name.encode(), data.index(name.encode(), footer) + 1)
         at = path - 1 - 2  # the name's length, the list header, then field 3's header
-        if path < 0 or data[at:path - 1] != b"\x19\x18":
+        if path < 0 or data[at : path - 1] != b"\x19\x18":
             continue
         for k in range(1, 16):
             lst = at - 1 - k  # encodings' list header
@@ -101,8 +101,11 @@ def main() -> int:
                 opened, problems = check_in_child(prof, root / "work")
                 cases += 1
                 broken += bool(problems)
-                print(f"{table}.{column} -> type {new}: {'opened' if opened else 'refused'}, "
-                      f"{time.monotonic() - t:.1f} s, {problems or 'ok'}", flush=True)
+                print(
+                    f"{table}.{column} -> type {new}: {'opened' if opened else 'refused'}, "
+                    f"{time.monotonic() - t:.1f} s, {problems or 'ok'}",
+                    flush=True,
+                )
     print(f"{cases} cases, {broken} broke the property")
     shutil.rmtree(root, ignore_errors=True)
     return 1 if broken else 0

@@ -24,8 +24,9 @@ import torch
 from torch import nn
 
 
-def step_host_ms(cls: type[torch.optim.Optimizer], kind: str, model: nn.Module, x: torch.Tensor,
-                 steps: int, device: str) -> float:
+def step_host_ms(
+    cls: type[torch.optim.Optimizer], kind: str, model: nn.Module, x: torch.Tensor, steps: int, device: str
+) -> float:
     extra = {"momentum": 0.9} if cls is torch.optim.SGD else {}
     how = {"loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[kind]
     opt = cls(model.parameters(), lr=1e-4, **how, **extra)
@@ -56,17 +57,23 @@ def main() -> None:
     model = nn.TransformerEncoder(layer, a.layers, enable_nested_tensor=False).to(a.device)
     x = torch.randn(4, 32, a.width, device=a.device)
     params = sum(1 for _ in model.parameters())
-    out: dict[str, object] = {"device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
-                              "torch": torch.__version__, "parameters": params, "reps": a.reps}
+    out: dict[str, object] = {
+        "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "parameters": params,
+        "reps": a.reps,
+    }
     for cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD):
         runs: dict[str, list[float]] = {"loop": [], "foreach": [], "fused": []}
         for _ in range(a.reps):
             for kind in runs:
                 runs[kind].append(step_host_ms(cls, kind, model, x, a.steps, a.device))
         med = {k: statistics.median(v) for k, v in runs.items()}
-        out[cls.__name__] = {"host_ms": {k: round(v, 3) for k, v in med.items()},
-                             "fused_over_loop": round(med["fused"] / med["loop"], 4),
-                             "foreach_over_loop": round(med["foreach"] / med["loop"], 4)}
+        out[cls.__name__] = {
+            "host_ms": {k: round(v, 3) for k, v in med.items()},
+            "fused_over_loop": round(med["fused"] / med["loop"], 4),
+            "foreach_over_loop": round(med["foreach"] / med["loop"], 4),
+        }
     print(json.dumps(out))
 
 

@@ -53,8 +53,7 @@ def source_fingerprint() -> str:
     mutations in tests/fuzz_inputs.py), by relative path: runs made on different machines from the
     same source share it, so bench/fuzz_totals.py can add up the inputs one source survived."""
     h = hashlib.sha256()
-    files = sorted(p for p in (REPO / "src" / "dlscope").rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts)
+    files = sorted(p for p in (REPO / "src" / "dlscope").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in [*files, REPO / "tests" / "fuzz_inputs.py"]:
         h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -66,6 +65,7 @@ def input_rng(seed: int, index: int) -> random.Random:
 
 
 # ---- the fork server's warm-up ------------------------------------------------------------------
+
 
 def _seed_input(kind: str, folder: Path) -> Path:
     """``kind``'s first seed, unmutated, written as check_input expects it."""
@@ -132,6 +132,7 @@ def prewarm(kinds: list[str]) -> int:
 
 # ---- one input in a child -----------------------------------------------------------------------
 
+
 def _child(index: int, seed: int, kind: str | None, work: str, cpu: int | None, conn) -> None:  # type: ignore[no-untyped-def]
     if cpu is not None:  # one CPU per job, as under taskset: DuckDB then runs one thread per query
         os.sched_setaffinity(0, {cpu})
@@ -191,8 +192,9 @@ def _finish(job: Job, tally: Tally, crashes_dir: Path, t0: float) -> None:
         else:
             shutil.copyfile(path, saved)
         tally.signatures[problems[0].split(":")[0] + ":" + problems[0][:120]] += 1
-        tally.crashes.append({"index": job.index, "input": str(saved), "kind": kind, "seed": seed, "how": how,
-                              "problems": problems})
+        tally.crashes.append(
+            {"index": job.index, "input": str(saved), "kind": kind, "seed": seed, "how": how, "problems": problems}
+        )
         print(f"[{time.monotonic() - t0:6.0f} s] CRASH {saved}: {problems[0][:200]}", flush=True)
     shutil.rmtree(job.work, ignore_errors=True)
 
@@ -222,8 +224,7 @@ def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="dlscope-fuzz-") as tmp:
         while True:
             now = time.monotonic()
-            while (len(running) < args.jobs and now - t0 < args.seconds and not stop.set
-                   and (last is None or i <= last)):
+            while len(running) < args.jobs and now - t0 < args.seconds and not stop.set and (last is None or i <= last):
                 work = Path(tmp) / f"w{i}"
                 work.mkdir()
                 cpu = free_cpus.pop(0) if free_cpus else None
@@ -271,13 +272,22 @@ def run(args: argparse.Namespace, crashes_dir: Path) -> dict[str, object]:
     source = source_fingerprint()
     if source != args.source:  # a child that imported late may have run either source
         source = f"changed during the run: {args.source} then {source}"
-    return {"source": source, "seconds": round(seconds, 1), "seed": args.seed, "jobs": args.jobs, "stopped_early": stop.set,
-            "inputs_tried": n,
-            "inputs_per_second": round(n / seconds, 2) if seconds else None,
-            "tried_per_kind": dict(tally.tried), "imported_per_kind": dict(tally.imported),
-            "mean_input_seconds_per_kind": {k: round(tally.seconds[k] / c, 3) for k, c in tally.tried.items()},
-            "tried_per_mutation": dict(tally.how), "crashes": len(tally.crashes),
-            "distinct_crashes": len(tally.signatures), "crash_list": tally.crashes}
+    return {
+        "source": source,
+        "seconds": round(seconds, 1),
+        "seed": args.seed,
+        "jobs": args.jobs,
+        "stopped_early": stop.set,
+        "inputs_tried": n,
+        "inputs_per_second": round(n / seconds, 2) if seconds else None,
+        "tried_per_kind": dict(tally.tried),
+        "imported_per_kind": dict(tally.imported),
+        "mean_input_seconds_per_kind": {k: round(tally.seconds[k] / c, 3) for k, c in tally.tried.items()},
+        "tried_per_mutation": dict(tally.how),
+        "crashes": len(tally.crashes),
+        "distinct_crashes": len(tally.signatures),
+        "crash_list": tally.crashes,
+    }
 
 
 def main() -> int:
@@ -288,12 +298,22 @@ def main() -> int:
     ap.add_argument("--crashes", type=Path, default=None, help="folder for crashing inputs (default: beside --out)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per input (import and every command)")
     ap.add_argument("--kind", choices=fuzz_inputs.kinds(), default=None, help="only this input kind")
-    ap.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
-                    help="inputs checked at once, each in its own child (default: the CPUs this process may use)")
-    ap.add_argument("--pin", action="store_true",
-                    help="give each job a CPU of its own (sched_setaffinity, as taskset would)")
-    ap.add_argument("--replay", type=int, default=None, metavar="I",
-                    help="check input number I of --seed (and --kind) only, e.g. a crash's 'index'")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="inputs checked at once, each in its own child (default: the CPUs this process may use)",
+    )
+    ap.add_argument(
+        "--pin", action="store_true", help="give each job a CPU of its own (sched_setaffinity, as taskset would)"
+    )
+    ap.add_argument(
+        "--replay",
+        type=int,
+        default=None,
+        metavar="I",
+        help="check input number I of --seed (and --kind) only, e.g. a crash's 'index'",
+    )
     args = ap.parse_args()
     args.jobs = max(1, args.jobs)
     if args.replay is not None:

@@ -21,8 +21,7 @@ def totals(paths: list[Path]) -> dict[str, dict[str, object]]:
     for path in paths:
         run = json.loads(path.read_text())
         source = run.get("source") or "unrecorded"
-        group = groups.setdefault(source, {"runs": [], "inputs_tried": 0, "crashes": 0,
-                                           "tried_per_kind": Counter()})
+        group = groups.setdefault(source, {"runs": [], "inputs_tried": 0, "crashes": 0, "tried_per_kind": Counter()})
         group["runs"].append(path.name)  # type: ignore[union-attr]
         group["inputs_tried"] += run["inputs_tried"]  # type: ignore[operator]
         group["crashes"] += run["crashes"]  # type: ignore[operator]
@@ -37,8 +36,10 @@ def main() -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="bench/fuzz.py --out files")
     args = ap.parse_args()
     for source, group in sorted(totals(args.runs).items(), key=lambda kv: -kv[1]["inputs_tried"]):  # type: ignore[operator]
-        print(f"source {source}: {group['inputs_tried']:,} inputs, {group['crashes']} crashes, "
-              f"runs {', '.join(group['runs'])}")  # type: ignore[arg-type]
+        print(
+            f"source {source}: {group['inputs_tried']:,} inputs, {group['crashes']} crashes, "
+            f"runs {', '.join(group['runs'])}"
+        )  # type: ignore[arg-type]
         print("  per kind: " + ", ".join(f"{k} {n:,}" for k, n in group["tried_per_kind"].items()))  # type: ignore[union-attr]
     return 0
 

@@ -15,7 +15,8 @@ JSON, HTML) and `dlscope check`, and checks that the diff says what changed:
 * eager -> compiled: fewer kernels per step; Triton kernels among the new GPU work; aten
   elementwise kernels among the vanished; the rows add up.
 * check: batch 512 against batch 4 on step_p50 exits 1 (a real, significant step-time
-  regression) while throughput does not regress, and mem_peak (NVML) regresses; a profile against itself exits 0; against its
+  regression) while throughput does not regress, and mem_peak (NVML) regresses;
+  a profile against itself exits 0; against its
   own summary JSON exits 0; a missing baseline exits 2 with one line on stderr.
 
 Writes into $OUT: gpu_diff.json (checks and numbers), gpu_diff.log, diff_batch.txt,
@@ -59,8 +60,12 @@ RESERVE = {"resnet18_b4": 150.0, "resnet18_b512": 130.0, "mlp_eager": 70.0, "mlp
 # place of ResNet-18, no torch.compile); its checks about kernels then fail or skip by design
 DEVICE = os.environ.get("DIFF_DEVICE", "cuda")
 if DEVICE == "cpu":
-    RUNS = {"resnet18_b4": ("mlp", 4, 30, False), "resnet18_b512": ("mlp", 256, 30, False),
-            "mlp_eager": ("mlp", 64, 30, False), "mlp_compiled": ("mlp", 64, 30, False)}
+    RUNS = {
+        "resnet18_b4": ("mlp", 4, 30, False),
+        "resnet18_b512": ("mlp", 256, 30, False),
+        "mlp_eager": ("mlp", 64, 30, False),
+        "mlp_compiled": ("mlp", 64, 30, False),
+    }
 
 
 def log(*parts: Any) -> None:
@@ -95,8 +100,9 @@ def dlscope(*args: str, timeout: float = 120, reserve: float = 0.0) -> subproces
     cmd = [sys.executable, "-m", "dlscope", *args]
     t0 = time.monotonic()
     limit = max(5.0, min(timeout, left() - reserve))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=WORK,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=WORK, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -120,15 +126,25 @@ def dlscope(*args: str, timeout: float = 120, reserve: float = 0.0) -> subproces
 def profile(name: str) -> Path | None:
     model, batch, steps, comp = RUNS[name]
     out = WORK / f"{name}.dlscope"
-    prog = [sys.executable, str(PROGRAM), "--model", model, "--batch", str(batch), "--steps", str(steps),
-            "--device", DEVICE]
+    prog = [
+        sys.executable,
+        str(PROGRAM),
+        "--model",
+        model,
+        "--batch",
+        str(batch),
+        "--steps",
+        str(steps),
+        "--device",
+        DEVICE,
+    ]
     if comp:
         prog.append("--compile")
     # leave time for the diffs and checks of this pair (and, for the first pair, the second one)
     p = dlscope("profile", "-o", str(out), "--batch-size", str(batch), "--", *prog, timeout=100, reserve=RESERVE[name])
     RESULTS["data"][f"profile_{name}_rc"] = p.returncode
     if p.returncode != 0 or not out.exists():
-        RESULTS["errors"][f"profile_{name}"] = (p.stdout[-2000:] + p.stderr[-2000:])
+        RESULTS["errors"][f"profile_{name}"] = p.stdout[-2000:] + p.stderr[-2000:]
         return None
     return out
 
@@ -150,8 +166,11 @@ def run_diff(tag: str, a: Path, b: Path) -> dict[str, Any] | None:
     (OUT / f"diff_{tag}.txt").write_text(p.stdout + ("\n[stderr]\n" + p.stderr if p.stderr else ""))
     j = dlscope("diff", str(a), str(b), "--format", "json", "--no-advice")
     h = dlscope("diff", str(a), str(b), "--format", "html", "-o", str(OUT / f"diff_{tag}.html"), "--no-advice")
-    check(f"{tag}_runs", p.returncode == 0 and j.returncode == 0 and h.returncode == 0,
-          f"text rc {p.returncode}, json rc {j.returncode}, html rc {h.returncode}")
+    check(
+        f"{tag}_runs",
+        p.returncode == 0 and j.returncode == 0 and h.returncode == 0,
+        f"text rc {p.returncode}, json rc {j.returncode}, html rc {h.returncode}",
+    )
     if j.returncode != 0:
         return None
     d = json.loads(j.stdout)
@@ -162,29 +181,42 @@ def run_diff(tag: str, a: Path, b: Path) -> dict[str, Any] | None:
     RESULTS["data"][f"{tag}_step"] = d["step_time"]
     RESULTS["data"][f"{tag}_throughput"] = d["throughput"]
     RESULTS["data"][f"{tag}_matching"] = d["matching"]
-    RESULTS["data"][f"{tag}_top_explain"] = [{k: r[k] for k in ("name", "a", "b", "delta", "share_pct", "status")}
-                                             for r in d["explain"][:8]]
+    RESULTS["data"][f"{tag}_top_explain"] = [
+        {k: r[k] for k in ("name", "a", "b", "delta", "share_pct", "status")} for r in d["explain"][:8]
+    ]
     return d
 
 
 def batch_checks(d: dict[str, Any]) -> None:
     p50 = next(s for s in d["step_time"] if s["stat"] == "p50")
-    check("batch_step_time_up", p50["delta"] > 0 and p50["significant"],
-          f"median {p50['a']:.3f} -> {p50['b']:.3f} ms, {p50['why']}")
+    check(
+        "batch_step_time_up",
+        p50["delta"] > 0 and p50["significant"],
+        f"median {p50['a']:.3f} -> {p50['b']:.3f} ms, {p50['why']}",
+    )
     tp = d["throughput"]
     ps = tp.get("per_sample") or {}
-    check("batch_throughput_up", (tp.get("ratio") or 0) > 1 and bool(ps.get("significant")) and ps.get("delta", 0) < 0,
-          f"samples/s {tp.get('samples_per_s_a')} -> {tp.get('samples_per_s_b')} (x{tp.get('ratio')}); "
-          f"per sample: {ps.get('why')}")
+    check(
+        "batch_throughput_up",
+        (tp.get("ratio") or 0) > 1 and bool(ps.get("significant")) and ps.get("delta", 0) < 0,
+        f"samples/s {tp.get('samples_per_s_a')} -> {tp.get('samples_per_s_b')} (x{tp.get('ratio')}); "
+        f"per sample: {ps.get('why')}",
+    )
     mem = d["memory"]
-    check("batch_memory_peak_up", (mem.get("peak_bytes_a") or 0) > 0 and (mem.get("peak_bytes_b") or 0) > mem["peak_bytes_a"],
-          f"NVML memory peak {mem.get('peak_bytes_a')} -> {mem.get('peak_bytes_b')} bytes")
+    check(
+        "batch_memory_peak_up",
+        (mem.get("peak_bytes_a") or 0) > 0 and (mem.get("peak_bytes_b") or 0) > mem["peak_bytes_a"],
+        f"NVML memory peak {mem.get('peak_bytes_a')} -> {mem.get('peak_bytes_b')} bytes",
+    )
     gpu = next(m for m in d["matching"] if m["table"] == "gpu")
     # cuDNN may pick other convolution kernels at another batch size: the share is recorded, the
     # check only asks that the same model's kernels are recognized as the same by name
-    check("batch_kernels_match", gpu["matched"] > 0,
-          f"{gpu['matched']} kernel names in both; GPU time in matched names: A {gpu['matched_a_pct']}%, "
-          f"B {gpu['matched_b_pct']}%; only in A {gpu['vanished']}, only in B {gpu['new']}")
+    check(
+        "batch_kernels_match",
+        gpu["matched"] > 0,
+        f"{gpu['matched']} kernel names in both; GPU time in matched names: A {gpu['matched_a_pct']}%, "
+        f"B {gpu['matched_b_pct']}%; only in A {gpu['vanished']}, only in B {gpu['new']}",
+    )
 
 
 def compile_checks(d: dict[str, Any]) -> None:
@@ -207,10 +239,18 @@ def check_cmds(prof: dict[str, Path | None]) -> None:
         p = dlscope("check", str(b512), "--baseline", str(b4), "--metric", "step_p50,throughput,mem_peak")
         RESULTS["data"]["check_batch"] = p.stdout
         lines = p.stdout.strip().splitlines()
-        check("check_regression_exit_1", p.returncode == 1 and any(x.startswith("REGRESSION step_p50") for x in lines)
-              and any(x.startswith("ok throughput") for x in lines), f"rc {p.returncode}: {p.stdout.strip()}")
-        check("check_mem_peak_regression", any(x.startswith("REGRESSION mem_peak") for x in lines),
-              next((x for x in lines if "mem_peak" in x), "no mem_peak line"))
+        check(
+            "check_regression_exit_1",
+            p.returncode == 1
+            and any(x.startswith("REGRESSION step_p50") for x in lines)
+            and any(x.startswith("ok throughput") for x in lines),
+            f"rc {p.returncode}: {p.stdout.strip()}",
+        )
+        check(
+            "check_mem_peak_regression",
+            any(x.startswith("REGRESSION mem_peak") for x in lines),
+            next((x for x in lines if "mem_peak" in x), "no mem_peak line"),
+        )
         p = dlscope("check", str(b4), "--baseline", str(b4))
         check("check_self_exit_0", p.returncode == 0, f"rc {p.returncode}: {p.stdout.strip()}")
         s = dlscope("summary", str(b4), "--format", "json")
@@ -218,8 +258,11 @@ def check_cmds(prof: dict[str, Path | None]) -> None:
         p = dlscope("check", str(b4), "--baseline", str(WORK / "b4_summary.json"), "--metric", "step_p50,step_mean")
         check("check_summary_exit_0", p.returncode == 0, f"rc {p.returncode}: {p.stdout.strip()}")
     p = dlscope("check", str(WORK / "missing.dlscope"), "--baseline", str(WORK / "missing2.dlscope"))
-    check("check_bad_input_exit_2", p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1,
-          f"rc {p.returncode}, stderr {p.stderr.strip()!r}")
+    check(
+        "check_bad_input_exit_2",
+        p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1,
+        f"rc {p.returncode}, stderr {p.stderr.strip()!r}",
+    )
 
 
 def main() -> int:

@@ -35,8 +35,17 @@ WORK.mkdir(parents=True, exist_ok=True)
 LOG = (OUT / "gpu_dist.log").open("w")  # noqa: SIM115 - written through the whole run
 STEPS = int(os.environ.get("STEPS", "60"))  # STEPS=12 HIDDEN=256 LAYERS=2: a quick CPU (Gloo) smoke run
 TRACED_UNTIL = 6  # default mode: warm-up step 0 and 5 traced steps; later steps run untraced
-PROGRAM = [str(REPO / "examples" / "ddp_train.py"), "--steps", str(STEPS), "--hidden", os.environ.get("HIDDEN", "4096"),
-           "--layers", os.environ.get("LAYERS", "8"), "--batch", "64"]
+PROGRAM = [
+    str(REPO / "examples" / "ddp_train.py"),
+    "--steps",
+    str(STEPS),
+    "--hidden",
+    os.environ.get("HIDDEN", "4096"),
+    "--layers",
+    os.environ.get("LAYERS", "8"),
+    "--batch",
+    "64",
+]
 LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
 results: dict = {"errors": {}}
 
@@ -76,6 +85,7 @@ def part(name: str):
             results["errors"][name] = f"{e.__class__.__name__}: {e}"
             log(traceback.format_exc())
         return fn
+
     return wrap
 
 
@@ -107,10 +117,16 @@ def check_profile(name: str, path: Path) -> dict:
     r: dict = {}
     r["ranks_meta"] = json.loads((path / "meta.json").read_text()).get("ranks")
     r["steps_per_rank"] = sql(path, "select rank, count(*) as n from steps group by 1 order by 1")
-    r["nccl_kernels_per_rank"] = sql(path, "select rank, device, count(*) as n, sum(end_ns - start_ns) / 1e6 as ms "
-                                           "from kernels where lower(name) like 'nccl%' group by all order by 1")
-    r["comms"] = sql(path, "select rank, name, \"where\", in_bytes, group_size, group_ranks, count(*) as n "
-                           "from comms group by all order by 1, 2")
+    r["nccl_kernels_per_rank"] = sql(
+        path,
+        "select rank, device, count(*) as n, sum(end_ns - start_ns) / 1e6 as ms "
+        "from kernels where lower(name) like 'nccl%' group by all order by 1",
+    )
+    r["comms"] = sql(
+        path,
+        'select rank, name, "where", in_bytes, group_size, group_ranks, count(*) as n '
+        "from comms group by all order by 1, 2",
+    )
     r["counters_per_rank"] = sql(path, "select rank, device, count(*) as n from counters group by all order by 1, 2")
     for report in ("comm_sum", "overlap", "straggler", "rank_balance", "gpu_time_breakdown"):
         p = dlscope("stats", str(path), "--report", report, "--format", "json")
@@ -129,10 +145,12 @@ def profiled(name: str, extra: list[str]) -> None:
     path = WORK / f"{name}.dlscope"
     times = WORK / f"{name}_times.json"
     t = time.perf_counter()
-    p = dlscope("profile", "-o", str(path), "-f", "--quiet", "--", *LAUNCH, *PROGRAM, *extra,
-                "--times-out", str(times))
-    results[name] = {"rc": p.returncode, "wall_s": round(time.perf_counter() - t, 1),
-                     "median_untraced_step_ms": median_ms(times, TRACED_UNTIL + 1)}
+    p = dlscope("profile", "-o", str(path), "-f", "--quiet", "--", *LAUNCH, *PROGRAM, *extra, "--times-out", str(times))
+    results[name] = {
+        "rc": p.returncode,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "median_untraced_step_ms": median_ms(times, TRACED_UNTIL + 1),
+    }
     results[name].update(check_profile(name, path))
 
 
@@ -164,8 +182,9 @@ def _summary() -> None:
         "straggler_median_lag_ms": statistics.median([r["lag_ms"] for r in named]) if named else None,
         "straggler_phases": sorted({str(r.get("phase")) for r in named}),
         "straggler_rule_fires": any(f.get("id") == "straggler" for f in s.get("advice") or []),
-        "straggler_rule_silent_without": not any(f.get("id") == "straggler"
-                                                 for f in (results.get("profiled") or {}).get("advice") or []),
+        "straggler_rule_silent_without": not any(
+            f.get("id") == "straggler" for f in (results.get("profiled") or {}).get("advice") or []
+        ),
     }
 
 
@@ -177,4 +196,6 @@ try:
                 tar.add(WORK / f"{name}.dlscope", arcname=f"{name}.dlscope")
 except Exception as e:  # noqa: BLE001
     log("tar failed:", e)
-print(json.dumps({k: results.get(k) for k in ("overhead_untraced_pct", "bare_noise_pct", "checks", "errors")}, indent=1))
+print(
+    json.dumps({k: results.get(k) for k in ("overhead_untraced_pct", "bare_noise_pct", "checks", "errors")}, indent=1)
+)

@@ -122,9 +122,18 @@ def section(name: str, fn: Callable[[], None]) -> None:
 
 
 # ---- 0. what is installed ----------------------------------------------------------------------
-NEEDED = {"duckdb": "duckdb", "pyarrow": "pyarrow", "numpy": "numpy", "rich": "rich", "pynvml": "nvidia-ml-py",
-          "cupti": "cupti-python", "nvtx": "nvtx", "torch": "torch", "torchvision": "torchvision",
-          "cupy": "cupy-cuda13x"}
+NEEDED = {
+    "duckdb": "duckdb",
+    "pyarrow": "pyarrow",
+    "numpy": "numpy",
+    "rich": "rich",
+    "pynvml": "nvidia-ml-py",
+    "cupti": "cupti-python",
+    "nvtx": "nvtx",
+    "torch": "torch",
+    "torchvision": "torchvision",
+    "cupy": "cupy-cuda13x",
+}
 
 
 def preflight() -> None:
@@ -146,8 +155,12 @@ def preflight() -> None:
     RESULTS["data"]["python"] = sys.version.split()[0]
     smi = shutil.which("nvidia-smi")
     if smi:
-        r = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30)
+        r = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         RESULTS["data"]["nvidia_smi"] = r.stdout.strip()
     missing = [f"{m} ({NEEDED[m]})" for m, v in versions.items() if m in NEEDED and v is None]
     check("preflight", not missing, "all needed packages present" if not missing else f"missing: {', '.join(missing)}")
@@ -208,13 +221,25 @@ def nvml_probe() -> None:
     got = sorted({metrics[int(c) % counter_spool.MAX_METRICS] for c in code})
     un = s.unavailable()
     pct = 100 * cpu["cpu_s"] / cpu["wall_s"]
-    RESULTS["data"]["nvml"] = {"device": info, "call_cost": cost, "metrics_sampled": got, "unavailable": un,
-                               "samples_3s": len(t), "loop_cpu_pct_of_core": pct}
+    RESULTS["data"]["nvml"] = {
+        "device": info,
+        "call_cost": cost,
+        "metrics_sampled": got,
+        "unavailable": un,
+        "samples_3s": len(t),
+        "loop_cpu_pct_of_core": pct,
+    }
     log(json.dumps(RESULTS["data"]["nvml"], indent=1, default=str))
-    check("nvml.device", bool(info.get("name")) and bool(info.get("sms")),
-          f"{info.get('name')} ({info.get('sms')} SMs, cc {info.get('compute_capability')}, driver {info.get('driver')})")
-    check("nvml.gpm", bool(info.get("gpm")) and "sm_active" in got and "tensor_active" in got and "pcie_tx" in got,
-          f"GPM supported={info.get('gpm')}; sampled {len(got)} metrics; unavailable: {un or 'none'}")
+    check(
+        "nvml.device",
+        bool(info.get("name")) and bool(info.get("sms")),
+        f"{info.get('name')} ({info.get('sms')} SMs, cc {info.get('compute_capability')}, driver {info.get('driver')})",
+    )
+    check(
+        "nvml.gpm",
+        bool(info.get("gpm")) and "sm_active" in got and "tensor_active" in got and "pcie_tx" in got,
+        f"GPM supported={info.get('gpm')}; sampled {len(got)} metrics; unavailable: {un or 'none'}",
+    )
     check("nvml.loop_cpu", pct < 1.0, f"sampling loop {pct:.3f}% of one core at default settings (budget 1%)")
 
 
@@ -266,8 +291,9 @@ def resnet50() -> None:
     prog = program("rn50.py", RN50)
     out = WORK / "rn50.dlscope"
     steps = 6 if QUICK else 10
-    r = dlscope("profile", "-o", str(out), "--batch-size", "128", "--", sys.executable, str(prog), str(steps),
-                timeout=400)
+    r = dlscope(
+        "profile", "-o", str(out), "--batch-size", "128", "--", sys.executable, str(prog), str(steps), timeout=400
+    )
     (OUT / "rn50_summary.txt").write_text(r.stdout + "\n" + r.stderr)
     if r.returncode != 0:
         check("resnet50.run", False, f"dlscope profile exited {r.returncode}")
@@ -278,9 +304,14 @@ def resnet50() -> None:
     m = meta(out)
     nv = m["collectors"].get("nvml", {})
     RESULTS["data"]["resnet50"] = {
-        "phases": {f"{n}.{k}": {"mean": v["mean"], "max": v["max"], "samples": v["samples"]}
-                   for (n, k), v in ph.items() if n in ("preprocess", "compute")},
-        "nvml": nv, "devices": m.get("devices"), "cupti": m["collectors"].get("cupti"),
+        "phases": {
+            f"{n}.{k}": {"mean": v["mean"], "max": v["max"], "samples": v["samples"]}
+            for (n, k), v in ph.items()
+            if n in ("preprocess", "compute")
+        },
+        "nvml": nv,
+        "devices": m.get("devices"),
+        "cupti": m["collectors"].get("cupti"),
     }
     log(json.dumps(RESULTS["data"]["resnet50"], indent=1, default=str))
 
@@ -291,18 +322,31 @@ def resnet50() -> None:
     tc_c, tc_p = mean("compute", "tensor_active"), mean("preprocess", "tensor_active")
     # GPM values are window averages (200 ms by default) stamped at the window's middle: windows
     # that straddle a phase boundary blend the two phases, so the contrast is what is checked
-    check("resnet50.sm_active", sm_c >= 50 and sm_p <= 25 and sm_c >= 3 * max(sm_p, 1),
-          f"SM activity: compute {sm_c:.1f}%, preprocess {sm_p:.1f}%")
-    check("resnet50.tensor_active", tc_c >= 5 and tc_p <= 3 and tc_c >= 4 * max(tc_p, 0.5),
-          f"tensor-core activity: compute {tc_c:.1f}%, preprocess {tc_p:.1f}%")
+    check(
+        "resnet50.sm_active",
+        sm_c >= 50 and sm_p <= 25 and sm_c >= 3 * max(sm_p, 1),
+        f"SM activity: compute {sm_c:.1f}%, preprocess {sm_p:.1f}%",
+    )
+    check(
+        "resnet50.tensor_active",
+        tc_c >= 5 and tc_p <= 3 and tc_c >= 4 * max(tc_p, 0.5),
+        f"tensor-core activity: compute {tc_c:.1f}%, preprocess {tc_p:.1f}%",
+    )
     pcie = mean("compute", "pcie_rx"), mean("preprocess", "pcie_rx")
-    check("resnet50.pcie", pcie[0] > pcie[1], f"PCIe rx: compute {pcie[0] / 1e6:.1f} MB/s, "
-          f"preprocess {pcie[1] / 1e6:.1f} MB/s (the batch is copied in compute)")
+    check(
+        "resnet50.pcie",
+        pcie[0] > pcie[1],
+        f"PCIe rx: compute {pcie[0] / 1e6:.1f} MB/s, "
+        f"preprocess {pcie[1] / 1e6:.1f} MB/s (the batch is copied in compute)",
+    )
     st = nv.get("settings", {})
     pct = st.get("sampler_cpu_pct_of_core")
-    check("resnet50.sampler_cpu", nv.get("status") == "ok" and pct is not None and pct < 1.0,
-          f"sampler thread in the dlscope parent: {pct if pct is None else round(pct, 3)}% of one core "
-          f"({st.get('samples')} samples, mode {st.get('mode')})")
+    check(
+        "resnet50.sampler_cpu",
+        nv.get("status") == "ok" and pct is not None and pct < 1.0,
+        f"sampler thread in the dlscope parent: {pct if pct is None else round(pct, 3)}% of one core "
+        f"({st.get('samples')} samples, mode {st.get('mode')})",
+    )
     check("resnet50.summary", "GPU counters" in r.stdout, "the summary shows the GPU counters line")
 
 
@@ -328,9 +372,12 @@ def sampler_helper() -> None:
     RESULTS["data"]["sampler_helper"] = nv
     loop = st.get("sampler_cpu_pct_of_core")
     total = st.get("sampler_process_cpu_s")
-    check("sampler_helper.cpu", nv.get("status") == "ok" and st.get("mode") == "process" and loop is not None
-          and loop < 1.0, f"helper process: sampling loop {loop if loop is None else round(loop, 3)}% of one core; "
-          f"whole process {total if total is None else round(total, 2)} CPU s over {secs} s (start-up included)")
+    check(
+        "sampler_helper.cpu",
+        nv.get("status") == "ok" and st.get("mode") == "process" and loop is not None and loop < 1.0,
+        f"helper process: sampling loop {loop if loop is None else round(loop, 3)}% of one core; "
+        f"whole process {total if total is None else round(total, 2)} CPU s over {secs} s (start-up included)",
+    )
 
 
 # ---- 4. CuPy kernel counts through CUPTI ------------------------------------------------------------
@@ -371,8 +418,7 @@ def cupy_counts(mode: str) -> Callable[[], None]:
     def body() -> None:
         prog = program("cupy_count.py", CUPY_COUNT)
         out = WORK / f"cupy_{mode}.dlscope"
-        r = dlscope("profile", "-o", str(out), "--cupti", mode, "--quiet", "--", sys.executable, str(prog),
-                    timeout=300)
+        r = dlscope("profile", "-o", str(out), "--cupti", mode, "--quiet", "--", sys.executable, str(prog), timeout=300)
         if r.returncode != 0:
             check(f"cupy_counts.{mode}", False, f"dlscope profile exited {r.returncode}")
             return
@@ -380,40 +426,77 @@ def cupy_counts(mode: str) -> Callable[[], None]:
         m = meta(out)
         cu = m["collectors"].get("cupti", {})
         n = sql(out, "SELECT count(*) AS n FROM kernels WHERE name = 'dlscope_probe_kernel'")[0]["n"]
-        per_step = sql(out, """SELECT step, count(*) AS n FROM kernels WHERE name = 'dlscope_probe_kernel'
-                               GROUP BY step ORDER BY step""")
-        linked = sql(out, """SELECT count(*) AS n, count(a.name) AS with_api, min(k.start_ns - a.start_ns) AS lead_ns,
+        per_step = sql(
+            out,
+            """SELECT step, count(*) AS n FROM kernels WHERE name = 'dlscope_probe_kernel'
+                               GROUP BY step ORDER BY step""",
+        )
+        linked = sql(
+            out,
+            """SELECT count(*) AS n, count(a.name) AS with_api, min(k.start_ns - a.start_ns) AS lead_ns,
                                     any_value(a.name) AS api
                              FROM kernels k LEFT JOIN api a ON a.correlation_id = k.correlation_id
-                             WHERE k.name = 'dlscope_probe_kernel'""")[0]
-        copies = sql(out, f"""SELECT copy_kind, count(*) AS n FROM memcpy WHERE bytes = {truth['bytes']}
-                              GROUP BY 1 ORDER BY 1""")
-        inside = sql(out, """SELECT count(*) AS n FROM kernels k JOIN api a ON a.correlation_id = k.correlation_id
+                             WHERE k.name = 'dlscope_probe_kernel'""",
+        )[0]
+        copies = sql(
+            out,
+            f"""SELECT copy_kind, count(*) AS n FROM memcpy WHERE bytes = {truth["bytes"]}
+                              GROUP BY 1 ORDER BY 1""",
+        )
+        inside = sql(
+            out,
+            """SELECT count(*) AS n FROM kernels k JOIN api a ON a.correlation_id = k.correlation_id
                              JOIN phases p ON p.name = 'compute' AND a.start_ns >= p.start_ns AND a.start_ns < p.end_ns
-                             WHERE k.name = 'dlscope_probe_kernel'""")[0]["n"]
-        tables = sql(out, """SELECT (SELECT count(*) FROM kernels) AS kernels, (SELECT count(*) FROM api) AS api,
+                             WHERE k.name = 'dlscope_probe_kernel'""",
+        )[0]["n"]
+        tables = sql(
+            out,
+            """SELECT (SELECT count(*) FROM kernels) AS kernels, (SELECT count(*) FROM api) AS api,
                              (SELECT count(*) FROM memcpy) AS memcpy, (SELECT count(*) FROM memset) AS memset,
-                             (SELECT count(*) FROM sync) AS sync""")[0]
-        RESULTS["data"][f"cupy_counts_{mode}"] = {"truth": truth, "probe_kernels": n, "per_step": per_step,
-                                                  "linked": linked, "copies": copies, "launched_in_compute": inside,
-                                                  "tables": tables, "cupti": cu, "dropped": m.get("dropped", {}),
-                                                  "notes": m.get("notes", [])}
+                             (SELECT count(*) FROM sync) AS sync""",
+        )[0]
+        RESULTS["data"][f"cupy_counts_{mode}"] = {
+            "truth": truth,
+            "probe_kernels": n,
+            "per_step": per_step,
+            "linked": linked,
+            "copies": copies,
+            "launched_in_compute": inside,
+            "tables": tables,
+            "cupti": cu,
+            "dropped": m.get("dropped", {}),
+            "notes": m.get("notes", []),
+        }
         log(json.dumps(RESULTS["data"][f"cupy_counts_{mode}"], indent=1, default=str))
         ok_status = cu.get("status") == "ok"
-        check(f"cupy_counts.{mode}.status", ok_status,
-              f"cupti {cu.get('status')}: {cu.get('reason') or cu.get('settings', {}).get('started_by')}; "
-              f"record sizes {cu.get('settings', {}).get('record_bytes')}")
-        check(f"cupy_counts.{mode}.kernels", n == truth["launches"] and
-              all(r["n"] == truth["per_step"] for r in per_step) and len(per_step) == truth["steps"],
-              f"{n} probe kernels recorded for {truth['launches']} launches; per step {[r['n'] for r in per_step]}")
-        check(f"cupy_counts.{mode}.launch_link", linked["with_api"] == n and n > 0 and (linked["lead_ns"] or -1) >= 0
-              and inside == n, f"{linked['with_api']}/{n} tied to their launch call ({linked['api']}); "
-              f"earliest kernel start - launch start {linked['lead_ns']} ns; {inside} launched inside 'compute'")
+        check(
+            f"cupy_counts.{mode}.status",
+            ok_status,
+            f"cupti {cu.get('status')}: {cu.get('reason') or cu.get('settings', {}).get('started_by')}; "
+            f"record sizes {cu.get('settings', {}).get('record_bytes')}",
+        )
+        check(
+            f"cupy_counts.{mode}.kernels",
+            n == truth["launches"]
+            and all(r["n"] == truth["per_step"] for r in per_step)
+            and len(per_step) == truth["steps"],
+            f"{n} probe kernels recorded for {truth['launches']} launches; per step {[r['n'] for r in per_step]}",
+        )
+        check(
+            f"cupy_counts.{mode}.launch_link",
+            linked["with_api"] == n and n > 0 and (linked["lead_ns"] or -1) >= 0 and inside == n,
+            f"{linked['with_api']}/{n} tied to their launch call ({linked['api']}); "
+            f"earliest kernel start - launch start {linked['lead_ns']} ns; {inside} launched inside 'compute'",
+        )
         by_kind = {c["copy_kind"]: c["n"] for c in copies}
-        check(f"cupy_counts.{mode}.memcpy", by_kind.get("HtoD") == truth["h2d"] and by_kind.get("DtoH") == truth["d2h"],
-              f"copies of {truth['bytes']} bytes: {by_kind} (program made {truth['h2d']} HtoD, {truth['d2h']} DtoH)")
+        check(
+            f"cupy_counts.{mode}.memcpy",
+            by_kind.get("HtoD") == truth["h2d"] and by_kind.get("DtoH") == truth["d2h"],
+            f"copies of {truth['bytes']} bytes: {by_kind} (program made {truth['h2d']} HtoD, {truth['d2h']} DtoH)",
+        )
         dropped = int(m.get("dropped", {}).get("cupti", 0))
         check(f"cupy_counts.{mode}.dropped", dropped == 0, f"{dropped} dropped records")
+
     return body
 
 
@@ -456,13 +539,25 @@ def cupti_overhead(kind: str, pairs: int, budget_pct: float | None) -> Callable[
         prof: list[float] = []
         cupti_states = []
         for i in range(pairs):
-            for which in (("base", "prof") if i % 2 == 0 else ("prof", "base")):  # ABBA: drift cancels
+            for which in ("base", "prof") if i % 2 == 0 else ("prof", "base"):  # ABBA: drift cancels
                 if which == "base":
                     r = run([sys.executable, str(prog), kind, str(steps), str(warm)], 200, "baseline")
                 else:
                     out = WORK / f"ovh_{kind}_{i}.dlscope"
-                    r = dlscope("profile", "-o", str(out), "-f", "--quiet", "--", sys.executable, str(prog), kind,
-                                str(steps), str(warm), timeout=300)
+                    r = dlscope(
+                        "profile",
+                        "-o",
+                        str(out),
+                        "-f",
+                        "--quiet",
+                        "--",
+                        sys.executable,
+                        str(prog),
+                        kind,
+                        str(steps),
+                        str(warm),
+                        timeout=300,
+                    )
                     cupti_states.append(meta(out)["collectors"].get("cupti", {}).get("status"))
                 if r.returncode != 0:
                     raise RuntimeError(f"{which} run exited {r.returncode}")
@@ -470,17 +565,25 @@ def cupti_overhead(kind: str, pairs: int, budget_pct: float | None) -> Callable[
                 (base if which == "base" else prof).append(med)
         b, p = statistics.median(base), statistics.median(prof)
         pct = 100 * (p / b - 1)
-        RESULTS["data"][f"cupti_overhead_{kind}"] = {"baseline_step_ms": base, "profiled_step_ms": prof,
-                                                     "median_baseline_ms": b, "median_profiled_ms": p,
-                                                     "overhead_pct": pct, "cupti_status": cupti_states}
+        RESULTS["data"][f"cupti_overhead_{kind}"] = {
+            "baseline_step_ms": base,
+            "profiled_step_ms": prof,
+            "median_baseline_ms": b,
+            "median_profiled_ms": p,
+            "overhead_pct": pct,
+            "cupti_status": cupti_states,
+        }
         log(json.dumps(RESULTS["data"][f"cupti_overhead_{kind}"], indent=1))
         traced = all(s == "ok" for s in cupti_states)
-        detail = (f"{kind}-bound step: {b:.3f} ms bare, {p:.3f} ms under dlscope profile (CUPTI traced: {traced}); "
-                  f"overhead {pct:+.2f}% (medians of {pairs} alternated runs each)")
+        detail = (
+            f"{kind}-bound step: {b:.3f} ms bare, {p:.3f} ms under dlscope profile (CUPTI traced: {traced}); "
+            f"overhead {pct:+.2f}% (medians of {pairs} alternated runs each)"
+        )
         if budget_pct is None:
             check(f"cupti_overhead.{kind}", None if traced else False, detail + " [information, no budget]")
         else:
             check(f"cupti_overhead.{kind}", traced and pct < budget_pct, detail + f" [budget {budget_pct}%]")
+
     return body
 
 
@@ -506,20 +609,34 @@ cp.cuda.Device().synchronize()
 
 def cupti_repeat(n: int) -> Callable[[], None]:
     """The CUPTI-path program under ``dlscope profile`` n times, each bounded: no run may hang."""
+
     def body() -> None:
         prog = program("cupy_step.py", CUPY_STEP)
         times, hung = [], 0
         for i in range(n):
             t = time.monotonic()
             try:
-                r = dlscope("profile", "-o", str(WORK / f"rep_{i}.dlscope"), "-f", "--quiet", "--", sys.executable,
-                            str(prog), "gpu", "10", "3", timeout=60)
+                r = dlscope(
+                    "profile",
+                    "-o",
+                    str(WORK / f"rep_{i}.dlscope"),
+                    "-f",
+                    "--quiet",
+                    "--",
+                    sys.executable,
+                    str(prog),
+                    "gpu",
+                    "10",
+                    "3",
+                    timeout=60,
+                )
                 ok = r.returncode == 0
             except subprocess.TimeoutExpired:
                 ok, hung = False, hung + 1
             times.append(round(time.monotonic() - t, 1) if ok else None)
         RESULTS["data"]["cupti_repeat_s"] = times
         check("cupti_repeat.no_hang", hung == 0 and all(times), f"{n} runs, wall seconds {times}")
+
     return body
 
 
@@ -527,7 +644,11 @@ def _find_ncu() -> str | None:
     found = shutil.which("ncu")
     if found:
         return found
-    for pattern in ("/usr/local/cuda*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda*/nsight-compute*/ncu"):
+    for pattern in (
+        "/usr/local/cuda*/bin/ncu",
+        "/opt/nvidia/nsight-compute/*/ncu",
+        "/usr/local/cuda*/nsight-compute*/ncu",
+    ):
         hits = sorted(Path("/").glob(pattern.lstrip("/")))
         if hits:
             return str(hits[-1])
@@ -541,15 +662,40 @@ def nvtx_ncu() -> None:
         return
     prog = program("cupy_nvtx.py", CUPY_NVTX)
     out = WORK / "nvtx.dlscope"
-    cmd = [ncu, "--nvtx", "--nvtx-include", "compute/", "--csv", "--metrics", "gpu__time_duration.sum",
-           "--target-processes", "all", sys.executable, "-m", "dlscope", "profile", "--nvtx", "--cupti", "on",
-           "--quiet", "-o", str(out), "--", sys.executable, str(prog)]
+    cmd = [
+        ncu,
+        "--nvtx",
+        "--nvtx-include",
+        "compute/",
+        "--csv",
+        "--metrics",
+        "gpu__time_duration.sum",
+        "--target-processes",
+        "all",
+        sys.executable,
+        "-m",
+        "dlscope",
+        "profile",
+        "--nvtx",
+        "--cupti",
+        "on",
+        "--quiet",
+        "-o",
+        str(out),
+        "--",
+        sys.executable,
+        str(prog),
+    ]
     r = run(cmd, 300, "ncu")
     (OUT / "ncu_nvtx.log").write_text(r.stdout[-20000:] + "\n---stderr---\n" + r.stderr[-20000:])
     profiled = [ln for ln in r.stdout.splitlines() if "dlscope_nvtx_" in ln]
     names = {n for n in ("dlscope_nvtx_inside", "dlscope_nvtx_outside") if any(n in ln for ln in profiled)}
-    check("nvtx_ncu.ranges", names == {"dlscope_nvtx_inside"},
-          f"ncu --nvtx-include compute/ profiled {sorted(names) or 'nothing'} (expected only the kernel inside the phase)")
+    check(
+        "nvtx_ncu.ranges",
+        names == {"dlscope_nvtx_inside"},
+        f"ncu --nvtx-include compute/ profiled {sorted(names) or 'nothing'} (expected only the kernel inside the"
+        " phase)",
+    )
     if not (out / "meta.json").exists():
         check("nvtx_ncu.cupti_steps_aside", False, "no profile was written under ncu")
         return
@@ -557,11 +703,17 @@ def nvtx_ncu() -> None:
     cu = m["collectors"].get("cupti", {})
     nv = m["collectors"].get("nvtx", {})
     RESULTS["data"]["nvtx_ncu"] = {"profiled_lines": profiled[:5], "cupti": cu, "nvtx": nv}
-    check("nvtx_ncu.cupti_steps_aside", cu.get("status") == "unavailable" and "CUPTI" in (cu.get("reason") or ""),
-          f"cupti {cu.get('status')}: {cu.get('reason')}")
+    check(
+        "nvtx_ncu.cupti_steps_aside",
+        cu.get("status") == "unavailable" and "CUPTI" in (cu.get("reason") or ""),
+        f"cupti {cu.get('status')}: {cu.get('reason')}",
+    )
     phases = sql(out, "SELECT count(*) AS n FROM phases WHERE name = 'compute'")[0]["n"]
-    check("nvtx_ncu.profile_kept", r.returncode == 0 and phases == 1 and nv.get("status") == "ok",
-          f"dlscope still recorded its phase under ncu ({phases} 'compute'), nvtx {nv.get('status')}")
+    check(
+        "nvtx_ncu.profile_kept",
+        r.returncode == 0 and phases == 1 and nv.get("status") == "ok",
+        f"dlscope still recorded its phase under ncu ({phases} 'compute'), nvtx {nv.get('status')}",
+    )
 
 
 # ---- main -------------------------------------------------------------------------------------------
@@ -573,9 +725,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer steps and repetitions")
     ap.add_argument("--only", default="", help="comma-separated section names to run (default: all)")
-    ap.add_argument("--repeat-cupti", type=int, default=0,
-                    help="also run the CUPTI-path program under dlscope profile N more times, each with a "
-                         "60 s limit: a hang at exit shows up here")
+    ap.add_argument(
+        "--repeat-cupti",
+        type=int,
+        default=0,
+        help=(
+            "also run the CUPTI-path program under dlscope profile N more times, each with a "
+            "60 s limit: a hang at exit shows up here"
+        ),
+    )
     args = ap.parse_args()
     QUICK = args.quick
     OUT.mkdir(parents=True, exist_ok=True)
@@ -590,10 +748,13 @@ def main() -> int:
     for name, fn in (("nvml", nvml_probe), ("resnet50", resnet50), ("sampler_helper", sampler_helper)):
         if want(name):
             section(name, fn)
-    for name, fn in (("cupy_counts.on", cupy_counts("on")), ("cupy_counts.auto", cupy_counts("auto")),
-                     ("cupti_overhead.gpu", cupti_overhead("gpu", 2 if QUICK else 4, budget_pct=3.0)),
-                     ("cupti_overhead.launch", cupti_overhead("launch", 1 if QUICK else 2, budget_pct=None)),
-                     ("nvtx_ncu", nvtx_ncu)):
+    for name, fn in (
+        ("cupy_counts.on", cupy_counts("on")),
+        ("cupy_counts.auto", cupy_counts("auto")),
+        ("cupti_overhead.gpu", cupti_overhead("gpu", 2 if QUICK else 4, budget_pct=3.0)),
+        ("cupti_overhead.launch", cupti_overhead("launch", 1 if QUICK else 2, budget_pct=None)),
+        ("nvtx_ncu", nvtx_ncu),
+    ):
         if want(name):
             section(name, fn)
     if args.repeat_cupti:
@@ -605,8 +766,10 @@ def main() -> int:
     for name, c in RESULTS["checks"].items():
         log(f"| {name} | {c['status']} | {c['detail']} |")
     failed = [n for n, c in RESULTS["checks"].items() if c["status"] == "FAIL"]
-    log(f"\n{len(RESULTS['checks']) - len(failed)} passed or skipped, {len(failed)} failed "
-        f"in {RESULTS['data']['elapsed_s']:.0f} s; results in {OUT / 'gpu_hw_layer.json'}")
+    log(
+        f"\n{len(RESULTS['checks']) - len(failed)} passed or skipped, {len(failed)} failed "
+        f"in {RESULTS['data']['elapsed_s']:.0f} s; results in {OUT / 'gpu_hw_layer.json'}"
+    )
     return 1 if failed else 0
 
 

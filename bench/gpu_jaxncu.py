@@ -52,7 +52,7 @@ ENV["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 ENV["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), *[p for p in ENV.get("PYTHONPATH", "").split(os.pathsep) if p]])
 ENV.pop("DLSCOPE_SESSION", None)
 
-JAX_PROGRAM = '''
+JAX_PROGRAM = """
 import os, sys
 import jax, jax.numpy as jnp
 
@@ -94,9 +94,9 @@ for step in range(12):
 if trace_dir:
     jax.profiler.stop_trace()
 print("devices", jax.devices(), "loss", float(loss))
-'''
+"""
 
-CUPY_PROGRAM = '''
+CUPY_PROGRAM = """
 import cupy as cp
 import dlscope
 a = cp.random.random((2048, 2048), dtype=cp.float32)
@@ -108,14 +108,16 @@ for i in range(20):
         cp.cuda.Device().synchronize()
     dlscope.step()
 print("sum", float(c.sum()))
-'''
+"""
 
-TORCH_PROGRAM = '''
+TORCH_PROGRAM = """
 import torch
 import dlscope
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1),
-                            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 1000)).cuda()
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(64, 64, 3, padding=1),
+                            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                            torch.nn.Linear(64, 1000)).cuda()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(64, 3, 64, 64, device="cuda")
 y = torch.randint(0, 1000, (64,), device="cuda")
@@ -126,7 +128,7 @@ for step in range(6):
     opt.step()
 torch.cuda.synchronize()
 print("loss", float(loss))
-'''
+"""
 
 
 def log(*parts: Any) -> None:
@@ -144,8 +146,9 @@ def elapsed() -> float:
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     log("$", " ".join(str(c) for c in cmd)[:300])
     t = time.monotonic()
-    r = subprocess.run([str(c) for c in cmd], cwd=REPO, env=env or ENV, capture_output=True, text=True,
-                       timeout=timeout, check=False)
+    r = subprocess.run(
+        [str(c) for c in cmd], cwd=REPO, env=env or ENV, capture_output=True, text=True, timeout=timeout, check=False
+    )
     log(f"  rc={r.returncode} in {time.monotonic() - t:.1f}s")
     if r.returncode != 0:
         log("  stderr tail:", r.stderr[-1500:])
@@ -173,8 +176,10 @@ def sql(profile: Path, query: str) -> list[dict[str, Any]]:
 
 ATTRIBUTED = """SELECT count(*) AS kernels, sum(k.end_ns - k.start_ns)::BIGINT AS kernel_ns,
     sum(k.end_ns - k.start_ns) FILTER (WHERE o.op_id IS NOT NULL)::BIGINT AS attributed_ns,
-    100.0 * sum(k.end_ns - k.start_ns) FILTER (WHERE o.op_id IS NOT NULL) / nullif(sum(k.end_ns - k.start_ns), 0) AS attributed_pct
-    FROM kernels k LEFT JOIN (SELECT external_id, any_value(op_id) AS op_id FROM ops WHERE external_id IS NOT NULL GROUP BY 1) o
+    100.0 * sum(k.end_ns - k.start_ns) FILTER (WHERE o.op_id IS NOT NULL)
+        / nullif(sum(k.end_ns - k.start_ns), 0) AS attributed_pct
+    FROM kernels k LEFT JOIN (SELECT external_id, any_value(op_id) AS op_id
+        FROM ops WHERE external_id IS NOT NULL GROUP BY 1) o
     ON o.external_id = k.external_id"""
 
 
@@ -192,7 +197,9 @@ def part(name: str):
                 RESULTS["errors"][name] = f"{e.__class__.__name__}: {e}"
                 log(traceback.format_exc())
             log(f"   -> {json.dumps(RESULTS['parts'].get(name), default=str)[:1500]}")
+
         return wrapped
+
     return deco
 
 
@@ -201,24 +208,37 @@ def env() -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "src"))
     from dlscope.capture import cupti_lib
 
-    out: dict[str, Any] = {"python": sys.version.split()[0], "ncu": shutil.which("ncu") or
-                           (os.path.exists("/usr/local/cuda/bin/ncu") and "/usr/local/cuda/bin/ncu")}
+    out: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "ncu": shutil.which("ncu") or (os.path.exists("/usr/local/cuda/bin/ncu") and "/usr/local/cuda/bin/ncu"),
+    }
     for mod in ("jax", "jaxlib", "cupy", "torch"):
-        r = subprocess.run([sys.executable, "-c", f"import {mod}; print({mod}.__version__)"], capture_output=True,
-                           text=True, env=ENV)
+        r = subprocess.run(
+            [sys.executable, "-c", f"import {mod}; print({mod}.__version__)"], capture_output=True, text=True, env=ENV
+        )
         out[mod] = r.stdout.strip() or r.stderr.strip().splitlines()[-1:]
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         from dlscope.capture import cupti_lib
         try:
             from cupti import cupti
             print("ok", cupti_lib.preload(), cupti_lib.already_loaded())
         except Exception as e:
             print("fail", cupti_lib.import_failure(e))
-        """)], capture_output=True, text=True, env=ENV)
+        """),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     out["cupti_python"] = (r.stdout or r.stderr).strip()[-500:]
     out["libcupti_candidates"] = [str(p) for p in cupti_lib.candidates()][:8]
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
+    )
     out["gpu"] = smi.stdout.strip()
     return out
 
@@ -239,15 +259,19 @@ def jax_profile() -> dict[str, Any]:
     out["api_calls"] = sql(prof, "SELECT count(*) AS n, count(DISTINCT name) AS names FROM api")
     out["ops_by_category"] = sql(prof, "SELECT category, count(*) AS n FROM ops GROUP BY 1")
     out["steps"] = sql(prof, "SELECT step, warmup, (end_ns - start_ns) / 1e6 AS ms FROM steps ORDER BY step")
-    out["unattributed_top"] = sql(prof, """SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels
+    out["unattributed_top"] = sql(
+        prof,
+        """SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels
         WHERE external_id IS NULL OR external_id NOT IN (SELECT external_id FROM ops WHERE external_id IS NOT NULL)
-        GROUP BY 1 ORDER BY ms DESC LIMIT 8""")
+        GROUP BY 1 ORDER BY ms DESC LIMIT 8""",
+    )
     r = dlscope("stats", prof, "--report", "op_sum,tensor_core,kernel_metrics", "--format", "json", timeout=60)
     if r.returncode == 0:
         rep = json.loads(r.stdout)
         out["op_sum_top"] = rep.get("op_sum", [])[:8] if isinstance(rep.get("op_sum"), list) else rep.get("op_sum")
-        out["tensor_core_top"] = rep.get("tensor_core", [])[:6] if isinstance(rep.get("tensor_core"), list) \
-            else rep.get("tensor_core")
+        out["tensor_core_top"] = (
+            rep.get("tensor_core", [])[:6] if isinstance(rep.get("tensor_core"), list) else rep.get("tensor_core")
+        )
     r = dlscope("advise", prof, timeout=60)
     out["advise"] = r.stdout[-1500:]
     return out
@@ -260,8 +284,10 @@ def jax_import() -> dict[str, Any]:
     trace = WORK / "jax_trace"
     env = dict(ENV, JAX_TRACE_DIR=str(trace))
     r = run([sys.executable, prog], 120, env)
-    out: dict[str, Any] = {"rc": r.returncode, "files": sorted(f"{p.relative_to(trace)} {p.stat().st_size}"
-                                                                for p in trace.rglob("*") if p.is_file())}
+    out: dict[str, Any] = {
+        "rc": r.returncode,
+        "files": sorted(f"{p.relative_to(trace)} {p.stat().st_size}" for p in trace.rglob("*") if p.is_file()),
+    }
     prof = WORK / "jax_import.dlscope"
     r = dlscope("import", trace, "-o", prof, timeout=90)
     out["import_rc"] = r.returncode
@@ -270,8 +296,11 @@ def jax_import() -> dict[str, Any]:
         out["attribution"] = sql(prof, ATTRIBUTED)
         out["ops_by_category"] = sql(prof, "SELECT category, count(*) AS n FROM ops GROUP BY 1")
         out["sources"] = sql(prof, "SELECT DISTINCT name, source FROM ops WHERE source IS NOT NULL LIMIT 8")
-        out["kernel_sample"] = sql(prof, """SELECT name, grid_x, block_x, registers, shared_bytes, external_id
-                                            FROM kernels LIMIT 5""")
+        out["kernel_sample"] = sql(
+            prof,
+            """SELECT name, grid_x, block_x, registers, shared_bytes, external_id
+                                            FROM kernels LIMIT 5""",
+        )
     return out
 
 
@@ -297,8 +326,11 @@ def ncu() -> dict[str, Any]:
     prof = WORK / "torch.dlscope"
     r = dlscope("profile", "--quiet", "-o", prof, "--", sys.executable, prog, timeout=90)
     out: dict[str, Any] = {"profile_rc": r.returncode}
-    out["top_kernels"] = sql(prof, """SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels
-                                      GROUP BY 1 ORDER BY ms DESC LIMIT 3""")
+    out["top_kernels"] = sql(
+        prof,
+        """SELECT name, count(*) AS n, sum(end_ns - start_ns) / 1e6 AS ms FROM kernels
+                                      GROUP BY 1 ORDER BY ms DESC LIMIT 3""",
+    )
     r = dlscope("ncu", prof, "--top", "3", "--timeout", "60", "--", sys.executable, prog, timeout=200)
     out["ncu_rc"] = r.returncode
     out["ncu_stderr"] = r.stderr[-1500:]
@@ -308,10 +340,15 @@ def ncu() -> dict[str, Any]:
         out["kernel_metrics"] = got.get("kernel_metrics") if isinstance(got, dict) else got
     else:
         out["kernel_metrics"] = rep.stderr[-300:]
-    out["stored"] = sql(prof, "SELECT count(*) AS n, count(DISTINCT name) AS kernels, count(DISTINCT metric) AS metrics "
-                              "FROM kernel_metrics")
-    out["tensor_metrics"] = sql(prof, "SELECT DISTINCT metric FROM kernel_metrics WHERE metric LIKE '%tensor%' "
-                                      "OR metric LIKE '%sass%' OR metric LIKE 'dram__bytes%'")
+    out["stored"] = sql(
+        prof,
+        "SELECT count(*) AS n, count(DISTINCT name) AS kernels, count(DISTINCT metric) AS metrics FROM kernel_metrics",
+    )
+    out["tensor_metrics"] = sql(
+        prof,
+        "SELECT DISTINCT metric FROM kernel_metrics WHERE metric LIKE '%tensor%' "
+        "OR metric LIKE '%sass%' OR metric LIKE 'dram__bytes%'",
+    )
     # the top kernel once more, its CSV kept as test data for the roofline and tensor columns
     if out["top_kernels"] and elapsed() < BUDGET_S + 20:
         from dlscope.application.ncu import (
@@ -324,8 +361,9 @@ def ncu() -> dict[str, Any]:
         )
 
         top = out["top_kernels"][0]
-        opts = NcuOptions(str(prof), [sys.executable, str(prog)], section=list(DEFAULT_SECTIONS),
-                          metrics=list(DEFAULT_METRICS))
+        opts = NcuOptions(
+            str(prof), [sys.executable, str(prog)], section=list(DEFAULT_SECTIONS), metrics=list(DEFAULT_METRICS)
+        )
         csv = OUT / "ncu_top1.csv"
         cmd = ncu_command(find_ncu(None), Target(top["name"], 0, int(top["n"])), opts, csv)
         r = run(cmd, 90)
@@ -363,12 +401,14 @@ def main() -> int:
     jp = RESULTS["parts"].get("jax_profile", {}).get("attribution") or [{}]
     ji = RESULTS["parts"].get("jax_import", {}).get("attribution") or [{}]
     js = RESULTS["parts"].get("jax_profile", {}).get("attribution_after_step0") or [{}]
-    RESULTS["summary"] = {"jax_profile_attributed_pct": jp[0].get("attributed_pct"),
-                          "jax_profile_attributed_pct_after_step0": js[0].get("attributed_pct"),
-                          "jax_import_attributed_pct": ji[0].get("attributed_pct"),
-                          "cupy_kernels": (RESULTS["parts"].get("cupy", {}).get("kernels") or [{}])[0].get("n"),
-                          "cupy_cupti": RESULTS["parts"].get("cupy", {}).get("cupti"),
-                          "ncu_kernels_stored": (RESULTS["parts"].get("ncu", {}).get("stored") or [{}])[0].get("kernels")}
+    RESULTS["summary"] = {
+        "jax_profile_attributed_pct": jp[0].get("attributed_pct"),
+        "jax_profile_attributed_pct_after_step0": js[0].get("attributed_pct"),
+        "jax_import_attributed_pct": ji[0].get("attributed_pct"),
+        "cupy_kernels": (RESULTS["parts"].get("cupy", {}).get("kernels") or [{}])[0].get("n"),
+        "cupy_cupti": RESULTS["parts"].get("cupy", {}).get("cupti"),
+        "ncu_kernels_stored": (RESULTS["parts"].get("ncu", {}).get("stored") or [{}])[0].get("kernels"),
+    }
     (OUT / "gpu_jaxncu.json").write_text(json.dumps(RESULTS, indent=1, default=str))
     log("SUMMARY", json.dumps(RESULTS["summary"], default=str))
     log("errors", json.dumps(RESULTS["errors"], default=str))

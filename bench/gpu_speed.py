@@ -29,11 +29,24 @@ def main() -> int:
     log = out / "gpu_speed.log"
     t = time.time()
     try:
-        r = subprocess.run([sys.executable, str(HERE / "long_run.py"), "--seconds", str(seconds), "--every", "5",
-                            "--out", str(out / "long_run.json")], capture_output=True, text=True,
-                           timeout=float(seconds) + 65)
-        log.write_text(f"rc {r.returncode} in {time.time() - t:.1f} s\n--- stdout\n{r.stdout}\n--- stderr\n"
-                       f"{r.stderr[-20000:]}\n")
+        r = subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "long_run.py"),
+                "--seconds",
+                str(seconds),
+                "--every",
+                "5",
+                "--out",
+                str(out / "long_run.json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=float(seconds) + 65,
+        )
+        log.write_text(
+            f"rc {r.returncode} in {time.time() - t:.1f} s\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr[-20000:]}\n"
+        )
     except Exception as e:  # never crash as a whole: say what happened
         log.write_text(f"failed after {time.time() - t:.1f} s: {e.__class__.__name__}: {e}\n")
         if not (out / "long_run.json").exists():

@@ -54,6 +54,7 @@ def resnet_step():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -67,6 +68,7 @@ def mlp_step():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -89,12 +91,14 @@ def run_block(step, warm: int, n: int, on_step=None) -> list[float]:
 
 def configs():
     from torch.profiler import ProfilerActivity, profile
+
     cpu, cuda = ProfilerActivity.CPU, ProfilerActivity.CUDA
 
     def tp(acts):
         def block(step, warm, n):
             with profile(activities=acts):
                 return run_block(step, warm, n), {}
+
         return block
 
     def dl(mode):
@@ -114,13 +118,24 @@ def configs():
             flags = [traced.get(warm + i, True) for i in range(n)]  # step i of the block is dlscope step warm+i
             export_s = meta["collectors"].get("torch", {}).get("settings", {}).get("export_s")
             shutil.rmtree(d.parent, ignore_errors=True)
-            return ts, {"stop_finalize_s": stop_s, "events": events, "traced": flags,
-                        "timings": meta.get("timings_s", {}), "kineto_export_s": export_s}
+            return ts, {
+                "stop_finalize_s": stop_s,
+                "events": events,
+                "traced": flags,
+                "timings": meta.get("timings_s", {}),
+                "kineto_export_s": export_s,
+            }
+
         return block
 
-    return {"none": lambda s, w, n: (run_block(s, w, n), {}),
-            "torch.profiler cpu+cuda": tp([cpu, cuda]), "torch.profiler cuda": tp([cuda]),
-            "torch.profiler cpu": tp([cpu]), "dlscope default": dl("default"), "dlscope full": dl("full")}
+    return {
+        "none": lambda s, w, n: (run_block(s, w, n), {}),
+        "torch.profiler cpu+cuda": tp([cpu, cuda]),
+        "torch.profiler cuda": tp([cuda]),
+        "torch.profiler cpu": tp([cpu]),
+        "dlscope default": dl("default"),
+        "dlscope full": dl("full"),
+    }
 
 
 def overhead(name: str, step, warm: int, n: int) -> dict:
@@ -132,7 +147,7 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
     block_times: dict[str, list[list[float]]] = {k: [] for k in cfgs}
     names = list(cfgs)
     for r in range(ROUNDS):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
             ts, info = cfgs[k](step, warm, n)
             per[k].append(statistics.median(ts) * 1e3)
@@ -150,12 +165,16 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
             out[k]["finalize_s_per_100k_events"] = out[k]["stop_finalize_s"] / max(out[k]["events"], 1) * 1e5
             out[k]["kineto_export_s"] = statistics.median(e["kineto_export_s"] or 0 for e in fin)
             out[k]["dlscope_finalize_s_per_100k_events"] = (
-                (out[k]["stop_finalize_s"] - out[k]["kineto_export_s"]) / max(out[k]["events"], 1) * 1e5)
+                (out[k]["stop_finalize_s"] - out[k]["kineto_export_s"]) / max(out[k]["events"], 1) * 1e5
+            )
             out[k]["timings_s"] = fin[-1]["timings"]
             out[k]["traced_steps_per_block"] = sum(fin[-1]["traced"])
             for label, want in (("untraced", False), ("traced", True)):
-                rounds = [statistics.median([t for t, f in zip(ts, e["traced"]) if f == want]) * 1e3
-                          for ts, e in zip(block_times[k], fin) if any(f == want for f in e["traced"])]
+                rounds = [
+                    statistics.median([t for t, f in zip(ts, e["traced"]) if f == want]) * 1e3
+                    for ts, e in zip(block_times[k], fin)
+                    if any(f == want for f in e["traced"])
+                ]
                 if rounds:
                     med = statistics.median(rounds)
                     out[k][f"{label}_median_ms"] = med
@@ -165,11 +184,17 @@ def overhead(name: str, step, warm: int, n: int) -> dict:
         out[k]["ratio_to_torch_profiler_overhead"] = out[k]["overhead_pct"] / tp if tp > 0 else None
     print(f"\n== {name}")
     for k, v in out.items():
-        print(f"{k:26s} {v['median_ms']:9.3f} ms  {v['overhead_pct']:+6.2f}%"
-              + (f"  untraced {v['untraced_overhead_pct']:+.2f}%" if "untraced_overhead_pct" in v else "")
-              + (f"  traced {v['traced_overhead_pct']:+.2f}%" if "traced_overhead_pct" in v else "")
-              + (f"  stop+finalize {v['stop_finalize_s']:.2f}s for {v['events']:.0f} events"
-                 f" (Kineto export {v['kineto_export_s']:.2f}s)" if "events" in v else ""))
+        print(
+            f"{k:26s} {v['median_ms']:9.3f} ms  {v['overhead_pct']:+6.2f}%"
+            + (f"  untraced {v['untraced_overhead_pct']:+.2f}%" if "untraced_overhead_pct" in v else "")
+            + (f"  traced {v['traced_overhead_pct']:+.2f}%" if "traced_overhead_pct" in v else "")
+            + (
+                f"  stop+finalize {v['stop_finalize_s']:.2f}s for {v['events']:.0f} events"
+                f" (Kineto export {v['kineto_export_s']:.2f}s)"
+                if "events" in v
+                else ""
+            )
+        )
     return out
 
 
@@ -178,9 +203,25 @@ def unmodified_resnet() -> dict:
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     t = time.time()
-    r = subprocess.run([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--batch-size", "64",
-                        "--", sys.executable, str(REPO / "bench/programs/resnet_unmodified.py"), "12"],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "profile",
+            "-o",
+            str(out),
+            "--batch-size",
+            "64",
+            "--",
+            sys.executable,
+            str(REPO / "bench/programs/resnet_unmodified.py"),
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     wall = time.time() - t
     (OUT / "resnet_unmodified_summary.txt").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
     print(r.stdout[-3000:])
@@ -199,8 +240,12 @@ def unmodified_resnet() -> dict:
     res["steps"] = q("SELECT count(*), min(source) FROM steps")[0]
     res["phases"] = q("SELECT name, count(*) FROM phases WHERE source = 'derived' GROUP BY 1 ORDER BY 1")
     res["collectors"] = {k: v.__dict__ for k, v in data.meta.collectors.items()}
-    res["summary_json"] = subprocess.run([sys.executable, "-m", "dlscope", "summary", str(out), "--format", "json"],
-                                         capture_output=True, text=True, env=env).stdout
+    res["summary_json"] = subprocess.run(
+        [sys.executable, "-m", "dlscope", "summary", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
     return res
 
 
@@ -208,14 +253,32 @@ def demo_profile() -> dict:
     """ResNet-50 with phases and real input-pipeline problems: the profile bundled for the demo."""
     work = Path(tempfile.mkdtemp())
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    r = subprocess.run([sys.executable, "-m", "dlscope", "profile", "-o", str(work / "h100_resnet50.dlscope"),
-                        "--batch-size", "64", "--", sys.executable, str(REPO / "bench/programs/resnet_phases.py"), "16"],
-                       capture_output=True, text=True, env=env, cwd=work)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "profile",
+            "-o",
+            str(work / "h100_resnet50.dlscope"),
+            "--batch-size",
+            "64",
+            "--",
+            sys.executable,
+            str(REPO / "bench/programs/resnet_phases.py"),
+            "16",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+    )
     (OUT / "demo_summary.txt").write_text(r.stdout + "\n--- stderr\n" + r.stderr)
     print(r.stdout[-2500:])
     if r.returncode == 0:
-        subprocess.run(["tar", "czf", str(OUT / "h100_resnet50.dlscope.tgz"), "-C", str(work), "h100_resnet50.dlscope"],
-                       check=True)
+        subprocess.run(
+            ["tar", "czf", str(OUT / "h100_resnet50.dlscope.tgz"), "-C", str(work), "h100_resnet50.dlscope"], check=True
+        )
     return {"returncode": r.returncode}
 
 

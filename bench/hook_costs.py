@@ -76,7 +76,7 @@ def hooks_cost(device: str, blocks: int, steps: int) -> dict:
     tmp = Path(tempfile.mkdtemp())
     modes = ["off", "hooks", "hooks_no_gpu_marks"]
     for b in range(blocks):
-        for mode in modes[b % 3:] + modes[:b % 3]:  # rotated, so that drifts hit every mode alike
+        for mode in modes[b % 3 :] + modes[: b % 3]:  # rotated, so that drifts hit every mode alike
             if mode.startswith("hooks"):
                 settings = Settings(phase_gpu=mode != "hooks_no_gpu_marks")
                 s = Session(tmp / f"h{b}{mode}.dlscope", settings, collectors=[TorchPhaseHooks]).start()
@@ -91,8 +91,14 @@ def hooks_cost(device: str, blocks: int, steps: int) -> dict:
         with torch.profiler.profile(activities=acts):
             times["torch.profiler"].append(block(model, opt, loader, steps, device))
     med = {k: statistics.median(v) for k, v in times.items()}
-    out = {"device": device, "steps_per_block": steps, "blocks": blocks, "us_per_step": times,
-           "median_us_per_step": med, "torch_profiler_cost_pct": 100 * (med["torch.profiler"] / med["off"] - 1)}
+    out = {
+        "device": device,
+        "steps_per_block": steps,
+        "blocks": blocks,
+        "us_per_step": times,
+        "median_us_per_step": med,
+        "torch_profiler_cost_pct": 100 * (med["torch.profiler"] / med["off"] - 1),
+    }
     rng = random.Random(0)
     # hooks (with the CUDA-event GPU marks on a GPU) against off, and the marks alone
     for label, on, off in (("hooks", "hooks", "off"), ("gpu_marks", "hooks", "hooks_no_gpu_marks")):
@@ -147,11 +153,18 @@ def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
         s = Session(tmp / f"{len(res)}.dlscope", Settings(live=live), collectors=cols).start()
         res[label] = {"ns": best(s.step)}
         s.stop()
-    res["live line"] = {"off_ns": res["step boundary"]["ns"], "hooks_ns": res["step boundary, live line on"]["ns"],
-                        "added_ns": res["step boundary, live line on"]["ns"] - res["step boundary"]["ns"]}
+    res["live line"] = {
+        "off_ns": res["step boundary"]["ns"],
+        "hooks_ns": res["step boundary, live line on"]["ns"],
+        "added_ns": res["step boundary, live line on"]["ns"] - res["step boundary"]["ns"],
+    }
     del res["step boundary"], res["step boundary, live line on"]
-    for name, fn in (("forward", forward), ("backward (forward included)", backward), ("optimizer", step),
-                     ("dataloader", fetch)):
+    for name, fn in (
+        ("forward", forward),
+        ("backward (forward included)", backward),
+        ("optimizer", step),
+        ("dataloader", fetch),
+    ):
         off = best(fn)
         s = Session(tmp / f"{name[:4]}.dlscope", Settings(), collectors=[TorchPhaseHooks]).start()
         forward()
@@ -190,8 +203,13 @@ def gpu_mark_cost(n: int = 3000, reps: int = 5) -> dict:
         return min(out)
 
     bare_ns, marked_ns = best(bare), best(marked)
-    return {"bare_ns": bare_ns, "marked_ns": marked_ns, "added_ns": marked_ns - bare_ns, "marks": clock.marks,
-            "failed": clock.failed}
+    return {
+        "bare_ns": bare_ns,
+        "marked_ns": marked_ns,
+        "added_ns": marked_ns - bare_ns,
+        "marks": clock.marks,
+        "failed": clock.failed,
+    }
 
 
 def launch_queue(n: int = 4096) -> dict:
@@ -210,8 +228,11 @@ def launch_queue(n: int = 4096) -> dict:
         torch.cuda.synchronize()
         med = statistics.median(costs[:256])
         first_wait = next((i for i, c in enumerate(costs) if c > 20 * med), None)
-        out[f"trial{trial}"] = {"median_launch_ns": med, "p90_launch_ns": statistics.quantiles(costs[:256], n=10)[-1],
-                                "launches_before_first_wait": first_wait}
+        out[f"trial{trial}"] = {
+            "median_launch_ns": med,
+            "p90_launch_ns": statistics.quantiles(costs[:256], n=10)[-1],
+            "launches_before_first_wait": first_wait,
+        }
     return out
 
 
@@ -242,9 +263,12 @@ def main() -> int:
         print(f"  {name}: {r['off_ns'] / 1e3:.2f} us per call, hooks add {r['added_ns'] / 1e3:+.2f} us")
     lo, hi = h["hooks_cost_interval_us"]
     glo, ghi = h["gpu_marks_cost_interval_us"]
-    print(f"{a.device}: off {h['median_us_per_step']['off']:.1f} us/step, hooks {h['hooks_cost_us_per_step']:+.1f} us "
-          f"(95% interval {lo:+.1f}..{hi:+.1f}; {h['hooks_cost_pct']:+.2f}%), of which GPU marks "
-          f"{h['gpu_marks_cost_us_per_step']:+.1f} us ({glo:+.1f}..{ghi:+.1f}); torch.profiler {h['torch_profiler_cost_pct']:+.1f}%")
+    print(
+        f"{a.device}: off {h['median_us_per_step']['off']:.1f} us/step, hooks {h['hooks_cost_us_per_step']:+.1f} us"
+        f" (95% interval {lo:+.1f}..{hi:+.1f}; {h['hooks_cost_pct']:+.2f}%), of which GPU marks"
+        f" {h['gpu_marks_cost_us_per_step']:+.1f} us ({glo:+.1f}..{ghi:+.1f}); torch.profiler"
+        f" {h['torch_profiler_cost_pct']:+.1f}%"
+    )
     if "gpu_mark" in res:
         print("one phase's GPU marks:", json.dumps(res["gpu_mark"]))
     if "launch_queue" in res:

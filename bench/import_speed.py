@@ -101,11 +101,21 @@ def main() -> int:
         runs["dlscope"].append(run([sys.executable, "-c", DLSCOPE_JOB, args.trace, str(work / "p.dlscope")]))
         if have_hta:
             runs["hta"].append(run([args.hta_python, "-c", HTA_JOB, str(hta_dir)]))
-    med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s", "import_s", "analysis_s", "rss_mb")}
-           for k, v in runs.items() if v}
-    report = {"benchmark": "import_speed", "date": time.strftime("%Y-%m-%d"), "machine": machine.describe(),
-              "trace": Path(args.trace).name, "reps": args.reps, "median": med, "runs": runs,
-              "command": " ".join(["python", *sys.argv])}
+    med = {
+        k: {m: statistics.median(r[m] for r in v) for m in ("wall_s", "cpu_s", "import_s", "analysis_s", "rss_mb")}
+        for k, v in runs.items()
+        if v
+    }
+    report = {
+        "benchmark": "import_speed",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine.describe(),
+        "trace": Path(args.trace).name,
+        "reps": args.reps,
+        "median": med,
+        "runs": runs,
+        "command": " ".join(["python", *sys.argv]),
+    }
     if "hta" in med:
         report["speedup_wall"] = med["hta"]["wall_s"] / med["dlscope"]["wall_s"]
         report["speedup_cpu"] = med["hta"]["cpu_s"] / med["dlscope"]["cpu_s"]
@@ -114,12 +124,16 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(report, indent=1))
     print("| tool | wall s | CPU s | read s | analysis s | peak RSS MB |\n|---|---:|---:|---:|---:|---:|")
     for k, m in med.items():
-        print(f"| {k} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['import_s']:.2f} | {m['analysis_s']:.2f} "
-              f"| {m['rss_mb']:.0f} |")
+        print(
+            f"| {k} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['import_s']:.2f} | {m['analysis_s']:.2f} "
+            f"| {m['rss_mb']:.0f} |"
+        )
     if "speedup_wall" in report:
-        print(f"\ndlscope is {report['speedup_wall']:.1f}x faster than HTA in wall time "
-              f"({report['speedup_cpu']:.1f}x in CPU time) and uses "
-              f"{100 * report['memory_ratio']:.0f}% of its memory (targets: 10x, 33%)")
+        print(
+            f"\ndlscope is {report['speedup_wall']:.1f}x faster than HTA in wall time "
+            f"({report['speedup_cpu']:.1f}x in CPU time) and uses "
+            f"{100 * report['memory_ratio']:.0f}% of its memory (targets: 10x, 33%)"
+        )
     return 0
 
 

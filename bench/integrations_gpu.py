@@ -56,11 +56,21 @@ def lightning_fit(steps: int, fused: bool, profiler=None) -> list[float]:
             self.t.append(time.perf_counter())
 
     g = torch.Generator().manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(64 * 512, 512, generator=g), torch.randint(0, 10, (64 * 512,), generator=g))
+    data = torch.utils.data.TensorDataset(
+        torch.randn(64 * 512, 512, generator=g), torch.randint(0, 10, (64 * 512,), generator=g)
+    )
     clock = Clock()
-    trainer = L.Trainer(max_steps=steps, accelerator="gpu", devices=1, profiler=profiler, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[clock])
+    trainer = L.Trainer(
+        max_steps=steps,
+        accelerator="gpu",
+        devices=1,
+        profiler=profiler,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[clock],
+    )
     trainer.fit(MLP(), torch.utils.data.DataLoader(data, batch_size=64, shuffle=True))
     return [(b - a) * 1e3 for a, b in zip(clock.t, clock.t[1:])]
 
@@ -75,10 +85,13 @@ def profile_facts(path: Path) -> dict:
         return d.con.execute(sql).fetchall()[0][0]
 
     findings = advice.evaluate(d)
-    return {"steps": one("SELECT count(*) FROM steps"), "kernels": one("SELECT count(*) FROM kernels"),
-            "phase_gpu_marks": one("SELECT count(*) FROM phase_gpu"),
-            "phases": dict(d.con.execute("SELECT name, count(*) FROM phases GROUP BY name").fetchall()),
-            "findings": [(f.id, f.severity, round(f.saving_pct or 0, 1)) for f in findings]}
+    return {
+        "steps": one("SELECT count(*) FROM steps"),
+        "kernels": one("SELECT count(*) FROM kernels"),
+        "phase_gpu_marks": one("SELECT count(*) FROM phase_gpu"),
+        "phases": dict(d.con.execute("SELECT name, count(*) FROM phases GROUP BY name").fetchall()),
+        "findings": [(f.id, f.severity, round(f.saving_pct or 0, 1)) for f in findings],
+    }
 
 
 def huggingface(path: Path) -> None:
@@ -86,8 +99,15 @@ def huggingface(path: Path) -> None:
 
     from dlscope.integrations.huggingface import DlscopeCallback
 
-    config = transformers.BertConfig(vocab_size=1024, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=256, max_position_embeddings=64, num_labels=2)
+    config = transformers.BertConfig(
+        vocab_size=1024,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     model = transformers.BertForSequenceClassification(config)
 
     class Data(torch.utils.data.Dataset):
@@ -98,8 +118,15 @@ def huggingface(path: Path) -> None:
             g = torch.Generator().manual_seed(i)
             return {"input_ids": torch.randint(0, 1024, (48,), generator=g), "labels": torch.tensor(i % 2)}
 
-    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=40, per_device_train_batch_size=32,
-                                          report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True)
+    args = transformers.TrainingArguments(
+        output_dir=tempfile.mkdtemp(),
+        max_steps=40,
+        per_device_train_batch_size=32,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     transformers.Trainer(model=model, args=args, train_dataset=Data(), callbacks=[DlscopeCallback(path)]).train()
 
 
@@ -119,7 +146,7 @@ def main() -> int:
     print("lightning:", json.dumps(res["lightning_profile"]), flush=True)
     truth: dict[str, list[float]] = {"unfused": [], "fused": []}
     for r in range(a.runs):
-        for fused in ((False, True) if r % 2 == 0 else (True, False)):
+        for fused in (False, True) if r % 2 == 0 else (True, False):
             steps = lightning_fit(a.steps, fused)
             truth["fused" if fused else "unfused"].append(statistics.median(steps[SKIP:]))
     saving = [100 * (u - f) / u for u, f in zip(truth["unfused"], truth["fused"])]

@@ -90,14 +90,38 @@ def main() -> int:
     env.pop("DLSCOPE_SESSION", None)
     src = str(HERE.parent / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    report: dict = {"benchmark": "long_run", "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine.describe(),
-                    "seconds": args.seconds, "command": " ".join(["python", *sys.argv]), "errors": []}
+    report: dict = {
+        "benchmark": "long_run",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine.describe(),
+        "seconds": args.seconds,
+        "command": " ".join(["python", *sys.argv]),
+        "errors": [],
+    }
     samples = []
     try:
         with open(os.devnull) as devnull:
-            proc = subprocess.Popen([sys.executable, "-m", "dlscope", "profile", "-o", str(prof), "--quiet", "--",
-                                     sys.executable, str(PROGRAM), str(args.seconds), str(args.wait)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=devnull, text=True, env=env)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dlscope",
+                    "profile",
+                    "-o",
+                    str(prof),
+                    "--quiet",
+                    "--",
+                    sys.executable,
+                    str(PROGRAM),
+                    str(args.seconds),
+                    str(args.wait),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=devnull,
+                text=True,
+                env=env,
+            )
         t0 = time.monotonic()
         program_done = None
         while proc.poll() is None:
@@ -105,9 +129,14 @@ def main() -> int:
             t = time.monotonic() - t0
             if not kids and program_done is None and t > 5:
                 program_done = t  # the program exited: dlscope is finalizing
-            samples.append({"t_s": round(t, 1), "dlscope_rss_mb": rss_mb(proc.pid),
-                            "program_rss_mb": max((rss_mb(k) or 0 for k in kids), default=None),
-                            "spool_mb": round(du_mb(prof / "spool"), 3) if (prof / "spool").is_dir() else None})
+            samples.append(
+                {
+                    "t_s": round(t, 1),
+                    "dlscope_rss_mb": rss_mb(proc.pid),
+                    "program_rss_mb": max((rss_mb(k) or 0 for k in kids), default=None),
+                    "spool_mb": round(du_mb(prof / "spool"), 3) if (prof / "spool").is_dir() else None,
+                }
+            )
             time.sleep(args.every if t < args.seconds - args.every else 0.5)
         total = time.monotonic() - t0
         stdout, stderr = proc.communicate()
@@ -121,12 +150,16 @@ def main() -> int:
         prog = [s["program_rss_mb"] for s in samples if s["program_rss_mb"]]
         dls = [s["dlscope_rss_mb"] for s in samples if s["dlscope_rss_mb"]]
         half = len(prog) // 2
-        report["program_rss_mb"] = {"first_quarter_median": statistics.median(prog[: max(1, len(prog) // 4)]) if prog else None,
-                                    "last_quarter_median": statistics.median(prog[-max(1, len(prog) // 4):]) if prog else None,
-                                    "max": max(prog) if prog else None, "second_half_growth_mb":
-                                    (prog[-1] - prog[half]) if len(prog) > 2 else None}
-        report["dlscope_rss_mb"] = {"max": max(dls) if dls else None,
-                                    "last_quarter_median": statistics.median(dls[-max(1, len(dls) // 4):]) if dls else None}
+        report["program_rss_mb"] = {
+            "first_quarter_median": statistics.median(prog[: max(1, len(prog) // 4)]) if prog else None,
+            "last_quarter_median": statistics.median(prog[-max(1, len(prog) // 4) :]) if prog else None,
+            "max": max(prog) if prog else None,
+            "second_half_growth_mb": (prog[-1] - prog[half]) if len(prog) > 2 else None,
+        }
+        report["dlscope_rss_mb"] = {
+            "max": max(dls) if dls else None,
+            "last_quarter_median": statistics.median(dls[-max(1, len(dls) // 4) :]) if dls else None,
+        }
         # spool growth after the traced window (the first 20% of the run), extrapolated to 1 h
         sp = [(s["t_s"], s["spool_mb"]) for s in samples if s["spool_mb"] is not None and s["t_s"] > 0.2 * args.seconds]
         if len(sp) >= 2 and sp[-1][0] > sp[0][0]:
@@ -138,8 +171,10 @@ def main() -> int:
             report["profile_mb"] = round(size, 3)
             report["table_rows"] = meta.get("table_rows")
             report["profile_mb_per_hour_linear"] = round(size * 3600 / args.seconds, 2)
-            for name, cmd in (("summary", ["summary", str(prof), "--format", "json"]),
-                              ("report", ["report", str(prof), "-o", str(work / "r.html"), "-f"])):
+            for name, cmd in (
+                ("summary", ["summary", str(prof), "--format", "json"]),
+                ("report", ["report", str(prof), "-o", str(work / "r.html"), "-f"]),
+            ):
                 secs, r = timed([sys.executable, "-m", "dlscope", *cmd], env)
                 report[f"{name}_s"] = round(secs, 2)
                 if r.returncode:
@@ -153,8 +188,19 @@ def main() -> int:
     finally:
         out_path.write_text(json.dumps(report, indent=1))
         shutil.rmtree(work, ignore_errors=True)
-    keys = ("total_s", "finalize_s_upper_bound", "program_rss_mb", "dlscope_rss_mb", "profile_mb",
-            "profile_mb_per_hour_linear", "spool_mb_per_hour", "summary_s", "report_s", "report_mb", "errors")
+    keys = (
+        "total_s",
+        "finalize_s_upper_bound",
+        "program_rss_mb",
+        "dlscope_rss_mb",
+        "profile_mb",
+        "profile_mb_per_hour_linear",
+        "spool_mb_per_hour",
+        "summary_s",
+        "report_s",
+        "report_mb",
+        "errors",
+    )
     print(json.dumps({k: report.get(k) for k in keys}, indent=1))
     return 0 if not report["errors"] else 1
 

@@ -77,7 +77,8 @@ def main() -> None:
     if a.time:
         result["cpu_time_fused_over_loop"] = {
             cls.__name__: round(step_ms(cls, "fused") / step_ms(cls, "loop"), 3)
-            for cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD)}
+            for cls in (torch.optim.AdamW, torch.optim.Adam, torch.optim.SGD)
+        }
     print(json.dumps(result))
 
 

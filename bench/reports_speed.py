@@ -55,7 +55,7 @@ def main() -> int:
         import_s = time.perf_counter() - t
         data = ProfileData.open(path)
         rows = {name: data.count(name) for name in ("ops", "api", "kernels", "memcpy", "memset", "phases")}
-        jobs = {name: (lambda rep=rep: rep.compute(data)) for name, rep in REPORTS.items() if not rep.missing(data)}
+        jobs = {name: lambda rep=rep: rep.compute(data) for name, rep in REPORTS.items() if not rep.missing(data)}
         jobs["summary headline"] = lambda: headline(data)
         results = {}
         for name, job in jobs.items():
@@ -68,15 +68,25 @@ def main() -> int:
         data.close()
     load_after = os.getloadavg()
     out = {
-        "benchmark": "reports_speed", "date": time.strftime("%Y-%m-%d"), "machine": machine.describe(),
-        "command": "python bench/reports_speed.py", "trace": trace.name, "profile_rows": rows,
-        "import_s": import_s, "reps": args.reps, "budget_s": BUDGET_S,
-        "load_average_before": load_before, "load_average_after": load_after, "results": results,
+        "benchmark": "reports_speed",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine.describe(),
+        "command": "python bench/reports_speed.py",
+        "trace": trace.name,
+        "profile_rows": rows,
+        "import_s": import_s,
+        "reps": args.reps,
+        "budget_s": BUDGET_S,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"{trace.name}: {sum(rows.values()):,} rows, imported in {import_s:.1f} s; "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} CPUs)\n")
+    print(
+        f"{trace.name}: {sum(rows.values()):,} rows, imported in {import_s:.1f} s; "
+        f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} CPUs)\n"
+    )
     print(f"| report | best of {args.reps}, s | budget |")
     print("|---|---:|---|")
     for name, r in results.items():

@@ -29,15 +29,16 @@ import machine  # noqa: E402
 HERE = Path(__file__).resolve().parent
 FIXTURE = Path("fixtures") / "gpu" / "h100_gpt12_bf16_40steps.trace.json.gz"
 # the shared folder is beside the clone (CI) or beside the worktrees' folder
-DEFAULT_TRACE = next((p / "shared" / FIXTURE for p in (HERE.parents[1], HERE.parents[2])
-                      if (p / "shared" / FIXTURE).exists()), HERE.parents[1] / "shared" / FIXTURE)
+DEFAULT_TRACE = next(
+    (p / "shared" / FIXTURE for p in (HERE.parents[1], HERE.parents[2]) if (p / "shared" / FIXTURE).exists()),
+    HERE.parents[1] / "shared" / FIXTURE,
+)
 
 
 def run(args: list[str]) -> tuple[float, float, float]:
     """(wall seconds, peak RSS MiB, CPU seconds) of ``python -m dlscope ARGS``."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "dlscope", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "dlscope", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode() if proc.stderr else ""
@@ -56,8 +57,15 @@ def main() -> None:
     imp = run(["import", str(a.trace), "-o", str(prof)])
     cases = {
         "export timeline (.json.gz, 1 file)": ["export", str(prof), "-f", "-o", str(work / "t.json.gz")],
-        "export timeline (.json.gz, parts of 150k events)": ["export", str(prof), "-f", "-o",
-                                                             str(work / "p.json.gz"), "--part-events", "150000"],
+        "export timeline (.json.gz, parts of 150k events)": [
+            "export",
+            str(prof),
+            "-f",
+            "-o",
+            str(work / "p.json.gz"),
+            "--part-events",
+            "150000",
+        ],
         "export timeline (.json, uncompressed)": ["export", str(prof), "-f", "-o", str(work / "t.json")],
         "HTML report": ["report", str(prof), "-f", "-o", str(work / "r.html")],
     }
@@ -65,9 +73,15 @@ def main() -> None:
     for _ in range(a.reps):
         for name, args in cases.items():
             runs[name].append(run(args))
-    results = {name: {"median_s": statistics.median(r[0] for r in rs), "best_s": min(r[0] for r in rs),
-                      "median_cpu_s": statistics.median(r[2] for r in rs), "peak_rss_mib": max(r[1] for r in rs)}
-               for name, rs in runs.items()}
+    results = {
+        name: {
+            "median_s": statistics.median(r[0] for r in rs),
+            "best_s": min(r[0] for r in rs),
+            "median_cpu_s": statistics.median(r[2] for r in rs),
+            "peak_rss_mib": max(r[1] for r in rs),
+        }
+        for name, rs in runs.items()
+    }
     raw = (work / "t.json").read_bytes()
     from isal import igzip
 
@@ -78,19 +92,33 @@ def main() -> None:
     gzip.compress(raw, compresslevel=1, mtime=0)
     zlib_floor = time.perf_counter() - t
     events = sum(1 for e in json.loads(raw)["traceEvents"] if e["ph"] != "M")
-    out = {"machine": machine.describe(), "trace": a.trace.name, "import_s": imp[0], "events": events,
-           "json_bytes": len(raw), "gz_bytes": (work / "t.json.gz").stat().st_size,
-           "isal_gzip_level1_of_output_s": floor, "gzip_level1_of_output_s": zlib_floor, "results": results}
+    out = {
+        "machine": machine.describe(),
+        "trace": a.trace.name,
+        "import_s": imp[0],
+        "events": events,
+        "json_bytes": len(raw),
+        "gz_bytes": (work / "t.json.gz").stat().st_size,
+        "isal_gzip_level1_of_output_s": floor,
+        "gzip_level1_of_output_s": zlib_floor,
+        "results": results,
+    }
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "timeline_export.json").write_text(json.dumps(out, indent=1) + "\n")
-    print(f"machine: {out['machine']}\ntrace: {a.trace.name}; import {imp[0]:.2f} s; timeline {events:,} events, "
-          f"{len(raw) / 1e6:,.1f} MB JSON, {out['gz_bytes'] / 1e6:,.1f} MB gzipped\n")
-    print("| command | median s | best s | median CPU s | peak RSS MiB | x gzip of the output |\n"
-          "|---|---:|---:|---:|---:|---:|")
+    print(
+        f"machine: {out['machine']}\ntrace: {a.trace.name}; import {imp[0]:.2f} s; timeline {events:,} events, "
+        f"{len(raw) / 1e6:,.1f} MB JSON, {out['gz_bytes'] / 1e6:,.1f} MB gzipped\n"
+    )
+    print(
+        "| command | median s | best s | median CPU s | peak RSS MiB | x gzip of the output |\n"
+        "|---|---:|---:|---:|---:|---:|"
+    )
     for name, r in results.items():
         ratio = f"{r['median_s'] / floor:.1f}" if "gz" in name else ""
-        print(f"| {name} | {r['median_s']:.2f} | {r['best_s']:.2f} | {r['median_cpu_s']:.2f} | "
-              f"{r['peak_rss_mib']:.0f} | {ratio} |")
+        print(
+            f"| {name} | {r['median_s']:.2f} | {r['best_s']:.2f} | {r['median_cpu_s']:.2f} | "
+            f"{r['peak_rss_mib']:.0f} | {ratio} |"
+        )
     print(f"| gzip -1 (ISA-L) of the {len(raw) / 1e6:,.0f} MB output alone (in process) | {floor:.2f} | | | | 1.0 |")
     print(f"| gzip -1 (zlib) of the same | {zlib_floor:.2f} | | | | {zlib_floor / floor:.1f} |")
 

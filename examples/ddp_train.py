@@ -54,8 +54,9 @@ def train(rank: int, world: int, args: argparse.Namespace) -> None:
     layers: list[torch.nn.Module] = []
     for _ in range(args.layers):
         layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU()]
-    model = DistributedDataParallel(torch.nn.Sequential(*layers, torch.nn.Linear(args.hidden, 10)).to(device),
-                                    bucket_cap_mb=args.bucket_mb)
+    model = DistributedDataParallel(
+        torch.nn.Sequential(*layers, torch.nn.Linear(args.hidden, 10)).to(device), bucket_cap_mb=args.bucket_mb
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times = []
     for _ in range(args.steps):

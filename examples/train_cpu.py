@@ -49,9 +49,16 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(2)
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 8 * 8, 128), nn.ReLU(), nn.Linear(128, 10),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 8 * 8, 128),
+        nn.ReLU(),
+        nn.Linear(128, 10),
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loader = DataLoader(Images(args.batch_size * args.steps), batch_size=args.batch_size, shuffle=True)

@@ -19,6 +19,7 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 ruff check src tests bench examples
+ruff format --check src tests bench examples
 # types: strict on analysis, advice and application, standard elsewhere (pyproject.toml [tool.mypy])
 mypy
 python -m pytest -q "$@"

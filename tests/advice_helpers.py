@@ -19,7 +19,10 @@ from .report_helpers import make_profile
 MS = 1_000_000
 H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80_000_000_000, "compute_capability": "9.0"}
 V100 = {"index": 0, "name": "Tesla V100-SXM2-32GB", "memory_bytes": 32_000_000_000, "compute_capability": "7.0"}
-ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int)"
+ADD = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>"
+    " >(int)"
+)
 SGEMM = "volta_sgemm_128x64_nn"
 
 
@@ -27,37 +30,74 @@ SGEMM = "volta_sgemm_128x64_nn"
 class Loop:
     """Rows of a profile under construction (times in ms)."""
 
-    tables: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {
-        "steps": [], "phases": [], "kernels": [], "api": [], "ops": [], "memcpy": [], "counters": []})
+    tables: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {
+            "steps": [],
+            "phases": [],
+            "kernels": [],
+            "api": [],
+            "ops": [],
+            "memcpy": [],
+            "counters": [],
+        }
+    )
     corr: int = 0
 
     def step(self, n: int, start: float, end: float) -> None:
         self.tables["steps"].append(dict(step=n, start_ns=int(start * MS), end_ns=int(end * MS), pid=1, tid=1))
 
     def phase(self, name: str, start: float, end: float, **kw: Any) -> None:
-        self.tables["phases"].append(dict(pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name, **kw))
+        self.tables["phases"].append(
+            dict(pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name, **kw)
+        )
 
     def op(self, name: str, start: float, end: float, op_id: int, **kw: Any) -> None:
-        self.tables["ops"].append(dict(pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name,
-                                       op_id=op_id, **kw))
+        self.tables["ops"].append(
+            dict(pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name, op_id=op_id, **kw)
+        )
 
     def call(self, name: str, start: float, end: float, **kw: Any) -> None:
         self.corr += 1
-        self.tables["api"].append(dict(pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name,
-                                       correlation_id=self.corr, **kw))
+        self.tables["api"].append(
+            dict(
+                pid=1, tid=1, start_ns=int(start * MS), end_ns=int(end * MS), name=name, correlation_id=self.corr, **kw
+            )
+        )
 
     def kernel(self, name: str, launch: float, start: float, end: float, stream: int = 7, **kw: Any) -> None:
         """A kernel and the cudaLaunchKernel call (10 us) that launched it."""
         self.call("cudaLaunchKernel", launch, launch + 0.01, external_id=kw.get("external_id"))
-        self.tables["kernels"].append(dict(device=0, stream=stream, start_ns=int(start * MS), end_ns=int(end * MS),
-                                           name=name, correlation_id=self.corr, pid=1, **kw))
+        self.tables["kernels"].append(
+            dict(
+                device=0,
+                stream=stream,
+                start_ns=int(start * MS),
+                end_ns=int(end * MS),
+                name=name,
+                correlation_id=self.corr,
+                pid=1,
+                **kw,
+            )
+        )
 
-    def copy(self, kind: str, src: str, launch: float, call_end: float, start: float, end: float,
-             nbytes: int = 1 << 20) -> None:
+    def copy(
+        self, kind: str, src: str, launch: float, call_end: float, start: float, end: float, nbytes: int = 1 << 20
+    ) -> None:
         self.call("cudaMemcpyAsync", launch, call_end)
-        self.tables["memcpy"].append(dict(device=0, stream=7, start_ns=int(start * MS), end_ns=int(end * MS),
-                                          correlation_id=self.corr, bytes=nbytes, copy_kind=kind, src_kind=src,
-                                          dst_kind="device" if kind == "HtoD" else "pageable", pid=1))
+        self.tables["memcpy"].append(
+            dict(
+                device=0,
+                stream=7,
+                start_ns=int(start * MS),
+                end_ns=int(end * MS),
+                correlation_id=self.corr,
+                bytes=nbytes,
+                copy_kind=kind,
+                src_kind=src,
+                dst_kind="device" if kind == "HtoD" else "pageable",
+                pid=1,
+            )
+        )
 
     def sample(self, metric: str, t: float, value: float) -> None:
         self.tables["counters"].append(dict(device=0, ts_ns=int(t * MS), metric=metric, value=float(value)))
@@ -65,8 +105,11 @@ class Loop:
     def open(self, tmp_path: Path, devices: list[dict] | None = None, **meta: Any) -> ProfileData:
         """The profile, recorded (by default) from a PyTorch program on an H100."""
         meta.setdefault("frameworks", {"torch": "2.13.0"})
-        return make_profile(tmp_path, Meta(devices=devices if devices is not None else [H100], **meta),
-                            **{k: v for k, v in self.tables.items() if v})
+        return make_profile(
+            tmp_path,
+            Meta(devices=devices if devices is not None else [H100], **meta),
+            **{k: v for k, v in self.tables.items() if v},
+        )
 
 
 def findings(data: ProfileData) -> dict[str, advice.Finding]:

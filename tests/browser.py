@@ -23,9 +23,19 @@ from typing import Any
 
 import pytest
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-pipe", "--hide-scrollbars", "--mute-audio")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
 
 
 def chromium() -> str:
@@ -62,8 +72,9 @@ class _Pipe:
         self.dismissed = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 30) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 30
+    ) -> dict[str, Any]:
         self.next_id += 1
         msg: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
         if session:
@@ -102,13 +113,24 @@ class _Pipe:
         if m.get("method") == "Page.javascriptDialogOpening":
             # an open dialog blocks the page: record it (the caller sees it as an event) and dismiss it
             self.dismissed += 1
-            os.write(self.w, json.dumps({"id": 10**9 + self.dismissed, "method": "Page.handleJavaScriptDialog",
-                                         "params": {"accept": True}, "sessionId": m.get("sessionId")}).encode() + b"\0")
+            os.write(
+                self.w,
+                json.dumps(
+                    {
+                        "id": 10**9 + self.dismissed,
+                        "method": "Page.handleJavaScriptDialog",
+                        "params": {"accept": True},
+                        "sessionId": m.get("sessionId"),
+                    }
+                ).encode()
+                + b"\0",
+            )
         return m
 
 
-def open_page(path: Path, expressions: dict[str, str] | None = None, width: int = 1280,
-              settle_s: float = 0.3) -> PageResult:
+def open_page(
+    path: Path, expressions: dict[str, str] | None = None, width: int = 1280, settle_s: float = 0.3
+) -> PageResult:
     """Load ``path`` in a fresh headless Chromium (no network, fresh profile) and report."""
     exe = chromium()
     to_chrome_r, to_chrome_w = os.pipe()
@@ -116,10 +138,18 @@ def open_page(path: Path, expressions: dict[str, str] | None = None, width: int 
     profile = tempfile.mkdtemp(prefix="dlscope-chromium-")
     # bash (dash takes single-digit fds only) puts the pipe ends on fds 3 and 4, where Chromium reads
     # and writes the protocol
-    cmd = ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', exe, *FLAGS,
-           f"--user-data-dir={profile}", "about:blank"]
-    proc = subprocess.Popen(cmd, pass_fds=(to_chrome_r, from_chrome_w), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    cmd = [
+        "bash",
+        "-c",
+        f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
+        exe,
+        *FLAGS,
+        f"--user-data-dir={profile}",
+        "about:blank",
+    ]
+    proc = subprocess.Popen(
+        cmd, pass_fds=(to_chrome_r, from_chrome_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     os.close(to_chrome_r)
     os.close(from_chrome_w)
     pipe = _Pipe(proc, to_chrome_w, from_chrome_r)
@@ -129,8 +159,11 @@ def open_page(path: Path, expressions: dict[str, str] | None = None, width: int 
         sid = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             pipe.send(f"{domain}.enable", session=sid)
-        pipe.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=sid)
+        pipe.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            session=sid,
+        )
         pipe.send("Page.navigate", {"url": path.resolve().as_uri()}, session=sid)
         pipe.wait_event("Page.loadEventFired")
         time.sleep(settle_s)  # let late console messages arrive
@@ -138,17 +171,27 @@ def open_page(path: Path, expressions: dict[str, str] | None = None, width: int 
             r = pipe.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=sid)
             out.values[name] = r.get("result", {}).get("value")
         size = pipe.send("Page.getLayoutMetrics", session=sid)["cssContentSize"]
-        shot = pipe.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000), "scale": 1}},
-            session=sid, timeout=60)
+        shot = pipe.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000), "scale": 1},
+            },
+            session=sid,
+            timeout=60,
+        )
         out.screenshot = base64.b64decode(shot["data"])
         pipe.send("Runtime.evaluate", {"expression": "1"}, session=sid)  # flush pending events
         for m in pipe.events:
             p = m.get("params", {})
             if m.get("method") == "Runtime.consoleAPICalled":
-                out.console.append((p.get("type", ""), " ".join(str(a.get("value", a.get("description", "")))
-                                                                for a in p.get("args", []))))
+                out.console.append(
+                    (
+                        p.get("type", ""),
+                        " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])),
+                    )
+                )
             elif m.get("method") == "Log.entryAdded":
                 e = p.get("entry", {})
                 out.console.append((e.get("level", ""), e.get("text", "")))

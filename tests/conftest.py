@@ -71,8 +71,15 @@ def run_dlscope(*args: str, cwd: Path | None = None, timeout: float = 120, **kw)
     """Run the dlscope command line in a subprocess (needed for signals and child processes)."""
     env = dict(os.environ)
     env.pop("DLSCOPE_SESSION", None)
-    return subprocess.run([sys.executable, "-m", "dlscope", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "dlscope", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
 def assert_one_line_error(err: str) -> None:
@@ -85,8 +92,9 @@ def assert_one_line_error(err: str) -> None:
 KINETO = DATA / "kineto"
 RESNET_TRACE = KINETO / "h100_resnet50_phases.trace.json.gz"
 # the project's shared folder: beside the clone (CI), or beside the worktrees' folder
-SHARED = next((p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()),
-              REPO.parent / "shared")
+SHARED = next(
+    (p for p in (REPO.parent / "shared", REPO.parent.parent / "shared") if p.is_dir()), REPO.parent / "shared"
+)
 SCALE_TRACE = SHARED / "fixtures" / "gpu" / "h100_gpt12_bf16_40steps.trace.json.gz"
 # HTA's trace corpus: the whole of it in shared/, else the part bundled with the tests
 # (tests/data/hta_corpus/make_subset.py says which)

@@ -90,38 +90,96 @@ class cuptiError(Exception):  # noqa: N801 - cupti-python's name
 
 def _dt(size: int, **fields: tuple[int, str]) -> np.dtype:
     names = ["kind", *fields]
-    return np.dtype({"names": names, "formats": ["<i4"] + [f for _, f in fields.values()],
-                     "offsets": [0] + [o for o, _ in fields.values()], "itemsize": size})
+    return np.dtype(
+        {
+            "names": names,
+            "formats": ["<i4"] + [f for _, f in fields.values()],
+            "offsets": [0] + [o for o, _ in fields.values()],
+            "itemsize": size,
+        }
+    )
 
 
-_KERNEL = dict(registers_per_thread=(6, "<u2"), start=(16, "<u8"), end=(24, "<u8"), device_id=(40, "<u4"),
-               context_id=(44, "<u4"), stream_id=(48, "<u4"), grid_x=(52, "<i4"), grid_y=(56, "<i4"),
-               grid_z=(60, "<i4"), block_x=(64, "<i4"), block_y=(68, "<i4"), block_z=(72, "<i4"),
-               static_shared_memory=(76, "<i4"), dynamic_shared_memory=(80, "<i4"), correlation_id=(92, "<u4"),
-               name=(104, "<i8"))
+_KERNEL = dict(
+    registers_per_thread=(6, "<u2"),
+    start=(16, "<u8"),
+    end=(24, "<u8"),
+    device_id=(40, "<u4"),
+    context_id=(44, "<u4"),
+    stream_id=(48, "<u4"),
+    grid_x=(52, "<i4"),
+    grid_y=(56, "<i4"),
+    grid_z=(60, "<i4"),
+    block_x=(64, "<i4"),
+    block_y=(68, "<i4"),
+    block_z=(72, "<i4"),
+    static_shared_memory=(76, "<i4"),
+    dynamic_shared_memory=(80, "<i4"),
+    correlation_id=(92, "<u4"),
+    name=(104, "<i8"),
+)
 DTYPES = {
     "activity_kernel9_dtype": _dt(208, **_KERNEL),
     "activity_kernel11_dtype": _dt(224, **_KERNEL),
-    "activity_memcpy6_dtype": _dt(96, copy_kind=(4, "u1"), src_kind=(5, "u1"), dst_kind=(6, "u1"), bytes=(8, "<u8"),
-                                  start=(16, "<u8"), end=(24, "<u8"), device_id=(32, "<u4"), context_id=(36, "<u4"),
-                                  stream_id=(40, "<u4"), correlation_id=(44, "<u4")),
-    "activity_memset4_dtype": _dt(88, value=(4, "<u4"), bytes=(8, "<u8"), start=(16, "<u8"), end=(24, "<u8"),
-                                  device_id=(32, "<u4"), context_id=(36, "<u4"), stream_id=(40, "<u4"),
-                                  correlation_id=(44, "<u4"), memory_kind=(50, "<u2")),
-    "activity_api_dtype": _dt(40, cbid=(4, "<u4"), start=(8, "<u8"), end=(16, "<u8"), process_id=(24, "<u4"),
-                              thread_id=(28, "<u4"), correlation_id=(32, "<u4"), return_value=(36, "<u4")),
-    "activity_synchronization2_dtype": _dt(56, type=(4, "<i4"), start=(8, "<u8"), end=(16, "<u8"),
-                                           correlation_id=(24, "<u4"), context_id=(28, "<u4"), stream_id=(32, "<u4")),
+    "activity_memcpy6_dtype": _dt(
+        96,
+        copy_kind=(4, "u1"),
+        src_kind=(5, "u1"),
+        dst_kind=(6, "u1"),
+        bytes=(8, "<u8"),
+        start=(16, "<u8"),
+        end=(24, "<u8"),
+        device_id=(32, "<u4"),
+        context_id=(36, "<u4"),
+        stream_id=(40, "<u4"),
+        correlation_id=(44, "<u4"),
+    ),
+    "activity_memset4_dtype": _dt(
+        88,
+        value=(4, "<u4"),
+        bytes=(8, "<u8"),
+        start=(16, "<u8"),
+        end=(24, "<u8"),
+        device_id=(32, "<u4"),
+        context_id=(36, "<u4"),
+        stream_id=(40, "<u4"),
+        correlation_id=(44, "<u4"),
+        memory_kind=(50, "<u2"),
+    ),
+    "activity_api_dtype": _dt(
+        40,
+        cbid=(4, "<u4"),
+        start=(8, "<u8"),
+        end=(16, "<u8"),
+        process_id=(24, "<u4"),
+        thread_id=(28, "<u4"),
+        correlation_id=(32, "<u4"),
+        return_value=(36, "<u4"),
+    ),
+    "activity_synchronization2_dtype": _dt(
+        56,
+        type=(4, "<i4"),
+        start=(8, "<u8"),
+        end=(16, "<u8"),
+        correlation_id=(24, "<u4"),
+        context_id=(28, "<u4"),
+        stream_id=(32, "<u4"),
+    ),
 }
 # what the fake CUPTI writes per kind: (record size, dtype)
-RECORDS = {ActivityKind.CONCURRENT_KERNEL: (232, DTYPES["activity_kernel11_dtype"]),
-           ActivityKind.MEMCPY: (96, DTYPES["activity_memcpy6_dtype"]),
-           ActivityKind.MEMSET: (88, DTYPES["activity_memset4_dtype"]),
-           ActivityKind.RUNTIME: (40, DTYPES["activity_api_dtype"]),
-           ActivityKind.DRIVER: (40, DTYPES["activity_api_dtype"]),
-           ActivityKind.SYNCHRONIZATION: (56, DTYPES["activity_synchronization2_dtype"])}
-CBID_NAMES = {(CallbackDomain.RUNTIME_API, 211): "cudaLaunchKernel_v7000", (CallbackDomain.RUNTIME_API, 41): "cudaMemcpyAsync_v3020",
-              (CallbackDomain.DRIVER_API, 307): "cuLaunchKernel"}
+RECORDS = {
+    ActivityKind.CONCURRENT_KERNEL: (232, DTYPES["activity_kernel11_dtype"]),
+    ActivityKind.MEMCPY: (96, DTYPES["activity_memcpy6_dtype"]),
+    ActivityKind.MEMSET: (88, DTYPES["activity_memset4_dtype"]),
+    ActivityKind.RUNTIME: (40, DTYPES["activity_api_dtype"]),
+    ActivityKind.DRIVER: (40, DTYPES["activity_api_dtype"]),
+    ActivityKind.SYNCHRONIZATION: (56, DTYPES["activity_synchronization2_dtype"]),
+}
+CBID_NAMES = {
+    (CallbackDomain.RUNTIME_API, 211): "cudaLaunchKernel_v7000",
+    (CallbackDomain.RUNTIME_API, 41): "cudaMemcpyAsync_v3020",
+    (CallbackDomain.DRIVER_API, 307): "cuLaunchKernel",
+}
 
 
 class _Fn:

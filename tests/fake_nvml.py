@@ -26,8 +26,15 @@ NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_UNKNOWN = 999
-_TEXT = {3: "Not Supported", 4: "Insufficient Permissions", 9: "Driver Not Loaded", 13: "Function Not Found",
-         15: "GPU is lost", 999: "Unknown Error", 6: "Timeout"}
+_TEXT = {
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    9: "Driver Not Loaded",
+    13: "Function Not Found",
+    15: "GPU is lost",
+    999: "Unknown Error",
+    6: "Timeout",
+}
 
 
 class NVMLError(Exception):
@@ -39,13 +46,36 @@ class NVMLError(Exception):
         return _TEXT.get(self.value, f"NVML error {self.value}")
 
 
-GPM_IDS = {"sm_active": 2, "sm_occupancy": 3, "tensor_active": 5, "dram_bw_util": 10, "pcie_tx": 20,
-           "pcie_rx": 21, "nvlink_rx": 60, "nvlink_tx": 61}
+GPM_IDS = {
+    "sm_active": 2,
+    "sm_occupancy": 3,
+    "tensor_active": 5,
+    "dram_bw_util": 10,
+    "pcie_tx": 20,
+    "pcie_rx": 21,
+    "nvlink_rx": 60,
+    "nvlink_tx": 61,
+}
 _GPM_SCALE = {"pcie_tx": MIB, "pcie_rx": MIB, "nvlink_rx": MIB, "nvlink_tx": MIB}  # NVML gives MiB/s
 
-BASE = {"gpu_util": 3.0, "mem_util": 1.0, "mem_used": 8e9, "power": 120.0, "sm_clock": 1980.0, "mem_clock": 2619.0,
-        "temperature": 45.0, "throttle_reasons": 4.0, "sm_active": 1.0, "sm_occupancy": 0.5, "tensor_active": 0.0,
-        "dram_bw_util": 0.5, "pcie_tx": 1e6, "pcie_rx": 2e6, "nvlink_tx": 0.0, "nvlink_rx": 0.0}
+BASE = {
+    "gpu_util": 3.0,
+    "mem_util": 1.0,
+    "mem_used": 8e9,
+    "power": 120.0,
+    "sm_clock": 1980.0,
+    "mem_clock": 2619.0,
+    "temperature": 45.0,
+    "throttle_reasons": 4.0,
+    "sm_active": 1.0,
+    "sm_occupancy": 0.5,
+    "tensor_active": 0.0,
+    "dram_bw_util": 0.5,
+    "pcie_tx": 1e6,
+    "pcie_rx": 2e6,
+    "nvlink_tx": 0.0,
+    "nvlink_rx": 0.0,
+}
 
 
 @dataclass
@@ -94,8 +124,14 @@ class FakeNvml:
     NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60
     NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61
 
-    def __init__(self, clock: Callable[[], int], gpus: list[FakeGpu] | None = None, init_error: int | None = None,
-                 driver: str = "580.159.04", cuda_driver: int = 13000) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], int],
+        gpus: list[FakeGpu] | None = None,
+        init_error: int | None = None,
+        driver: str = "580.159.04",
+        cuda_driver: int = 13000,
+    ) -> None:
         self.clock = clock
         self.gpus = gpus if gpus is not None else [FakeGpu()]
         self.init_error = init_error

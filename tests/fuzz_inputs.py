@@ -26,7 +26,8 @@ each written gzipped or not (XSpace files never: the profiler writes them plain)
 profile folder (kind ``profile``, seeds: small real profiles) is a mutant of its own: a Parquet
 file or ``meta.json`` truncated or with flipped bytes, a table's file deleted or emptied,
 ``meta.json`` valid JSON of the wrong shape (a list, a field of the wrong type, a huge
-``format_version``), a Parquet file replaced by valid Parquet with the wrong columns or types. :func:`check_input` runs ``dlscope import`` on it and, when that
+``format_version``), a Parquet file replaced by valid Parquet with the wrong columns or types.
+:func:`check_input` runs ``dlscope import`` on it and, when that
 succeeded, every command over the profile, and returns what broke the property (see
 docs/DEVELOPING.md, Errors): exit 0, or exit 2 with exactly one line on stderr; never exit 1
 or a traceback; no raw ``<script>`` in the HTML report; an exported timeline that is valid JSON.
@@ -74,16 +75,59 @@ SEEDS: list[tuple[str, Path]] = [
 ]
 
 HOSTILE_STRINGS = [
-    "<script>alert(1)</script>", '"><script>alert(1)</script>', "</style><script>x</script>",
-    "a\x00b", "\x1b[31mred\x1b[0m", "line\nbreak\r\n", "tab\there", '"quoted"', "back\\slash", "'single'",
-    "\u202eevil", "\ud7ff\uffff", "ProfilerStep#", "ProfilerStep#999999999999", "", " ", "x" * 5000,
-    "{\"json\": 1}", "NaN", "%s%n%x", "${jndi:x}",
+    "<script>alert(1)</script>",
+    '"><script>alert(1)</script>',
+    "</style><script>x</script>",
+    "a\x00b",
+    "\x1b[31mred\x1b[0m",
+    "line\nbreak\r\n",
+    "tab\there",
+    '"quoted"',
+    "back\\slash",
+    "'single'",
+    "\u202eevil",
+    "\ud7ff\uffff",
+    "ProfilerStep#",
+    "ProfilerStep#999999999999",
+    "",
+    " ",
+    "x" * 5000,
+    '{"json": 1}',
+    "NaN",
+    "%s%n%x",
+    "${jndi:x}",
 ]
-EXTREME_NUMBERS: list[object] = [1e300, -1e300, -1, 0, 2**63, 2**63 - 1, -(2**63), 2**64, 10**30, 0.5,
-                                 1e-300, -0.0, 123456789012345678901234567890]
+EXTREME_NUMBERS: list[object] = [
+    1e300,
+    -1e300,
+    -1,
+    0,
+    2**63,
+    2**63 - 1,
+    -(2**63),
+    2**64,
+    10**30,
+    0.5,
+    1e-300,
+    -0.0,
+    123456789012345678901234567890,
+]
 FIELDS = ["ts", "dur", "ph", "cat", "name", "pid", "tid", "args", "id"]
-ARG_FIELDS = ["External id", "correlation", "device", "stream", "grid", "block", "bytes", "Input Dims",
-              "Sequence number", "Total Allocated", "Device Id", "Collective name", "In msg nelems"]
+ARG_FIELDS = [
+    "External id",
+    "correlation",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "bytes",
+    "Input Dims",
+    "Sequence number",
+    "Total Allocated",
+    "Device Id",
+    "Collective name",
+    "In msg nelems",
+]
 
 
 def kinds() -> list[str]:
@@ -104,11 +148,20 @@ def stored_bytes(raw: bytes) -> bytes:
 
 
 def suffix_of(kind: str) -> str:
-    return {"kineto": ".json", "execution_trace": ".json", "ncu": ".csv", "nsys": ".sqlite", "xplane": ".xplane.pb",
-            "memory_timeline": ".raw.json", "trace_folder": "", "profile": ".dlscope"}[kind]
+    return {
+        "kineto": ".json",
+        "execution_trace": ".json",
+        "ncu": ".csv",
+        "nsys": ".sqlite",
+        "xplane": ".xplane.pb",
+        "memory_timeline": ".raw.json",
+        "trace_folder": "",
+        "profile": ".dlscope",
+    }[kind]
 
 
 # ---- byte level -------------------------------------------------------------------------------
+
 
 def mutate_bytes(data: bytes, rng: random.Random, others: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
     """One to three byte-level edits."""
@@ -133,13 +186,14 @@ def mutate_bytes(data: bytes, rng: random.Random, others: list[bytes] = ()) -> b
             other = rng.choice(list(others))
             if other:
                 k = rng.randrange(len(other))
-                b[i:i] = other[k:k + rng.randint(1, 256)]
+                b[i:i] = other[k : k + rng.randint(1, 256)]
         else:
             b[i:i] = rng.choice([b"{", b"}", b"[", b"]", b",", b'"', b"\\", b"\x00", b"\xff\xfe", b"null", b"1e400"])
     return bytes(b)
 
 
 # ---- Kineto JSON -------------------------------------------------------------------------------
+
 
 def _events(doc: object) -> list:
     if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
@@ -150,8 +204,21 @@ def _events(doc: object) -> list:
 
 
 def _hostile_value(rng: random.Random) -> object:
-    return rng.choice([None, True, "", "abc", "12.5", [], [1, 2], {}, {"a": 1}, rng.choice(HOSTILE_STRINGS),
-                       rng.choice(EXTREME_NUMBERS)])
+    return rng.choice(
+        [
+            None,
+            True,
+            "",
+            "abc",
+            "12.5",
+            [],
+            [1, 2],
+            {},
+            {"a": 1},
+            rng.choice(HOSTILE_STRINGS),
+            rng.choice(EXTREME_NUMBERS),
+        ]
+    )
 
 
 def mutate_kineto(doc: object, rng: random.Random) -> object:
@@ -161,8 +228,21 @@ def mutate_kineto(doc: object, rng: random.Random) -> object:
     for _ in range(rng.randint(1, 4)):
         if not evs:
             break
-        op = rng.choice(["drop_field", "drop_field_many", "retype", "extreme", "hostile_name", "hostile_arg",
-                         "drop_events", "duplicate_events", "shuffle", "retype_args", "metadata"])
+        op = rng.choice(
+            [
+                "drop_field",
+                "drop_field_many",
+                "retype",
+                "extreme",
+                "hostile_name",
+                "hostile_arg",
+                "drop_events",
+                "duplicate_events",
+                "shuffle",
+                "retype_args",
+                "metadata",
+            ]
+        )
         ev = rng.choice(evs)
         if op == "drop_field" and isinstance(ev, dict):
             ev.pop(rng.choice(FIELDS), None)
@@ -188,15 +268,18 @@ def mutate_kineto(doc: object, rng: random.Random) -> object:
             ev["args"] = _hostile_value(rng)
         elif op == "drop_events":
             k = rng.randrange(len(evs))
-            del evs[k:k + rng.randint(1, max(1, len(evs) // 3))]
+            del evs[k : k + rng.randint(1, max(1, len(evs) // 3))]
         elif op == "duplicate_events":
             k = rng.randrange(len(evs))
-            evs[k:k] = copy.deepcopy(evs[k:k + rng.randint(1, 50)])
+            evs[k:k] = copy.deepcopy(evs[k : k + rng.randint(1, 50)])
         elif op == "shuffle":
             rng.shuffle(evs)
         elif op == "metadata" and isinstance(doc, dict):
-            doc[rng.choice(["baseTimeNanoseconds", "distributedInfo", "deviceProperties", "displayTimeUnit",
-                            "schemaVersion"])] = _hostile_value(rng)
+            doc[
+                rng.choice(
+                    ["baseTimeNanoseconds", "distributedInfo", "deviceProperties", "displayTimeUnit", "schemaVersion"]
+                )
+            ] = _hostile_value(rng)
     return doc
 
 
@@ -271,8 +354,24 @@ def mutate_protobuf(data: bytes, rng: random.Random) -> bytes:
 
 # ---- execution traces ----------------------------------------------------------------------------
 
-ET_FIELDS = ["name", "id", "rf_id", "parent", "fw_parent", "seq_id", "tid", "inputs", "input_shapes",
-             "input_types", "outputs", "output_shapes", "output_types", "op_schema", "ctrl_deps", "attrs"]
+ET_FIELDS = [
+    "name",
+    "id",
+    "rf_id",
+    "parent",
+    "fw_parent",
+    "seq_id",
+    "tid",
+    "inputs",
+    "input_shapes",
+    "input_types",
+    "outputs",
+    "output_shapes",
+    "output_types",
+    "op_schema",
+    "ctrl_deps",
+    "attrs",
+]
 
 
 def mutate_execution_trace(doc: object, rng: random.Random) -> object:
@@ -280,8 +379,9 @@ def mutate_execution_trace(doc: object, rng: random.Random) -> object:
     doc = copy.deepcopy(doc)
     nodes = doc.get("nodes") if isinstance(doc, dict) else None
     for _ in range(rng.randint(1, 3)):
-        op = rng.choice(["drop_field", "retype", "extreme", "extreme", "hostile_name", "drop_nodes",
-                         "duplicate_nodes", "top_level"])
+        op = rng.choice(
+            ["drop_field", "retype", "extreme", "extreme", "hostile_name", "drop_nodes", "duplicate_nodes", "top_level"]
+        )
         if op == "top_level" or not isinstance(nodes, list) or not nodes:
             if isinstance(doc, dict):
                 doc[rng.choice(["schema", "pid", "nodes", "start_ts", "finish_ts"])] = _hostile_value(rng)
@@ -301,16 +401,29 @@ def mutate_execution_trace(doc: object, rng: random.Random) -> object:
         elif op == "hostile_name":
             node["name"] = rng.choice(HOSTILE_STRINGS)
         elif op == "drop_nodes":
-            del nodes[k:k + rng.randint(1, max(1, len(nodes) // 3))]
+            del nodes[k : k + rng.randint(1, max(1, len(nodes) // 3))]
         else:
-            nodes[k:k] = copy.deepcopy(nodes[k:k + rng.randint(1, 10)])
+            nodes[k:k] = copy.deepcopy(nodes[k : k + rng.randint(1, 10)])
     return doc
 
 
 # ---- Nsight Compute CSV --------------------------------------------------------------------------
 
-EXTREME_CELLS = ["1e400", "-1e400", "nan", "inf", "99999999999", "18446744073709551616", "-1", "0", "",
-                 "1,234.5", "0x10", "n/a", "1e-400"]
+EXTREME_CELLS = [
+    "1e400",
+    "-1e400",
+    "nan",
+    "inf",
+    "99999999999",
+    "18446744073709551616",
+    "-1",
+    "0",
+    "",
+    "1,234.5",
+    "0x10",
+    "n/a",
+    "1e-400",
+]
 
 
 def mutate_ncu_csv(data: bytes, rng: random.Random) -> bytes:
@@ -326,26 +439,28 @@ def mutate_ncu_csv(data: bytes, rng: random.Random) -> bytes:
     for _ in range(rng.randint(1, 3)):
         if len(rows) < 2 or not rows[0]:
             break
-        op = rng.choice(["cell", "cell", "cell", "hostile", "drop_column", "rename_column", "drop_rows",
-                         "duplicate_rows"])
+        op = rng.choice(
+            ["cell", "cell", "cell", "hostile", "drop_column", "rename_column", "drop_rows", "duplicate_rows"]
+        )
         r = rng.randrange(1, len(rows))
         c = rng.randrange(len(rows[0]))
         if op in ("cell", "hostile") and c < len(rows[r]):
             rows[r][c] = rng.choice(EXTREME_CELLS if op == "cell" else HOSTILE_STRINGS)
         elif op == "drop_column":
-            rows = [row[:c] + row[c + 1:] for row in rows]
+            rows = [row[:c] + row[c + 1 :] for row in rows]
         elif op == "rename_column":
             rows[0][c] = rng.choice(["", "ID", "Metric Value", rows[0][c] + " "])
         elif op == "drop_rows":
-            del rows[r:r + rng.randint(1, max(1, len(rows) // 3))]
+            del rows[r : r + rng.randint(1, max(1, len(rows) // 3))]
         else:
-            rows[r:r] = [list(row) for row in rows[r:r + rng.randint(1, 20)]]
+            rows[r:r] = [list(row) for row in rows[r : r + rng.randint(1, 20)]]
     out = io.StringIO()
     csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
     return (text[:start] + out.getvalue()).encode("utf-8", "surrogatepass")
 
 
 # ---- PyTorch memory timelines ---------------------------------------------------------------------
+
 
 def mutate_memory_rows(doc: object, rng: random.Random) -> object:
     """One to three edits of a parsed memory timeline (a copy): a cell retyped, hostile or
@@ -368,19 +483,20 @@ def mutate_memory_rows(doc: object, rng: random.Random) -> object:
         elif op == "category" and len(row) == 4:
             row[3] = rng.choice([-1, 8, 9, 10**6, 2**63])
         elif op == "short" and row:
-            del row[rng.randrange(len(row)):]
+            del row[rng.randrange(len(row)) :]
         elif op == "long":
             row.append(rng.choice([0, 1, "x", None]))
         elif op == "drop":
-            del rows[k:k + rng.randint(1, max(1, len(rows) // 3))]
+            del rows[k : k + rng.randint(1, max(1, len(rows) // 3))]
         elif op == "duplicate":
-            rows[k:k] = copy.deepcopy(rows[k:k + rng.randint(1, 50)])
+            rows[k:k] = copy.deepcopy(rows[k : k + rng.randint(1, 50)])
         else:
             rows[k] = _hostile_value(rng)
     return rows
 
 
 # ---- folders of traces -----------------------------------------------------------------------------
+
 
 def mutate_trace_folder(files: dict[str, bytes], rng: random.Random) -> tuple[dict[str, bytes], str]:
     """One or two edits of a folder of traces: a file mutated as its format is (an execution trace
@@ -422,8 +538,14 @@ def mutate_trace_folder(files: dict[str, bytes], rng: random.Random) -> tuple[di
 
 # ---- nsys SQLite -------------------------------------------------------------------------------
 
-NSYS_TIMED = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-              "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS"]
+NSYS_TIMED = [
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS",
+]
 
 
 def mutate_nsys(data: bytes, rng: random.Random) -> bytes:
@@ -441,8 +563,11 @@ def mutate_nsys(data: bytes, rng: random.Random) -> bytes:
                 if op in ("null_start", "swap", "extreme"):
                     _relax(con, table)
                     n = rng.randint(1, 5)
-                    sets = {"null_start": "start = NULL", "swap": "start = \"end\", \"end\" = start",
-                            "extreme": f"start = {rng.choice([-1, 0, 2**63 - 1, -(2**63)])}"}[op]
+                    sets = {
+                        "null_start": "start = NULL",
+                        "swap": 'start = "end", "end" = start',
+                        "extreme": f"start = {rng.choice([-1, 0, 2**63 - 1, -(2**63)])}",
+                    }[op]
                     con.execute(f"UPDATE {table} SET {sets} WHERE rowid % {n + 1} = 0")
                 elif op == "hostile_names":
                     s = rng.choice(HOSTILE_STRINGS)
@@ -475,9 +600,33 @@ def _relax(con: sqlite3.Connection, table: str) -> None:
 
 # tables a profile must hold (store.schema.TABLES less OPTIONAL_TABLES)
 REQUIRED_TABLES = ["strings", "phases", "steps", "ops", "api", "kernels", "memcpy", "memset", "sync", "counters"]
-META_FIELDS = ["format", "format_version", "dlscope_version", "source", "inputs", "command", "host", "start_ns",
-               "end_ns", "exit_code", "ranks", "world_size", "devices", "frameworks", "collectors", "dropped",
-               "clock", "batch_size", "batch_size_source", "warmup_steps", "step_window", "key_node", "notes", "table_rows", "timings_s"]
+META_FIELDS = [
+    "format",
+    "format_version",
+    "dlscope_version",
+    "source",
+    "inputs",
+    "command",
+    "host",
+    "start_ns",
+    "end_ns",
+    "exit_code",
+    "ranks",
+    "world_size",
+    "devices",
+    "frameworks",
+    "collectors",
+    "dropped",
+    "clock",
+    "batch_size",
+    "batch_size_source",
+    "warmup_steps",
+    "step_window",
+    "key_node",
+    "notes",
+    "table_rows",
+    "timings_s",
+]
 
 
 def profile_files(folder: Path) -> dict[str, bytes]:
@@ -510,8 +659,14 @@ def mutate_meta(doc: object, rng: random.Random) -> object:
         cols = doc.get("collectors")
         if isinstance(cols, dict) and cols:
             name = rng.choice(sorted(cols))
-            cols[name] = rng.choice([_hostile_value(rng), {"status": _hostile_value(rng)},
-                                     {"status": "ok", "settings": _hostile_value(rng)}, {"nostatus": 1}])
+            cols[name] = rng.choice(
+                [
+                    _hostile_value(rng),
+                    {"status": _hostile_value(rng)},
+                    {"status": "ok", "settings": _hostile_value(rng)},
+                    {"nostatus": 1},
+                ]
+            )
         else:
             doc["collectors"] = _hostile_value(rng)
     return doc
@@ -536,8 +691,18 @@ def _wrong_parquet(data: bytes, rng: random.Random) -> bytes:
         elif op == "rename":
             t = t.rename_columns([("renamed_" + n if k == i else n) for k, n in enumerate(t.column_names)])
         elif op == "retype":
-            to = rng.choice([pa.string(), pa.float64(), pa.bool_(), pa.int8(), pa.int16(), pa.uint64(),
-                             pa.list_(pa.int64()), pa.timestamp("ns")])
+            to = rng.choice(
+                [
+                    pa.string(),
+                    pa.float64(),
+                    pa.bool_(),
+                    pa.int8(),
+                    pa.int16(),
+                    pa.uint64(),
+                    pa.list_(pa.int64()),
+                    pa.timestamp("ns"),
+                ]
+            )
             col = t.column(i)
             try:
                 new = pc.cast(col, to, safe=False)
@@ -559,8 +724,20 @@ def mutate_profile(files: dict[str, bytes], rng: random.Random) -> tuple[dict[st
     done = []
     for _ in range(rng.randint(1, 2)):
         parquet = sorted(n for n in files if n.endswith(".parquet"))
-        op = rng.choice(["parquet_bytes", "parquet_bytes", "parquet_truncate", "meta_bytes", "meta_shape",
-                         "meta_shape", "delete_table", "empty_file", "wrong_parquet", "wrong_parquet"])
+        op = rng.choice(
+            [
+                "parquet_bytes",
+                "parquet_bytes",
+                "parquet_truncate",
+                "meta_bytes",
+                "meta_shape",
+                "meta_shape",
+                "delete_table",
+                "empty_file",
+                "wrong_parquet",
+                "wrong_parquet",
+            ]
+        )
         if op in ("parquet_bytes", "parquet_truncate", "delete_table", "wrong_parquet") and not parquet:
             op = "meta_shape"
         if op == "parquet_bytes":
@@ -598,6 +775,7 @@ def mutate_profile(files: dict[str, bytes], rng: random.Random) -> tuple[dict[st
 
 
 # ---- one mutated input --------------------------------------------------------------------------
+
 
 @dataclass
 class Mutant:
@@ -725,24 +903,33 @@ def commands(profile: Path, work: Path) -> list[list[str]]:
     what-ifs, the HTML report, export in every format, diff (advice left out: ``advise`` ran it) and
     check against itself, SQL."""
     p = str(profile)
-    return [["summary", p], ["stats", p, "--report", "all", "--format", "json"], ["advise", p, "--what-if"],
-            ["report", p, "-o", str(work / "x.html"), "-f"], ["export", p, "-o", str(work / "x.json.gz"), "-f"],
-            ["export", p, "--type", "csv", "-o", str(work / "x-csv"), "-f"],
-            ["export", p, "--type", "parquet", "-o", str(work / "x-parquet"), "-f"],
-            # diff's own comparison; its advice is the advise command's, run above (a profile folder
-            # input's diff against its seed runs the advice matching too: profile_commands)
-            ["diff", p, p, "--no-advice", "--format", "json"],
-            ["check", p, "--baseline", p, "--metric", "step_p50,step_p95,throughput,mem_peak"],
-            ["sql", p, "select count(*) from kernels"]]
+    return [
+        ["summary", p],
+        ["stats", p, "--report", "all", "--format", "json"],
+        ["advise", p, "--what-if"],
+        ["report", p, "-o", str(work / "x.html"), "-f"],
+        ["export", p, "-o", str(work / "x.json.gz"), "-f"],
+        ["export", p, "--type", "csv", "-o", str(work / "x-csv"), "-f"],
+        ["export", p, "--type", "parquet", "-o", str(work / "x-parquet"), "-f"],
+        # diff's own comparison; its advice is the advise command's, run above (a profile folder
+        # input's diff against its seed runs the advice matching too: profile_commands)
+        ["diff", p, p, "--no-advice", "--format", "json"],
+        ["check", p, "--baseline", p, "--metric", "step_p50,step_p95,throughput,mem_peak"],
+        ["sql", p, "select count(*) from kernels"],
+    ]
 
 
 def profile_commands(profile: Path, work: Path, seed: Path) -> list[list[str]]:
     """Every command over a (damaged) profile: :func:`commands`, and the comparisons with the
     unmutated ``seed`` (diff both ways, check against the seed, merge)."""
     p, s = str(profile), str(seed)
-    return [*commands(profile, work), ["diff", s, p, "--format", "json"], ["diff", p, s, "--no-advice"],
-            ["check", p, "--baseline", s, "--max-regression", "999999%"],
-            ["merge", p, s, "-o", str(work / "merged.dlscope"), "-f"]]
+    return [
+        *commands(profile, work),
+        ["diff", s, p, "--format", "json"],
+        ["diff", p, s, "--no-advice"],
+        ["check", p, "--baseline", s, "--max-regression", "999999%"],
+        ["merge", p, s, "-o", str(work / "merged.dlscope"), "-f"],
+    ]
 
 
 def check_input(path: Path, work: Path, run: Runner = run_in_process) -> tuple[bool, list[str]]:

@@ -52,8 +52,11 @@ class KinetoCounts:
 def count(path: Path) -> KinetoCounts:
     events, _ = load_events(path)
     c = KinetoCounts()
-    corr = {int(e["args"]["correlation"]) for e in events
-            if e.get("ph") == "X" and e.get("cat") in API_CATS and "correlation" in e.get("args", {})}
+    corr = {
+        int(e["args"]["correlation"])
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in API_CATS and "correlation" in e.get("args", {})
+    }
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -70,8 +73,9 @@ def tables(path: Path, rank: int = 0) -> tuple[dict[str, pa.Table], Meta]:
     """The trace's events as builder tables (text name columns) and a Meta."""
     events, md = load_events(path)
     base = int(md.get("baseTimeNanoseconds", 0) or 0)
-    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in ("phases", "steps", "ops", "api", "kernels",
-                                                            "memcpy", "memset")}
+    rows: dict[str, list[dict[str, Any]]] = {
+        k: [] for k in ("phases", "steps", "ops", "api", "kernels", "memcpy", "memset")
+    }
     launch_pid = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") in API_CATS:
@@ -85,31 +89,77 @@ def tables(path: Path, rank: int = 0) -> tuple[dict[str, pa.Table], Meta]:
         common = {"rank": rank, "start_ns": start, "end_ns": end}
         ext = int(a["External id"]) if "External id" in a else None
         if cat == "user_annotation" and e["name"].startswith("ProfilerStep#"):
-            rows["steps"].append({**common, "step": int(e["name"].split("#")[1]), "pid": int(e["pid"]),
-                                  "tid": int(e["tid"]), "source": "profiler_step", "warmup": False})
+            rows["steps"].append(
+                {
+                    **common,
+                    "step": int(e["name"].split("#")[1]),
+                    "pid": int(e["pid"]),
+                    "tid": int(e["tid"]),
+                    "source": "profiler_step",
+                    "warmup": False,
+                }
+            )
         elif cat == "user_annotation":
-            rows["phases"].append({**common, "pid": int(e["pid"]), "tid": int(e["tid"]), "name": e["name"],
-                                   "kind": "range", "source": "record_function"})
+            rows["phases"].append(
+                {
+                    **common,
+                    "pid": int(e["pid"]),
+                    "tid": int(e["tid"]),
+                    "name": e["name"],
+                    "kind": "range",
+                    "source": "record_function",
+                }
+            )
         elif cat == "cpu_op":
-            rows["ops"].append({**common, "pid": int(e["pid"]), "tid": int(e["tid"]), "name": e["name"],
-                                "op_id": len(rows["ops"]), "external_id": ext,
-                                "sequence_nr": int(a["Sequence number"]) if "Sequence number" in a else None,
-                                "input_shapes": json.dumps(a["Input Dims"]) if a.get("Input Dims") else None,
-                                "category": cat})
+            rows["ops"].append(
+                {
+                    **common,
+                    "pid": int(e["pid"]),
+                    "tid": int(e["tid"]),
+                    "name": e["name"],
+                    "op_id": len(rows["ops"]),
+                    "external_id": ext,
+                    "sequence_nr": int(a["Sequence number"]) if "Sequence number" in a else None,
+                    "input_shapes": json.dumps(a["Input Dims"]) if a.get("Input Dims") else None,
+                    "category": cat,
+                }
+            )
         elif cat in API_CATS:
-            rows["api"].append({**common, "pid": int(e["pid"]), "tid": int(e["tid"]), "name": e["name"],
-                                "correlation_id": int(a["correlation"]), "external_id": ext,
-                                "cbid": int(a["cbid"]) if "cbid" in a else None,
-                                "kind": "driver" if cat == "cuda_driver" else "runtime"})
+            rows["api"].append(
+                {
+                    **common,
+                    "pid": int(e["pid"]),
+                    "tid": int(e["tid"]),
+                    "name": e["name"],
+                    "correlation_id": int(a["correlation"]),
+                    "external_id": ext,
+                    "cbid": int(a["cbid"]) if "cbid" in a else None,
+                    "kind": "driver" if cat == "cuda_driver" else "runtime",
+                }
+            )
         elif cat in GPU_CATS:
             corr = int(a["correlation"])
-            g = {**common, "device": int(a["device"]), "stream": int(a["stream"]), "correlation_id": corr,
-                 "external_id": ext, "pid": launch_pid.get(corr)}
+            g = {
+                **common,
+                "device": int(a["device"]),
+                "stream": int(a["stream"]),
+                "correlation_id": corr,
+                "external_id": ext,
+                "pid": launch_pid.get(corr),
+            }
             if cat == "kernel":
                 grid, block = a.get("grid", [None] * 3), a.get("block", [None] * 3)
-                g.update(name=e["name"], grid_x=int(grid[0]), grid_y=int(grid[1]), grid_z=int(grid[2]),
-                         block_x=int(block[0]), block_y=int(block[1]), block_z=int(block[2]),
-                         registers=int(a["registers per thread"]), shared_bytes=int(a["shared memory"]))
+                g.update(
+                    name=e["name"],
+                    grid_x=int(grid[0]),
+                    grid_y=int(grid[1]),
+                    grid_z=int(grid[2]),
+                    block_x=int(block[0]),
+                    block_y=int(block[1]),
+                    block_z=int(block[2]),
+                    registers=int(a["registers per thread"]),
+                    shared_bytes=int(a["shared memory"]),
+                )
             elif cat == "gpu_memcpy":
                 kind = e["name"].split()[1]
                 src, dst = e["name"].split("(")[1].rstrip(")").split(" -> ")
@@ -120,8 +170,15 @@ def tables(path: Path, rank: int = 0) -> tuple[dict[str, pa.Table], Meta]:
     meta = Meta(source="imported:test-kineto", inputs=[str(path)], ranks=[rank])
     meta.collectors["kineto"] = CollectorStatus("ok", "", {"record_shapes": md.get("record_shapes")})
     for p in md.get("deviceProperties", []):
-        meta.devices.append({"rank": rank, "index": int(p["id"]), "name": p["name"], "sms": int(p["numSms"]),
-                             "compute_capability": f"{p['computeMajor']}.{p['computeMinor']}"})
+        meta.devices.append(
+            {
+                "rank": rank,
+                "index": int(p["id"]),
+                "name": p["name"],
+                "sms": int(p["numSms"]),
+                "compute_capability": f"{p['computeMajor']}.{p['computeMinor']}",
+            }
+        )
     return {k: pa.Table.from_pylist(v) for k, v in rows.items() if v}, meta
 
 

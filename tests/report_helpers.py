@@ -62,8 +62,12 @@ def imported(path: Path, tmp_factory: pytest.TempPathFactory) -> Path:
 
 def hta_selection(data: ProfileData, include_last: bool) -> Selection:
     """HTA's choice of GPU work: with two or more ProfilerSteps, drop the last unless asked."""
-    steps = [r[0] for r in data.con.execute(
-        "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step").fetchall()]
+    steps = [
+        r[0]
+        for r in data.con.execute(
+            "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step"
+        ).fetchall()
+    ]
     if len(steps) >= 2 and not include_last:
         return Selection(iter_start=steps[0], iter_stop=steps[-2])
     return Selection(include_warmup=True)

@@ -46,7 +46,9 @@ def test_resnet_gets_input_bound_pageable_memcpy_and_sync_in_step(resnet):
     # 64% of the step, but every step of the trace is traced: capped at MEDIUM, saying why
     assert ib.severity == "medium" and ib.saving_pct > 50 and "at most MEDIUM" in ib.evidence.saving
     assert "'preprocess'" in ib.advice and "num_workers" in ib.advice
-    assert "pin_memory=True" in found["pageable_memcpy"].advice and "non_blocking=True" in found["pageable_memcpy"].advice
+    assert (
+        "pin_memory=True" in found["pageable_memcpy"].advice and "non_blocking=True" in found["pageable_memcpy"].advice
+    )
     assert ".item()" in found["sync_in_step"].advice and "'postprocess'" in found["sync_in_step"].advice
 
 
@@ -60,10 +62,16 @@ def test_resnet_savings_match_the_trace(resnet):
     mean_step = sum(e - s for _, s, e in steps) / len(steps)
     evs = doc["traceEvents"]
     x = [e for e in evs if e.get("ph") == "X"]
-    gpu = ref.merge_intervals((ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"]))
-                 for e in x if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
-    pre = [(ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"])) for e in x
-           if e.get("cat") == "user_annotation" and e["name"] == "preprocess"]
+    gpu = ref.merge_intervals(
+        (ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"]))
+        for e in x
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    pre = [
+        (ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + _ns(e["dur"]))
+        for e in x
+        if e.get("cat") == "user_annotation" and e["name"] == "preprocess"
+    ]
     idle = sum((e - s) - _overlap((s, e), gpu) for s, e in pre)
     assert found["input_bound"].bound_ms_per_step == pytest.approx(idle / 1e6 / len(steps), rel=0.01)
     assert found["input_bound"].bound_pct == pytest.approx(100 * idle / len(steps) / mean_step, rel=0.01)
@@ -73,7 +81,9 @@ def test_resnet_savings_match_the_trace(resnet):
         return any(s <= t < en for _, s, en in steps)
 
     pageable = {e["args"]["correlation"] for e in x if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]}
-    calls = [e for e in x if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in pageable and in_steps(e)]
+    calls = [
+        e for e in x if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in pageable and in_steps(e)
+    ]
     assert calls and all(c["name"] == "cudaMemcpyAsync" for c in calls)
     expected = sum(_ns(c["dur"]) for c in calls) / 1e6 / len(steps)
     assert found["pageable_memcpy"].bound_ms_per_step == pytest.approx(expected, rel=1e-6)
@@ -108,15 +118,26 @@ def test_gpt6_fp32_tensor_core_saving_is_the_kernel_bound_capped_by_the_hosts_wa
     doc = ref.load(fixture_path("h100_gpt6_fp32"))
     steps = [(r["start_ns"], r["end_ns"]) for r in data.rows("SELECT start_ns, end_ns FROM sel_steps ORDER BY step")]
     x = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    launched = {e["args"]["correlation"]: ref.ns(doc, e["ts"]) for e in x if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    launched = {
+        e["args"]["correlation"]: ref.ns(doc, e["ts"]) for e in x if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    }
 
     def in_steps(t):
         return any(s <= t < e for s, e in steps)
 
-    fp32 = sum(_ns(e["dur"]) for e in x if e.get("cat") == "kernel" and re.search("sgemm|_ffma", e["name"])
-               and in_steps(launched.get(e["args"].get("correlation"), -1)))
-    wait = sum(max(0, min(e, ref.ns(doc, c["ts"]) + _ns(c["dur"])) - max(s, ref.ns(doc, c["ts"])))
-               for c in x if c.get("cat") == "cuda_runtime" and c["name"] == "cudaDeviceSynchronize" for s, e in steps)
+    fp32 = sum(
+        _ns(e["dur"])
+        for e in x
+        if e.get("cat") == "kernel"
+        and re.search("sgemm|_ffma", e["name"])
+        and in_steps(launched.get(e["args"].get("correlation"), -1))
+    )
+    wait = sum(
+        max(0, min(e, ref.ns(doc, c["ts"]) + _ns(c["dur"])) - max(s, ref.ns(doc, c["ts"])))
+        for c in x
+        if c.get("cat") == "cuda_runtime" and c["name"] == "cudaDeviceSynchronize"
+        for s, e in steps
+    )
     n = len(steps)
     gpu_saving = fp32 / 1e6 / n * (1 - 1 / 7.4)
     f = _by_id(advice.evaluate(data))["no_tensor_cores"]

@@ -87,8 +87,13 @@ def _loader_loop(tmp_path, overlapped: bool):
     for i in range(6):
         t = 100 * i
         lp.step(i, t, t + 100)
-        lp.phase("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t, t + 60, domain="torch",
-                 source="record_function")
+        lp.phase(
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            t,
+            t + 60,
+            domain="torch",
+            source="record_function",
+        )
         lp.kernel(SGEMM, t + 60.5, t + 60.6, t + (160.5 if overlapped else 95))
     return lp.open(tmp_path)
 
@@ -138,9 +143,11 @@ def _optimizer_loop(tmp_path, fused: bool):
     """Adam's step: 60 one-parameter add kernels and ops (0.5 ms of host time each), or one
     fused kernel."""
     lp = Loop()
-    fused_name = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)"
-                  "::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>"
-                  ">(int)")
+    fused_name = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)"
+        "::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>"
+        ">(int)"
+    )
     op_id = 0
     for i in range(6):
         t = 100 * i
@@ -330,9 +337,17 @@ def test_launch_bound_in_a_cuda_program_gets_cuda_wording(tmp_path):
         for j in range(200):
             a = t + j * 0.02
             lp.call("cudaLaunchKernel", a, a + 0.02)
-            lp.tables["kernels"].append(dict(device=0, stream=7, start_ns=int((a + 0.02) * MS),
-                                             end_ns=int((a + 0.025) * MS), name="saxpy_kernel",
-                                             correlation_id=lp.corr, pid=1))
+            lp.tables["kernels"].append(
+                dict(
+                    device=0,
+                    stream=7,
+                    start_ns=int((a + 0.02) * MS),
+                    end_ns=int((a + 0.025) * MS),
+                    name="saxpy_kernel",
+                    correlation_id=lp.corr,
+                    pid=1,
+                )
+            )
     f = findings(lp.open(tmp_path, frameworks={}))["launch_bound"]
     assert "cudaGraphLaunch" in f.advice and "torch" not in f.advice
     assert f.bound_pct == pytest.approx(100 * 200 * 0.015 / 5, rel=0.01)
@@ -375,8 +390,16 @@ def test_the_fused_optimizer_host_shares_are_the_h100_measurement():
 
     from dlscope.advice import unfused_optimizer as rule
 
-    measured = json.loads((Path(__file__).resolve().parents[1] / "bench" / "advice_truth" / "results" / "fused_optimizer_h100"
-                           / "fused_optimizer_host.json").read_text())
+    measured = json.loads(
+        (
+            Path(__file__).resolve().parents[1]
+            / "bench"
+            / "advice_truth"
+            / "results"
+            / "fused_optimizer_h100"
+            / "fused_optimizer_host.json"
+        ).read_text()
+    )
     assert measured["device"].startswith("NVIDIA H100")
     shares = rule.FUSED_HOST_SHARES
     assert shares == {name: round(measured[name]["fused_over_loop"], 3) for name in ("Adam", "AdamW", "SGD")}
@@ -385,7 +408,11 @@ def test_the_fused_optimizer_host_shares_are_the_h100_measurement():
 
     def host_share(optimizer: str | None, implementation: str = "per-parameter") -> float:
         row = {"optimizer": optimizer, "implementation": implementation, "distinct_kernels": 4}
-        return rule.UnfusedOptimizer().what_if(None, SimpleNamespace(evidence=SimpleNamespace(rows=[row]))).host[HostClass.OPTIMIZER]
+        return (
+            rule.UnfusedOptimizer()
+            .what_if(None, SimpleNamespace(evidence=SimpleNamespace(rows=[row])))
+            .host[HostClass.OPTIMIZER]
+        )
 
     assert host_share("AdamW") == 0.084 and host_share("SGD") == 0.191
     assert host_share("Adagrad") == host_share(None) == 0.191

@@ -59,8 +59,14 @@ def test_replay_by_hand():
     """One step: 10 ms of input, three launches 1 ms apart (host work 1 ms each) of 5 ms kernels,
     then a synchronize. GPU: 11-16, 16-21, 21-26; the host waits until 26. Without the sync the step
     ends when the GPU does (26); without the input the GPU starts at 1: 1-6, 6-11, 11-16."""
-    c = replay_input(wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0],
-               cls=[0, 2, 2, 2], blocking=[0, 0, 0, 1], gpu_ns=[5e6, 5e6, 5e6, 0])
+    c = replay_input(
+        wid=[1, 1, 1, 1],
+        gap_input=[10e6, 0, 0, 0],
+        gap_model=[1e6, 1e6, 1e6, 0],
+        cls=[0, 2, 2, 2],
+        blocking=[0, 0, 0, 1],
+        gpu_ns=[5e6, 5e6, 5e6, 0],
+    )
     assert R.replay(c) == pytest.approx(26e6)
     assert R.replay(R.Fix("x", unblock=(Blocking.SYNC,)).apply(c)) == pytest.approx(26e6)
     assert R.replay(R.Fix("x", host={HostClass.INPUT: 0.0}).apply(c)) == pytest.approx(16e6)
@@ -68,17 +74,33 @@ def test_replay_by_hand():
     # kernel on, so only the first launch's half millisecond shows: 25.5
     assert R.replay(R.Fix("x", host={HostClass.MODEL: 0.5}).apply(c)) == pytest.approx(25.5e6)
     # kernels 10x faster: the host sets the pace: last launch at 13, its kernel ends 13.5
-    assert R.replay(R.Fix("x", gpu={"simt_ns": 0.1}).apply(replay_input(
-        wid=[1, 1, 1, 1], gap_input=[10e6, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0], cls=[0, 2, 2, 2],
-        blocking=[0, 0, 0, 1], gpu_ns=[5e6, 5e6, 5e6, 0], simt_ns=[5e6, 5e6, 5e6, 0]))) == pytest.approx(13.5e6)
+    assert R.replay(
+        R.Fix("x", gpu={"simt_ns": 0.1}).apply(
+            replay_input(
+                wid=[1, 1, 1, 1],
+                gap_input=[10e6, 0, 0, 0],
+                gap_model=[1e6, 1e6, 1e6, 0],
+                cls=[0, 2, 2, 2],
+                blocking=[0, 0, 0, 1],
+                gpu_ns=[5e6, 5e6, 5e6, 0],
+                simt_ns=[5e6, 5e6, 5e6, 0],
+            )
+        )
+    ) == pytest.approx(13.5e6)
     # a larger batch: GPU work and input double, per sample the step is 46/2 = 23 ms
     two = R.Fix("x", batch=2.0).apply(c)
     assert R.step_ms(two, per_sample_of=2.0) == pytest.approx((20 + 1 + 30) / 2)
     # ... but an optimizer's kernels work per parameter: a 4 ms optimizer kernel launched last
     # (host 1 ms after the last model launch) stays 4 ms: 20 input + 1 + 30 model GPU + 4 = 55
-    opt = replay_input(wid=[1] * 5, gap_input=[10e6, 0, 0, 0, 0], gap_model=[1e6, 1e6, 1e6, 0, 0],
-                       gap_optimizer=[0, 0, 0, 1e6, 0], cls=[0, 2, 2, 1, 2], blocking=[0, 0, 0, 0, 1],
-                       gpu_ns=[5e6, 5e6, 5e6, 4e6, 0])
+    opt = replay_input(
+        wid=[1] * 5,
+        gap_input=[10e6, 0, 0, 0, 0],
+        gap_model=[1e6, 1e6, 1e6, 0, 0],
+        gap_optimizer=[0, 0, 0, 1e6, 0],
+        cls=[0, 2, 2, 1, 2],
+        blocking=[0, 0, 0, 0, 1],
+        gpu_ns=[5e6, 5e6, 5e6, 4e6, 0],
+    )
     assert R.step_ms(R.Fix("x", batch=2.0).apply(opt), per_sample_of=2.0) == pytest.approx((20 + 1 + 30 + 4) / 2)
 
 
@@ -89,8 +111,9 @@ def test_criteria_on_the_measured_table():
     the layout conversions it removes, not the faster NHWC convolutions cuDNN then picks."""
     rows = []
     for model in MODELS:
-        rows += table.rows_for(model, table.advised(DATA / f"{model}_baseline_default.dlscope"),
-                               table.measured(SUITE / "results", model))
+        rows += table.rows_for(
+            model, table.advised(DATA / f"{model}_baseline_default.dlscope"), table.measured(SUITE / "results", model)
+        )
     checks = [(r["model"], r["fix"], c["criterion"]) for r in rows for c in r["checks"]]
     misses = [(r["model"], r["fix"], c["criterion"]) for r in rows for c in r["checks"] if not c["ok"]]
     assert len(checks) >= 18
@@ -132,8 +155,10 @@ def test_what_if_command(cli):
     assert r.code == 0 and "input_bound" in r.out and "Host work scaled by 0.69" in r.out
 
 
-@pytest.mark.parametrize("variant, rule", [("cnn_workers", "input_bound"), ("gpt_workers", "input_bound"),
-                                           ("mlp_fused_opt", "unfused_optimizer")])
+@pytest.mark.parametrize(
+    "variant, rule",
+    [("cnn_workers", "input_bound"), ("gpt_workers", "input_bound"), ("mlp_fused_opt", "unfused_optimizer")],
+)
 def test_the_rule_is_silent_once_its_fix_is_in(variant, rule):
     """The same programs with the fix applied (recorded on the H100 like the baselines): the rule
     that named the problem finds nothing worth a finding, while it fired on the baseline."""

@@ -68,8 +68,12 @@ def test_summary_advice_sql_tables_and_diff_match_the_cli(cli):
         kernels = p.table("kernels", "pandas")
         assert len(kernels) == n and "name" in kernels.columns  # names decoded
         d = p.diff(DATA / "advice_truth_hooks" / "gpt2_bf16_default.dlscope")
-        assert d.as_dict()["step_time"] == json.loads(cli("diff", SINGLE, DATA / "advice_truth_hooks" /
-                                                          "gpt2_bf16_default.dlscope", "--format", "json").out)["step_time"]
+        assert (
+            d.as_dict()["step_time"]
+            == json.loads(
+                cli("diff", SINGLE, DATA / "advice_truth_hooks" / "gpt2_bf16_default.dlscope", "--format", "json").out
+            )["step_time"]
+        )
 
 
 def test_a_folder_or_glob_spans_every_profile():
@@ -106,7 +110,7 @@ def test_print_of_a_report_shows_its_table_as_text(name):
     assert lines[0] == f"{name}: {r.title}"
     assert lines[1].split() == " ┃ ".join(r.table.column_names).split()  # the header: every column, unfolded
     shown = min(r.table.num_rows, MAX_ROWS)
-    rows = [ln.split("│") for ln in lines[3:3 + shown]]
+    rows = [ln.split("│") for ln in lines[3 : 3 + shown]]
     for got, want in zip(rows, r.table.slice(0, shown).to_pylist()):  # each cell as the report formats it
         assert [c.strip() for c in got] == ["" if v is None else r.formats.get(c, _human)(v) for c, v in want.items()]
     more = r.table.num_rows - shown

@@ -28,8 +28,13 @@ HOOKS = ROOT / "tests" / "data" / "advice_truth_hooks"
 def test_the_constants_are_the_benchmarks_medians():
     """bench/autocast_host_cost.py counts every dispatched operator of four models outside the
     suite, plain and under autocast: its medians are the module's constants."""
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "autocast_host_cost.py"), "--count-ops"],
-                         capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "autocast_host_cost.py"), "--count-ops"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     got = json.loads(out.stdout)
     assert got["added_per_castable_median"] == pytest.approx(ADDED_PER_CASTABLE, abs=0.1)
     assert got["ratio_median"] == pytest.approx(TYPICAL_HOST_FACTOR, abs=0.03)
@@ -47,12 +52,19 @@ def test_pass_ops_count_the_leaf_operators_of_forward_and_backward(model):
     ops = data.con.execute("SELECT rank, op_id, parent_id, start_ns, name, pid FROM ops").fetchall()
     parents = {(r, p) for r, _, p, *_ in ops if p is not None}
     main = dict(data.con.execute("SELECT rank, pid FROM ops GROUP BY ALL ORDER BY count(*) DESC").fetchall()[:1])
-    phases = [(r, s, e) for r, s, e, n, pid in data.con.execute(
-        "SELECT rank, start_ns, end_ns, name, pid FROM phases WHERE kind = 'range'").fetchall()
-        if re.search(MODEL_RE, n.lower()) and (pid is None or main.get(r) in (None, pid))]
+    phases = [
+        (r, s, e)
+        for r, s, e, n, pid in data.con.execute(
+            "SELECT rank, start_ns, end_ns, name, pid FROM phases WHERE kind = 'range'"
+        ).fetchall()
+        if re.search(MODEL_RE, n.lower()) and (pid is None or main.get(r) in (None, pid))
+    ]
     metadata = {f"aten::{m}" for m in METADATA_OPS}
-    leaves = {(r, s, n) for r, i, _, s, n, _ in ops if (r, i) not in parents and n not in metadata
-              and any(pr == r and a <= s < b for pr, a, b in phases)}
+    leaves = {
+        (r, s, n)
+        for r, i, _, s, n, _ in ops
+        if (r, i) not in parents and n not in metadata and any(pr == r and a <= s < b for pr, a, b in phases)
+    }
     steps = data.con.execute("SELECT count(*) FROM detail_steps").fetchone()[0]
     assert got.ops == pytest.approx(len(leaves) / steps)
     assert got.castable == pytest.approx(sum(1 for *_, n in leaves if re.match(CASTABLE_RE, n)) / steps)

@@ -52,14 +52,25 @@ def damage(kind: str, good, tmp_path):
     elif kind == "corrupt_spool":
         (p / "meta.json").unlink()
         (p / "spool").mkdir()
-        (p / "spool" / "1.session.json").write_text(json.dumps(
-            {"pid": 1, "rank": 0, "start_ns": 1, "clock": {"offset_ns": 0}, "settings": {}}))
+        (p / "spool" / "1.session.json").write_text(
+            json.dumps({"pid": 1, "rank": 0, "start_ns": 1, "clock": {"offset_ns": 0}, "settings": {}})
+        )
         (p / "spool" / "1.events.spool").write_bytes(b"garbage!" * 10)
     return p
 
 
-@pytest.mark.parametrize("kind", ["truncated_table", "missing_table", "garbage_meta", "foreign_meta",
-                                  "newer_format", "table_is_not_parquet", "corrupt_spool"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated_table",
+        "missing_table",
+        "garbage_meta",
+        "foreign_meta",
+        "newer_format",
+        "table_is_not_parquet",
+        "corrupt_spool",
+    ],
+)
 def test_damaged_profiles(cli, good_profile, tmp_path, kind):
     bad = damage(kind, good_profile, tmp_path)
     r = cli("summary", bad)
@@ -78,12 +89,20 @@ def test_missing_path_file_and_empty_dir(cli, tmp_path):
         assert_one_line_error(r.err)
 
 
-@pytest.mark.parametrize("args", [
-    ["summary"], ["bogus-command"], ["summary", "--format", "xml", "x"], ["profile"],
-    ["profile", "--steps", "9:2", "--", "python", "x.py"], ["profile", "--batch-size", "0", "--", "python", "x.py"],
-    ["profile", "--", "/no/such/program"], ["summary", "--iter-start", "abc", "x"],
-    ["sql"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["summary"],
+        ["bogus-command"],
+        ["summary", "--format", "xml", "x"],
+        ["profile"],
+        ["profile", "--steps", "9:2", "--", "python", "x.py"],
+        ["profile", "--batch-size", "0", "--", "python", "x.py"],
+        ["profile", "--", "/no/such/program"],
+        ["summary", "--iter-start", "abc", "x"],
+        ["sql"],
+    ],
+)
 def test_bad_flags_and_commands(cli, tmp_path, args, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = cli(*args)
@@ -114,9 +133,13 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, good_profile
 def test_sql_formats(cli, good_profile):
     # the program's own phases (torch, when an earlier test imported it, adds its tracing window:
     # a dlscope phase too, of domain 'trace')
-    r = cli("sql", good_profile, "select name, count(*) as n from phases where coalesce(domain, '') <> 'trace' "
-            "group by name",
-            "--format", "csv")
+    r = cli(
+        "sql",
+        good_profile,
+        "select name, count(*) as n from phases where coalesce(domain, '') <> 'trace' group by name",
+        "--format",
+        "csv",
+    )
     assert r.code == 0 and r.out.splitlines() == ["name,n", "run,3"]
     r = cli("sql", good_profile, "select step from steps order by step", "--format", "json")
     assert json.loads(r.out) == [{"step": 0}, {"step": 1}, {"step": 2}]

@@ -39,10 +39,13 @@ def _profile(tmp_path: Path, *command: str) -> tuple[dict, dict]:
     return meta, json.loads(s.stdout)["steps"]
 
 
-@pytest.mark.parametrize(("script", "size", "source"), [
-    ("unmodified_train.py", 16, LOADER),  # DataLoader(data, batch_size=16)
-    ("prebatched.py", 5, FIRST_BATCH),  # DataLoader(batch_size=None) of batches of 5
-])
+@pytest.mark.parametrize(
+    ("script", "size", "source"),
+    [
+        ("unmodified_train.py", 16, LOADER),  # DataLoader(data, batch_size=16)
+        ("prebatched.py", 5, FIRST_BATCH),  # DataLoader(batch_size=None) of batches of 5
+    ],
+)
 def test_profile_without_batch_size_reads_the_loader(tmp_path, script, size, source):
     meta, steps = _profile(tmp_path, str(PROGRAMS / script), "12")
     assert (meta["batch_size"], meta["batch_size_source"]) == (size, source)

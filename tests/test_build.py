@@ -42,11 +42,20 @@ def test_ops_nesting_matches_a_reference(seed):
     rng.shuffle(rows)
     n = len(rows)
     b = ProfileBuilder()
-    b.add("ops", pa.table({
-        "rank": [0] * n, "pid": [9] * n, "tid": [r[0] for r in rows],
-        "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows],
-        "name": [f"op{i}" for i in range(n)], "op_id": list(range(n)),
-    }))
+    b.add(
+        "ops",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "pid": [9] * n,
+                "tid": [r[0] for r in rows],
+                "start_ns": [r[1] for r in rows],
+                "end_ns": [r[2] for r in rows],
+                "name": [f"op{i}" for i in range(n)],
+                "op_id": list(range(n)),
+            }
+        ),
+    )
     ops = b.build()["ops"].to_pylist()
     by_id = {o["op_id"]: o for o in ops}
     for i, (tid, s, e, d) in enumerate(rows):
@@ -65,13 +74,45 @@ def test_ops_nesting_matches_a_reference(seed):
 
 def test_steps_of_events_and_of_gpu_work_launched_in_a_step():
     b = ProfileBuilder()
-    b.add("steps", pa.table({"rank": [0, 0], "step": [5, 6], "start_ns": [100, 200], "end_ns": [200, 300],
-                             "source": ["dlscope"] * 2, "warmup": [False, False]}))
-    b.add("api", pa.table({"rank": [0, 0, 0], "start_ns": [150, 250, 350], "end_ns": [151, 251, 351],
-                           "name": ["cudaLaunchKernel"] * 3, "correlation_id": [1, 2, 3], "kind": ["runtime"] * 3}))
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": [0, 0],
+                "step": [5, 6],
+                "start_ns": [100, 200],
+                "end_ns": [200, 300],
+                "source": ["dlscope"] * 2,
+                "warmup": [False, False],
+            }
+        ),
+    )
+    b.add(
+        "api",
+        pa.table(
+            {
+                "rank": [0, 0, 0],
+                "start_ns": [150, 250, 350],
+                "end_ns": [151, 251, 351],
+                "name": ["cudaLaunchKernel"] * 3,
+                "correlation_id": [1, 2, 3],
+                "kind": ["runtime"] * 3,
+            }
+        ),
+    )
     # kernel 1 was launched in step 5 but runs during step 6; kernel 9 has no launch record
-    b.add("kernels", pa.table({"rank": [0, 0, 0, 0], "start_ns": [210, 260, 360, 120], "end_ns": [220, 270, 370, 130],
-                               "name": ["k"] * 4, "correlation_id": [1, 2, 3, 9]}))
+    b.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": [0, 0, 0, 0],
+                "start_ns": [210, 260, 360, 120],
+                "end_ns": [220, 270, 370, 130],
+                "name": ["k"] * 4,
+                "correlation_id": [1, 2, 3, 9],
+            }
+        ),
+    )
     t = b.build()
     assert t["api"].column("step").to_pylist() == [5, 6, None]
     got = sorted(zip(t["kernels"].column("correlation_id").to_pylist(), t["kernels"].column("step").to_pylist()))

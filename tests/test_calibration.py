@@ -38,8 +38,9 @@ def test_the_launch_queue_by_hand():
     assert R.host_work(c).sum() + r.wait_ns.sum() == pytest.approx(21e6)
 
 
-def _queue_replay_call_by_call(work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray,
-                               depth: int) -> tuple[float, np.ndarray]:
+def _queue_replay_call_by_call(
+    work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray, depth: int
+) -> tuple[float, np.ndarray]:
     """The queue model stated one call at a time: the definition the segmented replay must equal."""
     waits, host_t, gpu_end, ends = np.zeros(len(HostClass)), 0.0, 0.0, []
     for w, g, b, c in zip(work.tolist(), gpu.tolist(), blocking.tolist(), cls.tolist()):
@@ -79,13 +80,14 @@ def test_per_class_factors_are_recovered_from_untraced_class_times():
     n_model, n_opt = 20, 200
     wid = [1] * (1 + n_model + n_opt + 1)
     gap_input = [8e6] + [0] * (n_model + n_opt + 1)
-    gap_model = [0] + [0.25e6] * n_model + [0] * (n_opt + 1)      # traced: 1.25x the true 0.2 ms
-    gap_opt = [0] * (1 + n_model) + [0.1e6] * n_opt + [0]          # traced: 5x the true 0.02 ms
+    gap_model = [0] + [0.25e6] * n_model + [0] * (n_opt + 1)  # traced: 1.25x the true 0.2 ms
+    gap_opt = [0] * (1 + n_model) + [0.1e6] * n_opt + [0]  # traced: 5x the true 0.02 ms
     cls = [0] + [2] * n_model + [1] * n_opt + [3]
     gpu = [0] + [0.5e6] * n_model + [0.005e6] * n_opt + [0]
-    blocking = [0] * (1 + n_model + n_opt) + [1]                  # a .item() at the end
-    traced = replay_input(wid=wid, gap_input=gap_input, gap_model=gap_model, gap_optimizer=gap_opt, cls=cls,
-                    gpu_ns=gpu, blocking=blocking)
+    blocking = [0] * (1 + n_model + n_opt) + [1]  # a .item() at the end
+    traced = replay_input(
+        wid=wid, gap_input=gap_input, gap_model=gap_model, gap_optimizer=gap_opt, cls=cls, gpu_ns=gpu, blocking=blocking
+    )
     true = np.array([1.0, 0.2, 0.8, 1.0])  # by HostClass value: input, optimizer, model, other
     r = R.replay_detail(traced, true)
     work = R.traced_work_ms(traced) * true
@@ -94,7 +96,9 @@ def test_per_class_factors_are_recovered_from_untraced_class_times():
     assert cal.factors[HostClass.INPUT] == pytest.approx(1.0, abs=0.01)
     assert cal.factors[HostClass.OPTIMIZER] == pytest.approx(0.2, abs=0.02)
     got = R.replay_detail(traced, cal.factors)
-    model_time = R.traced_work_ms(traced)[HostClass.MODEL] * cal.factors[HostClass.MODEL] + got.wait_ns[HostClass.MODEL] / 1e6
+    model_time = (
+        R.traced_work_ms(traced)[HostClass.MODEL] * cal.factors[HostClass.MODEL] + got.wait_ns[HostClass.MODEL] / 1e6
+    )
     assert model_time == pytest.approx(untraced[HostClass.MODEL], rel=0.02)
     assert cal.matched and cal.calibrated_ms == pytest.approx(r.total_ns / 1e6, rel=0.02)
     # one factor for everything cannot tell the optimizer's slowdown from the model's

@@ -59,9 +59,25 @@ def test_exception_in_program_leaves_a_complete_profile(tmp_path):
 def _start(tmp_path: Path, out: Path) -> tuple[subprocess.Popen, int]:
     env = dict(os.environ)
     env.pop("DLSCOPE_SESSION", None)
-    proc = subprocess.Popen([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--", sys.executable,
-                             str(PROGRAMS / "steps_forever.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=tmp_path, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "profile",
+            "-o",
+            str(out),
+            "--",
+            sys.executable,
+            str(PROGRAMS / "steps_forever.py"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     first = proc.stdout.readline()
     assert first.startswith("pid "), first + proc.stderr.read()
     return proc, int(first.split()[1])
@@ -169,18 +185,29 @@ def test_a_program_that_fails_before_its_first_step_is_summarized_by_its_error(t
         assert lines[0].startswith("dlscope summary") and lines[1].strip() == failure
         assert not any(w in text for w in ("Steps", "step()", "rule", "Advice", "Layers")), text
     assert list(as_json)[:2] == ["profile", "failure"] and as_json["failure"] == failure
-    assert as_json["run_end"] == {"exit_code": 1, "signal": None, "last_stderr_line": error, "steps_completed": 0,
-                                  "ranks": []}
+    assert as_json["run_end"] == {
+        "exit_code": 1,
+        "signal": None,
+        "last_stderr_line": error,
+        "steps_completed": 0,
+        "ranks": [],
+    }
     assert not {"steps", "phases", "layers", "advice"} & set(as_json)
 
 
 def test_a_program_killed_before_its_first_step_says_by_which_signal(tmp_path):
     out = tmp_path / "k.dlscope"
-    r = run_dlscope("profile", "-o", out, "--", sys.executable, "-c",
-                    "import os, signal, sys; print('loading', file=sys.stderr); os.kill(os.getpid(), signal.SIGKILL)")
+    r = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--",
+        sys.executable,
+        "-c",
+        "import os, signal, sys; print('loading', file=sys.stderr); os.kill(os.getpid(), signal.SIGKILL)",
+    )
     assert r.returncode == 128 + signal.SIGKILL
-    assert ("the program failed before its first step: killed by signal 9 (SIGKILL): loading"
-            in r.stdout.splitlines()[1])
+    assert "the program failed before its first step: killed by signal 9 (SIGKILL): loading" in r.stdout.splitlines()[1]
     assert open_profile(out).meta.run_end.signal == signal.SIGKILL
 
 
@@ -189,8 +216,10 @@ def test_the_stderr_tee_passes_everything_through_and_keeps_a_bounded_tail(tmp_p
     order, and the tail kept is at most TAIL_BYTES."""
     from dlscope.capture import launcher
 
-    prog = ("import sys\nfor i in range(20000): sys.stderr.write(f'line {i:05d}\\n')\n"
-            "sys.stderr.write('x' * 500 + ' the end'); sys.exit(4)")
+    prog = (
+        "import sys\nfor i in range(20000): sys.stderr.write(f'line {i:05d}\\n')\n"
+        "sys.stderr.write('x' * 500 + ' the end'); sys.exit(4)"
+    )
     r = run_dlscope("profile", "-o", tmp_path / "t.dlscope", "--quiet", "--", sys.executable, "-c", prog)
     assert r.returncode == 4
     assert r.stderr.startswith("".join(f"line {i:05d}\n" for i in range(20000)) + "x" * 500 + " the end")

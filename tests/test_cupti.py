@@ -54,11 +54,33 @@ def session(tmp_path, **settings) -> tuple[Session, api.Profile]:
 def launch(lib: FakeLib, corr: int, name_ptr: int, kind=ActivityKind.RUNTIME, cbid=211, dur=4000) -> None:
     """One launch as CUPTI reports it: the API call, then the kernel it enqueued."""
     t = time.perf_counter_ns() + K_OFFSET
-    lib.emit(kind, cbid=cbid, start=t, end=t + 500, process_id=os.getpid(), thread_id=threading.get_native_id(),
-             correlation_id=corr)
-    lib.emit(ActivityKind.CONCURRENT_KERNEL, start=t + 1000, end=t + 1000 + dur, device_id=0, stream_id=7,
-             correlation_id=corr, grid_x=64, grid_y=2, grid_z=1, block_x=256, block_y=1, block_z=1,
-             registers_per_thread=40, static_shared_memory=1024, dynamic_shared_memory=2048, name=name_ptr)
+    lib.emit(
+        kind,
+        cbid=cbid,
+        start=t,
+        end=t + 500,
+        process_id=os.getpid(),
+        thread_id=threading.get_native_id(),
+        correlation_id=corr,
+    )
+    lib.emit(
+        ActivityKind.CONCURRENT_KERNEL,
+        start=t + 1000,
+        end=t + 1000 + dur,
+        device_id=0,
+        stream_id=7,
+        correlation_id=corr,
+        grid_x=64,
+        grid_y=2,
+        grid_z=1,
+        block_x=256,
+        block_y=1,
+        block_z=1,
+        registers_per_thread=40,
+        static_shared_memory=1024,
+        dynamic_shared_memory=2048,
+        name=name_ptr,
+    )
 
 
 def test_records_decode_exactly(tmp_path, fake):
@@ -80,14 +102,38 @@ def test_records_decode_exactly(tmp_path, fake):
     with prof.phase("copy"):
         t = time.perf_counter_ns() + K_OFFSET
         tid = threading.get_native_id()
-        lib.emit(ActivityKind.RUNTIME, cbid=41, start=t, end=t + 900, process_id=os.getpid(), thread_id=tid,
-                 correlation_id=900001)
-        lib.emit(ActivityKind.MEMCPY, copy_kind=1, src_kind=1, dst_kind=3, bytes=1 << 20, start=t + 100,
-                 end=t + 800, device_id=0, stream_id=7, correlation_id=900001)
-        lib.emit(ActivityKind.MEMSET, bytes=4096, memory_kind=3, start=t + 850, end=t + 860, device_id=0,
-                 stream_id=7, correlation_id=900002)
-        lib.emit(ActivityKind.SYNCHRONIZATION, type=3, start=t + 870, end=t + 990, correlation_id=900001,
-                 stream_id=7)
+        lib.emit(
+            ActivityKind.RUNTIME,
+            cbid=41,
+            start=t,
+            end=t + 900,
+            process_id=os.getpid(),
+            thread_id=tid,
+            correlation_id=900001,
+        )
+        lib.emit(
+            ActivityKind.MEMCPY,
+            copy_kind=1,
+            src_kind=1,
+            dst_kind=3,
+            bytes=1 << 20,
+            start=t + 100,
+            end=t + 800,
+            device_id=0,
+            stream_id=7,
+            correlation_id=900001,
+        )
+        lib.emit(
+            ActivityKind.MEMSET,
+            bytes=4096,
+            memory_kind=3,
+            start=t + 850,
+            end=t + 860,
+            device_id=0,
+            stream_id=7,
+            correlation_id=900002,
+        )
+        lib.emit(ActivityKind.SYNCHRONIZATION, type=3, start=t + 870, end=t + 990, correlation_id=900001, stream_id=7)
         launch(lib, 900003, ptr[0], kind=ActivityKind.DRIVER, cbid=307)
     prof.stop()
     assert s.cupti_owner is None  # released at stop
@@ -99,8 +145,14 @@ def test_records_decode_exactly(tmp_path, fake):
     assert st.status == "ok" and st.settings["started_by"] == "cupti='on'"
     assert st.settings["records"]["CONCURRENT_KERNEL"] == n_per_step * steps + 1
     # sizes were measured with CUPTI's own walk, once per new kind, not once per buffer
-    assert st.settings["record_bytes"] == {"CONCURRENT_KERNEL": 232, "RUNTIME": 40, "DRIVER": 40, "MEMCPY": 96,
-                                           "MEMSET": 88, "SYNCHRONIZATION": 56}
+    assert st.settings["record_bytes"] == {
+        "CONCURRENT_KERNEL": 232,
+        "RUNTIME": 40,
+        "DRIVER": 40,
+        "MEMCPY": 96,
+        "MEMSET": 88,
+        "SYNCHRONIZATION": 56,
+    }
     assert lib.next_record_calls < 3 * cupti_activity.BUFFER_BYTES // 40
     assert not (tmp_path / "c.dlscope" / "spool").exists()
     con = attach(open_profile(tmp_path / "c.dlscope"))
@@ -111,22 +163,35 @@ def test_records_decode_exactly(tmp_path, fake):
         expect[KERNEL_NAMES[c % 3].decode()] += 1
     expect[KERNEL_NAMES[0].decode()] += 1  # the driver-API launch
     assert by_name == expect
-    k = q(con, """SELECT grid_x, grid_y, block_x, registers, shared_bytes, static_shared_bytes, stream, device
-                  FROM kernels LIMIT 1""")[0]
+    k = q(
+        con,
+        """SELECT grid_x, grid_y, block_x, registers, shared_bytes, static_shared_bytes, stream, device
+                  FROM kernels LIMIT 1""",
+    )[0]
     assert k == (64, 2, 256, 40, 3072, 1024, 7, 0)
     # the API call and its kernel are 1000 ns apart on the fake CUPTI clock, and stay so
-    assert q(con, """SELECT DISTINCT k.start_ns - a.start_ns FROM kernels k JOIN api a USING (correlation_id)""") == [(1000,)]
+    assert q(con, """SELECT DISTINCT k.start_ns - a.start_ns FROM kernels k JOIN api a USING (correlation_id)""") == [
+        (1000,)
+    ]
     # CUPTI times land on the profile's clock: every kernel starts inside the phase that launched it
-    outside = q(con, """SELECT count(*) FROM kernels k JOIN api a USING (correlation_id)
-                        WHERE NOT EXISTS (SELECT 1 FROM phases p WHERE a.start_ns >= p.start_ns AND k.start_ns <= p.end_ns)""")
+    outside = q(
+        con,
+        """SELECT count(*) FROM kernels k JOIN api a USING (correlation_id)
+                        WHERE NOT EXISTS (SELECT 1 FROM phases p WHERE a.start_ns >= p.start_ns
+                            AND k.start_ns <= p.end_ns)""",
+    )
     assert outside[0][0] == 0
     api_names = dict(q(con, "SELECT name, any_value(kind) FROM api GROUP BY 1"))
     assert api_names == {"cudaLaunchKernel": "runtime", "cudaMemcpyAsync": "runtime", "cuLaunchKernel": "driver"}
-    assert q(con, "SELECT copy_kind, src_kind, dst_kind, bytes FROM memcpy") == [("HtoD", "pageable", "device", 1 << 20)]
+    assert q(con, "SELECT copy_kind, src_kind, dst_kind, bytes FROM memcpy") == [
+        ("HtoD", "pageable", "device", 1 << 20)
+    ]
     assert q(con, "SELECT mem_kind, bytes FROM memset") == [("device", 4096)]
     assert q(con, "SELECT kind, tid FROM sync") == [("stream", tid)]
     # GPU work takes the step of the API call that launched it
-    assert q(con, "SELECT count(*) FROM kernels k JOIN api a USING (correlation_id) WHERE k.step IS DISTINCT FROM a.step") == [(0,)]
+    assert q(
+        con, "SELECT count(*) FROM kernels k JOIN api a USING (correlation_id) WHERE k.step IS DISTINCT FROM a.step"
+    ) == [(0,)]
     # every step ran under CUPTI: all are flagged traced, and the phase breakdown's GPU columns
     # (per traced step) count the kernels each 'launch' phase launched
     assert q(con, "SELECT bool_and(traced) FROM steps") == [(True,)]
@@ -242,12 +307,17 @@ def test_claimed_cupti_is_not_taken(tmp_path, fake):
     assert fake.lib.req is None
 
 
-@pytest.mark.parametrize("path, tool", [
-    ("/opt/nvidia/nsight-systems/2025.3.2/target-linux-x64/libToolsInjection64.so", "Nsight Systems"),
-    ("/usr/local/cuda/nsight-compute-2025.1/target/linux-desktop-glibc_2_11_3-x64/libInterceptorInjectionTarget.so",
-     "Nsight Compute"),
-    ("/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so", "compute-sanitizer"),
-])
+@pytest.mark.parametrize(
+    "path, tool",
+    [
+        ("/opt/nvidia/nsight-systems/2025.3.2/target-linux-x64/libToolsInjection64.so", "Nsight Systems"),
+        (
+            "/usr/local/cuda/nsight-compute-2025.1/target/linux-desktop-glibc_2_11_3-x64/libInterceptorInjectionTarget.so",
+            "Nsight Compute",
+        ),
+        ("/usr/local/cuda/compute-sanitizer/libsanitizer-collection.so", "compute-sanitizer"),
+    ],
+)
 def test_injected_tool_holds_cupti(tmp_path, fake, monkeypatch, path, tool, cli):
     monkeypatch.setenv("CUDA_INJECTION64_PATH", path)
     s, prof = session(tmp_path, cupti="on")
@@ -313,7 +383,9 @@ def test_torn_spool_keeps_whole_records(tmp_path, fake):
         pos += 32 + n * last_size
     spool.write_bytes(data[:-100])  # killed in the middle of a write
     blocks, torn = cupti_records.read_blocks(spool)
-    assert torn and sum(len(b) // size for items in blocks.values() for size, b in items) == 400 - math.ceil(100 / last_size)
+    assert torn and sum(len(b) // size for items in blocks.values() for size, b in items) == 400 - math.ceil(
+        100 / last_size
+    )
     from dlscope.capture.finalize import finalize_profile
 
     finalize_profile(tmp_path / "c.dlscope")
@@ -424,6 +496,8 @@ def test_libcupti_candidates_from_wheels_and_toolkits(tmp_path):
     for d, so in ((wheel, "libcupti.so.13"), (old_wheel, "libcupti.so.12"), (toolkit, "libcupti.so.13")):
         d.mkdir(parents=True)
         (d / so).write_bytes(b"")
-    found = candidates([str(tmp_path / "nothing"), str(tmp_path / "site")], {"CUDA_HOME": str(tmp_path / "cuda")}, roots=())
+    found = candidates(
+        [str(tmp_path / "nothing"), str(tmp_path / "site")], {"CUDA_HOME": str(tmp_path / "cuda")}, roots=()
+    )
     # .so.13 before .so.12; a wheel on the path before a toolkit
     assert found == [wheel / "libcupti.so.13", toolkit / "libcupti.so.13", old_wheel / "libcupti.so.12"]

@@ -53,10 +53,29 @@ class Job:
 def _run(tmp: Path, how: str, spawn: bool = False) -> Job:
     out = tmp / f"{how}.dlscope"
     # --standalone: a free port of torchrun's own choosing (other jobs may run on this machine)
-    launch = [PROGRAM, "--spawn", "2"] if spawn else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", PROGRAM]
-    p = run_dlscope("profile", "-o", out, "--", *launch, "--steps", "40", "--die-rank", "1", "--die-at", str(DIE_AT),
-                    "--how", how, "--timeout-s", str(TIMEOUT_S), timeout=240)
+    launch = (
+        [PROGRAM, "--spawn", "2"]
+        if spawn
+        else [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", PROGRAM]
+    )
+    p = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--",
+        *launch,
+        "--steps",
+        "40",
+        "--die-rank",
+        "1",
+        "--die-at",
+        str(DIE_AT),
+        "--how",
+        how,
+        "--timeout-s",
+        str(TIMEOUT_S),
+        timeout=240,
+    )
     return Job(out, p.returncode, p.stdout, p.stderr)
 
 
@@ -73,8 +92,7 @@ def hung(tmp_path_factory) -> Job:
 def _steps_per_rank(path: Path) -> dict[int, list[int]]:
     """Each rank's recorded step numbers, from the Parquet file itself."""
     t = pq.read_table(path / "steps.parquet", columns=["rank", "step"])
-    return {r: sorted(t.filter(pc.equal(t["rank"], r))["step"].to_pylist())
-            for r in sorted(set(t["rank"].to_pylist()))}
+    return {r: sorted(t.filter(pc.equal(t["rank"], r))["step"].to_pylist()) for r in sorted(set(t["rank"].to_pylist()))}
 
 
 def _meta(path: Path) -> dict:
@@ -106,8 +124,11 @@ def test_meta_marks_the_dead_rank_its_signal_and_when(killed):
     assert (dead["signal"], dead["exit_code"], dead["clean_stop"]) == (signal.SIGKILL, 128 + signal.SIGKILL, False)
     assert dead["steps_completed"] == len(_steps_per_rank(killed.path)[1])
     # it died after its last step ended and before the profile did
-    last_end = max(pq.read_table(killed.path / "steps.parquet").filter(
-        pc.equal(pq.read_table(killed.path / "steps.parquet")["rank"], 1))["end_ns"].to_pylist())
+    last_end = max(
+        pq.read_table(killed.path / "steps.parquet")
+        .filter(pc.equal(pq.read_table(killed.path / "steps.parquet")["rank"], 1))["end_ns"]
+        .to_pylist()
+    )
     assert last_end <= dead["end_ns"] <= m["end_ns"]
     assert ranks[0]["exit_code"] not in (None, 0)  # stopped by torchrun, or failed in its all-reduce
     assert ranks[0]["end_ns"] >= dead["end_ns"]  # after rank 1: it was stopped because rank 1 died
@@ -123,7 +144,7 @@ def test_summary_names_the_rank_and_keeps_the_common_steps(killed):
     lines = text.stdout.splitlines()
     head = next(i for i, ln in enumerate(lines) if "the job ended abnormally" in ln)
     assert "rank 1 killed by signal 9 (SIGKILL)" in lines[head] and "(exit code 1)" in lines[head]
-    assert any("rank 1 (pid" in ln and "SIGKILL" in ln for ln in lines[head:head + 4])
+    assert any("rank 1 (pid" in ln and "SIGKILL" in ln for ln in lines[head : head + 4])
     s = json.loads(run_dlscope("summary", killed.path, "--format", "json").stdout)
     je = s["job_end"]
     assert "rank 1 killed by signal 9 (SIGKILL)" in je["line"]
@@ -176,5 +197,8 @@ def test_a_rank_started_by_mp_spawn_that_dies(tmp_path):
     assert abs(len(steps[1]) - DIE_AT) <= 1 and abs(len(steps[0]) - (DIE_AT + 1)) <= 1, steps
     ranks = {r["rank"]: r for r in _meta(job.path)["run_end"]["ranks"]}
     assert (ranks[1]["signal"], ranks[1]["clean_stop"], ranks[1]["steps_completed"]) == (
-        signal.SIGKILL, False, len(steps[1]))
+        signal.SIGKILL,
+        False,
+        len(steps[1]),
+    )
     assert "rank 1 killed by signal 9 (SIGKILL)" in job.stdout

@@ -160,8 +160,11 @@ def _profiler_steps_ms(folder: Path) -> list[float]:
     f = next(folder.glob("*.json.gz"))
     with gzip.open(f, "rt") as fh:
         ev = json.load(fh)["traceEvents"]
-    return [e["dur"] / 1e3 for e in sorted(ev, key=lambda e: e.get("ts", 0))
-            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return [
+        e["dur"] / 1e3
+        for e in sorted(ev, key=lambda e: e.get("ts", 0))
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
 
 
 def test_hta_trace_diff_regression_is_significant(tmp_path):

@@ -99,25 +99,32 @@ def test_check_finds_the_hta_regression(cli, tmp_path):
     assert cli("check", a, "--baseline", test).code == 0  # the other way round it got faster
 
 
-@pytest.mark.parametrize("args", [
-    ("check", "missing.dlscope", "--baseline", "{profile}"),
-    ("check", "{profile}", "--baseline", "missing.dlscope"),
-    ("check", "{profile}", "--baseline", "{profile}", "--max-regression", "lots"),
-    ("check", "{profile}", "--baseline", "{profile}", "--max-regression", "-5%"),
-    ("check", "{profile}", "--baseline", "{profile}", "--metric", "step_p42"),
-    ("check", "{profile}", "--baseline", "{notsummary}"),
-    ("check", "{profile}", "--baseline", "{corrupt}"),
-    ("check", "{profile}"),
-    ("diff", "{profile}", "missing.dlscope"),
-    ("diff", "{profile}", "{corrupt}"),
-    ("diff", "{profile}", "{profile}", "--top", "0"),
-    ("diff", "{profile}", "{profile}", "--format", "html", "-o", "{tmp}/diff.txt"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "missing.dlscope", "--baseline", "{profile}"),
+        ("check", "{profile}", "--baseline", "missing.dlscope"),
+        ("check", "{profile}", "--baseline", "{profile}", "--max-regression", "lots"),
+        ("check", "{profile}", "--baseline", "{profile}", "--max-regression", "-5%"),
+        ("check", "{profile}", "--baseline", "{profile}", "--metric", "step_p42"),
+        ("check", "{profile}", "--baseline", "{notsummary}"),
+        ("check", "{profile}", "--baseline", "{corrupt}"),
+        ("check", "{profile}"),
+        ("diff", "{profile}", "missing.dlscope"),
+        ("diff", "{profile}", "{corrupt}"),
+        ("diff", "{profile}", "{profile}", "--top", "0"),
+        ("diff", "{profile}", "{profile}", "--format", "html", "-o", "{tmp}/diff.txt"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, resnet_profile, tmp_path, args):
     (tmp_path / "not_summary.json").write_text('{"hello": 1}')
     (tmp_path / "corrupt.json").write_text('{"steps": ')
-    subs = {"{profile}": str(resnet_profile), "{notsummary}": str(tmp_path / "not_summary.json"),
-            "{corrupt}": str(tmp_path / "corrupt.json"), "{tmp}": str(tmp_path)}
+    subs = {
+        "{profile}": str(resnet_profile),
+        "{notsummary}": str(tmp_path / "not_summary.json"),
+        "{corrupt}": str(tmp_path / "corrupt.json"),
+        "{tmp}": str(tmp_path),
+    }
     argv = []
     for a in args:
         for k, v in subs.items():

@@ -59,8 +59,9 @@ def _gpu_loop(k1_ms: float, untraced_ms: float = 10.0, k2_end: float = 7.0) -> L
     t = 0.0
     for i in range(10):
         dur = 12.0 if i < 3 else untraced_ms
-        lp.tables["steps"].append(dict(step=i, start_ns=int(t * 1e6), end_ns=int((t + dur) * 1e6), pid=1, tid=1,
-                                       traced=i < 3))
+        lp.tables["steps"].append(
+            dict(step=i, start_ns=int(t * 1e6), end_ns=int((t + dur) * 1e6), pid=1, tid=1, traced=i < 3)
+        )
         if i < 3:
             lp.kernel("K1", t + 0.5, t + 1, t + 1 + k1_ms, stream=7)
             lp.kernel("K2", t + 0.6, t + 3, t + k2_end, stream=8)
@@ -142,8 +143,10 @@ def test_memory_peaks_and_counters_are_compared(tmp_path):
         for i, t in enumerate((1.0, 13.0, 25.0)):
             lp.sample("mem_used", t, scale * (10 + i) * 1e9)  # NVML, bytes
             lp.sample("gpu_util", t, 50.0 * scale)
-        lp.tables["counters"] += [dict(device=0, ts_ns=int(t * 1e6), metric="torch_allocated", value=v * scale)
-                                  for t, v in ((2.0, 1e9), (14.0, 3e9), (26.0, 2e9))]
+        lp.tables["counters"] += [
+            dict(device=0, ts_ns=int(t * 1e6), metric="torch_allocated", value=v * scale)
+            for t, v in ((2.0, 1e9), (14.0, 3e9), (26.0, 2e9))
+        ]
         return lp
 
     d = compare(loop(1.0).open(tmp_path / "a"), loop(1.5).open(tmp_path / "b"))

@@ -41,9 +41,11 @@ def test_kernels_and_ops_agree_with_hta_trace_diff(pair, tmp_path):
             assert getattr(c, val) * n * 1e3 == pytest.approx(r[f"{side}_total_duration"], rel=1e-6, abs=1e-3), name
     # new / vanished as HTA's counts say
     assert {c.name for c in kernels if c.status == "new"} == {
-        n for n, r in gpu.items() if r["control_counts"] == 0 and r["test_counts"] > 0}
+        n for n, r in gpu.items() if r["control_counts"] == 0 and r["test_counts"] > 0
+    }
     assert {c.name for c in kernels if c.status == "vanished"} == {
-        n for n, r in gpu.items() if r["test_counts"] == 0 and r["control_counts"] > 0}
+        n for n, r in gpu.items() if r["test_counts"] == 0 and r["control_counts"] > 0
+    }
 
     # ops: HTA's CPU side holds every CPU event (annotations, runtime calls too); every framework op
     # dlscope lists is among them, with the same number of calls on each side

@@ -16,11 +16,19 @@ from dlscope.analysis.compare.significance import (
 stats = pytest.importorskip("scipy.stats")
 
 
-@pytest.mark.parametrize("n1,n2,shift,rounding", [
-    (3, 4, 0.0, None), (5, 8, 1.0, None), (8, 30, 0.8, None), (2, 2, 3.0, None),  # exact (no ties, a side <= 8)
-    (20, 25, 0.7, None), (100, 80, 0.5, None),  # normal approximation
-    (30, 5, 0.5, 1), (40, 40, 0.3, 0),  # ties: normal approximation with the tie correction
-])
+@pytest.mark.parametrize(
+    "n1,n2,shift,rounding",
+    [
+        (3, 4, 0.0, None),
+        (5, 8, 1.0, None),
+        (8, 30, 0.8, None),
+        (2, 2, 3.0, None),  # exact (no ties, a side <= 8)
+        (20, 25, 0.7, None),
+        (100, 80, 0.5, None),  # normal approximation
+        (30, 5, 0.5, 1),
+        (40, 40, 0.3, 0),  # ties: normal approximation with the tie correction
+    ],
+)
 def test_mann_whitney_matches_scipy(n1, n2, shift, rounding):
     rng = np.random.default_rng(n1 * 100 + n2)
     a, b = rng.normal(10, 1, n1), rng.normal(10 + shift, 1, n2)
@@ -60,8 +68,14 @@ def test_bootstrap_interval_agrees_with_scipy():
     def median_diff(x, y, axis):
         return np.median(y, axis=axis) - np.median(x, axis=axis)
 
-    ref = stats.bootstrap((a, b), median_diff, method="percentile", n_resamples=4000, vectorized=True,
-                          random_state=np.random.default_rng(5)).confidence_interval
+    ref = stats.bootstrap(
+        (a, b),
+        median_diff,
+        method="percentile",
+        n_resamples=4000,
+        vectorized=True,
+        random_state=np.random.default_rng(5),
+    ).confidence_interval
     lo, hi = bootstrap_diff(a, b, 0.5)
     width = ref.high - ref.low
     # two independent resamplings of the same distribution: the ends agree to a fraction of the width
@@ -119,8 +133,14 @@ def test_long_runs_draw_the_same_bootstrap_distribution_without_resampling(q):
     spread = np.quantile(brute, 0.975) - np.quantile(brute, 0.025)
     for p in (0.025, 0.25, 0.5, 0.75, 0.975):
         assert abs(np.quantile(direct, p) - np.quantile(brute, p)) < 0.12 * spread, p
-    ref = stats.bootstrap((x,), lambda s, axis: np.quantile(s, q, axis=axis), method="percentile",
-                          n_resamples=1500, vectorized=True, random_state=np.random.default_rng(4)).confidence_interval
+    ref = stats.bootstrap(
+        (x,),
+        lambda s, axis: np.quantile(s, q, axis=axis),
+        method="percentile",
+        n_resamples=1500,
+        vectorized=True,
+        random_state=np.random.default_rng(4),
+    ).confidence_interval
     lo, hi = np.quantile(direct, [0.025, 0.975])
     assert abs(lo - ref.low) < 0.15 * spread and abs(hi - ref.high) < 0.15 * spread
 

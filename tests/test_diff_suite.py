@@ -36,8 +36,11 @@ def _traced_busy_ms(profile) -> float:
             g = pq.read_table(profile / f"{name}.parquet").to_pydict()
             iv += list(zip(g["start_ns"], g["end_ns"]))
             launched |= {s for s in g["step"] if s is not None}
-    steps = [(s0, e0) for st, s0, e0, w, tr in zip(t["step"], t["start_ns"], t["end_ns"], t["warmup"], t["traced"])
-             if tr and not w and st in launched]
+    steps = [
+        (s0, e0)
+        for st, s0, e0, w, tr in zip(t["step"], t["start_ns"], t["end_ns"], t["warmup"], t["traced"])
+        if tr and not w and st in launched
+    ]
     iv = np.array(sorted(iv), dtype=np.int64)
     # merge overlapping intervals: a new island starts where the start passes every earlier end
     ends = np.maximum.accumulate(iv[:, 1])

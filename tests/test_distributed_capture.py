@@ -49,20 +49,33 @@ def _profile(tmp: Path, name: str, cmd: list[str], *opts: str) -> ProfileData:
 @pytest.fixture(scope="module")
 def slow_rank_1(tmp_path_factory) -> ProfileData:
     launcher = [str(TORCHRUN)] if TORCHRUN.exists() else [sys.executable, "-m", "torch.distributed.run"]
-    return _profile(tmp_path_factory.mktemp("dist"), "slow", [*launcher, "--nproc-per-node", "2", PROGRAM,
-                    "--steps", "12", "--slow-rank", "1", "--sleep-ms", str(SLEEP_MS)])
+    return _profile(
+        tmp_path_factory.mktemp("dist"),
+        "slow",
+        [*launcher, "--nproc-per-node", "2", PROGRAM, "--steps", "12", "--slow-rank", "1", "--sleep-ms", str(SLEEP_MS)],
+    )
 
 
 @pytest.fixture(scope="module")
 def balanced(tmp_path_factory) -> ProfileData:
-    return _profile(tmp_path_factory.mktemp("dist"), "even", [sys.executable, "-m", "torch.distributed.run",
-                    "--nproc-per-node", "2", PROGRAM, "--steps", "8"], "--mode", "full")
+    return _profile(
+        tmp_path_factory.mktemp("dist"),
+        "even",
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", PROGRAM, "--steps", "8"],
+        "--mode",
+        "full",
+    )
 
 
 @pytest.fixture(scope="module")
 def spawned(tmp_path_factory) -> ProfileData:
-    return _profile(tmp_path_factory.mktemp("dist"), "spawn", [PROGRAM, "--spawn", "2", "--steps", "8",
-                    "--layers", "6", "--bucket-mb", "0.001"], "--mode", "full")
+    return _profile(
+        tmp_path_factory.mktemp("dist"),
+        "spawn",
+        [PROGRAM, "--spawn", "2", "--steps", "8", "--layers", "6", "--bucket-mb", "0.001"],
+        "--mode",
+        "full",
+    )
 
 
 def _findings(data: ProfileData) -> dict[str, advice.Finding]:
@@ -76,7 +89,9 @@ def test_every_rank_in_one_profile_launcher_left_out(slow_rank_1):
     assert [(r["rank"], r["n"], r["pids"]) for r in steps] == [(0, 12, 1), (1, 12, 1)]
     # how each rank ended, as torchrun's agent saw it: both well, so the job ended normally
     assert [(r.rank, r.exit_code, r.signal, r.clean_stop, r.steps_completed) for r in d.meta.run_end.ranks] == [
-        (0, 0, None, True, 12), (1, 0, None, True, 12)]
+        (0, 0, None, True, 12),
+        (1, 0, None, True, 12),
+    ]
     assert not d.meta.run_end.failed and d.incomplete_excluded == []
     # the processes that recorded: the two ranks and the dlscope parent; torchrun's agent is not one
     pids = {r["pid"] for r in d.rows("SELECT DISTINCT pid FROM phases")}
@@ -84,17 +99,22 @@ def test_every_rank_in_one_profile_launcher_left_out(slow_rank_1):
     assert len(rank_pids) == 2 and len(pids - rank_pids) == 1
     assert d.scalar("SELECT count(*) FROM phases WHERE domain = 'process'") == 1
     # each rank's own phases and ops under its rank, on one clock: the ranks' steps interleave
-    per_rank = d.rows("SELECT rank, count(*) FILTER (WHERE name = 'data') AS data, "
-                      "(SELECT count(*) FROM ops o WHERE o.rank = p.rank) AS ops FROM phases p GROUP BY rank ORDER BY 1")
+    per_rank = d.rows(
+        "SELECT rank, count(*) FILTER (WHERE name = 'data') AS data, "
+        "(SELECT count(*) FROM ops o WHERE o.rank = p.rank) AS ops FROM phases p GROUP BY rank ORDER BY 1"
+    )
     assert all(r["data"] == 12 and r["ops"] > 0 for r in per_rank)
-    gap = d.scalar("SELECT max(abs(a.end_ns - b.end_ns)) FROM steps a JOIN steps b ON a.step = b.step "
-                   "AND a.rank = 0 AND b.rank = 1 WHERE a.step > 0")
+    gap = d.scalar(
+        "SELECT max(abs(a.end_ns - b.end_ns)) FROM steps a JOIN steps b ON a.step = b.step "
+        "AND a.rank = 0 AND b.rank = 1 WHERE a.step > 0"
+    )
     assert gap < 2e9  # the all-reduce keeps the ranks within a step of each other on the shared clock
 
 
 def test_collectives_of_both_ranks(slow_rank_1):
-    rows = slow_rank_1.rows("SELECT rank, name, backend, \"where\", group_size, count(*) AS n FROM comms "
-                            "GROUP BY ALL ORDER BY 1, 2")
+    rows = slow_rank_1.rows(
+        'SELECT rank, name, backend, "where", group_size, count(*) AS n FROM comms GROUP BY ALL ORDER BY 1, 2'
+    )
     kinds = {(r["rank"], r["name"]) for r in rows}
     assert {(0, "allreduce"), (1, "allreduce"), (0, "broadcast"), (1, "broadcast")} <= kinds
     assert all((r["backend"], r["where"], r["group_size"]) == ("gloo", "host", 2) for r in rows)
@@ -141,7 +161,8 @@ def test_balanced_run_has_no_small_collectives_and_sizes(balanced):
     sums = {r["operation"]: r for r in comm_sum.compute(balanced).table.to_pylist()}
     assert sums["allreduce"]["size_bytes"] == 4 * params
     assert sums["allreduce"]["ranks_in_group"] == 2 and sums["allreduce"]["busbw_gbps"] == pytest.approx(
-        sums["allreduce"]["algbw_gbps"])  # 2 ranks: 2(n-1)/n = 1
+        sums["allreduce"]["algbw_gbps"]
+    )  # 2 ranks: 2(n-1)/n = 1
 
 
 def test_spawned_ranks(spawned):
@@ -149,8 +170,9 @@ def test_spawned_ranks(spawned):
     assert d.meta.ranks == [0, 1] and d.meta.world_size == 2
     assert any("not a rank" in n for n in d.meta.notes)  # mp.spawn's parent
     assert d.scalar("SELECT count(DISTINCT rank) FROM steps") == 2
-    per_step = d.scalar("SELECT count(*) / count(DISTINCT step) FROM comms WHERE rank = 0 AND name = 'allreduce' "
-                        "AND step IS NOT NULL")
+    per_step = d.scalar(
+        "SELECT count(*) / count(DISTINCT step) FROM comms WHERE rank = 0 AND name = 'allreduce' AND step IS NOT NULL"
+    )
     assert per_step >= 4  # 1 KB buckets: several all-reduces per step (DDP keeps its first bucket at 1 MB)
 
 
@@ -158,6 +180,9 @@ def test_timeline_has_one_process_per_rank(slow_rank_1, tmp_path):
     out = tmp_path / "t.json"
     p = run_dlscope("export", slow_rank_1.path, "-o", out)
     assert p.returncode == 0, p.stderr
-    names = {e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    names = {
+        e["args"]["name"]
+        for e in json.loads(out.read_text())["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
     assert {"rank 0 host", "rank 1 host"} <= names

@@ -25,14 +25,11 @@ REFERENCE = json.loads((DATA / "hta" / "comm_comp_overlap.json").read_text())
 TOLERANCE_PP = 0.05
 
 
-
 def _source(e: dict) -> Path | None:
     root = shared_root()
     if root:
         return root / e["path"]
     return CORPUS / e["path"].removeprefix("corpus/hta/")
-
-
 
 
 @pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
@@ -68,8 +65,10 @@ def test_comms_rows_carry_the_trace_collective_arguments(tmp_path_factory):
     src = root / "corpus/hta/nccl_parser_config/nccl_data.json.gz"
     kernels = [e for e in _trace_events(src) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")]
     data = ProfileData.open(imported(src, tmp_path_factory), Selection(include_warmup=True))
-    rows = data.rows("SELECT name, in_bytes, out_bytes, group_ranks, group_size, \"where\", backend, start_ns "
-                     "FROM comms ORDER BY start_ns")
+    rows = data.rows(
+        'SELECT name, in_bytes, out_bytes, group_ranks, group_size, "where", backend, start_ns '
+        "FROM comms ORDER BY start_ns"
+    )
     assert len(rows) == len(kernels)
     size = {"Float": 4, "Long": 8}
     for r, k in zip(rows, sorted(kernels, key=lambda e: e["ts"])):
@@ -105,12 +104,44 @@ def test_comm_sum_sizes_and_factors_by_operation(tmp_path):
     # 4 ranks: allgather reports the whole output, reducescatter the whole input; factors (n-1)/n
     rows = []
     for rank in range(4):
-        rows += [dict(rank=rank, device=rank, stream=7, start_ns=0, end_ns=100 * US, name="allgather", where="gpu",
-                      in_bytes=1 << 20, out_bytes=4 << 20, group_size=4),
-                 dict(rank=rank, device=rank, stream=7, start_ns=200 * US, end_ns=300 * US, name="reducescatter",
-                      where="gpu", in_bytes=4 << 20, out_bytes=1 << 20, group_size=4),
-                 dict(rank=rank, device=rank, stream=7, start_ns=400 * US, end_ns=450 * US, name="broadcast",
-                      where="gpu", in_bytes=1 << 20, out_bytes=1 << 20, group_size=4)]
+        rows += [
+            dict(
+                rank=rank,
+                device=rank,
+                stream=7,
+                start_ns=0,
+                end_ns=100 * US,
+                name="allgather",
+                where="gpu",
+                in_bytes=1 << 20,
+                out_bytes=4 << 20,
+                group_size=4,
+            ),
+            dict(
+                rank=rank,
+                device=rank,
+                stream=7,
+                start_ns=200 * US,
+                end_ns=300 * US,
+                name="reducescatter",
+                where="gpu",
+                in_bytes=4 << 20,
+                out_bytes=1 << 20,
+                group_size=4,
+            ),
+            dict(
+                rank=rank,
+                device=rank,
+                stream=7,
+                start_ns=400 * US,
+                end_ns=450 * US,
+                name="broadcast",
+                where="gpu",
+                in_bytes=1 << 20,
+                out_bytes=1 << 20,
+                group_size=4,
+            ),
+        ]
     data = make_profile(tmp_path, comms=rows)
     got = {r["operation"]: r for r in comm_sum.compute(data).table.to_pylist()}
     assert got["allgather"]["size_bytes"] == 4 << 20 and got["reducescatter"]["size_bytes"] == 4 << 20
@@ -118,7 +149,11 @@ def test_comm_sum_sizes_and_factors_by_operation(tmp_path):
     assert got["allgather"]["algbw_gbps"] == pytest.approx(algbw)
     assert got["allgather"]["busbw_gbps"] == pytest.approx(algbw * 3 / 4)
     assert got["reducescatter"]["busbw_gbps"] == pytest.approx(algbw * 3 / 4)
-    assert got["broadcast"]["busbw_gbps"] == pytest.approx(got["broadcast"]["algbw_gbps"]) == pytest.approx((1 << 20) / 50e3)
+    assert (
+        got["broadcast"]["busbw_gbps"]
+        == pytest.approx(got["broadcast"]["algbw_gbps"])
+        == pytest.approx((1 << 20) / 50e3)
+    )
     assert got["allgather"]["count"] == 4 and got["allgather"]["ranks_recorded"] == 4
 
 
@@ -133,10 +168,23 @@ def _two_rank_steps(lag_us: int, slow: int, steps: int = 4) -> dict[str, list[di
             arrive = t + (data_us + 300) * US
             done = t + (100 + lag_us + 300 + 50) * US
             out["steps"].append(dict(rank=rank, step=s, start_ns=t, end_ns=t + 1000 * US, pid=rank, tid=1))
-            out["phases"] += [dict(rank=rank, pid=rank, tid=1, start_ns=t, end_ns=t + data_us * US, name="data"),
-                              dict(rank=rank, pid=rank, tid=1, start_ns=t + data_us * US, end_ns=arrive, name="compute")]
-            out["comms"].append(dict(rank=rank, pid=rank, tid=9, start_ns=arrive, end_ns=done, name="allreduce",
-                                     where="host", in_bytes=4096, group_size=2))
+            out["phases"] += [
+                dict(rank=rank, pid=rank, tid=1, start_ns=t, end_ns=t + data_us * US, name="data"),
+                dict(rank=rank, pid=rank, tid=1, start_ns=t + data_us * US, end_ns=arrive, name="compute"),
+            ]
+            out["comms"].append(
+                dict(
+                    rank=rank,
+                    pid=rank,
+                    tid=9,
+                    start_ns=arrive,
+                    end_ns=done,
+                    name="allreduce",
+                    where="host",
+                    in_bytes=4096,
+                    group_size=2,
+                )
+            )
     return out
 
 
@@ -155,8 +203,11 @@ def test_straggler_names_the_late_rank_its_lag_and_phase(tmp_path):
 
 
 def test_straggler_without_collectives_compares_step_times(tmp_path):
-    steps = [dict(rank=r, step=s, start_ns=s * 1000 * US, end_ns=s * 1000 * US + (900 + 100 * r) * US, pid=r, tid=1)
-             for r in (0, 1, 2) for s in range(3)]
+    steps = [
+        dict(rank=r, step=s, start_ns=s * 1000 * US, end_ns=s * 1000 * US + (900 + 100 * r) * US, pid=r, tid=1)
+        for r in (0, 1, 2)
+        for s in range(3)
+    ]
     rows = straggler.compute(make_profile(tmp_path, steps=steps)).table.to_pylist()
     assert [(r["slowest_rank"], r["basis"]) for r in rows] == [(2, "step_time")] * 3
     assert all(r["lag_ms"] == pytest.approx(0.15) for r in rows)  # over the median of the others (0.95 ms)
@@ -180,8 +231,11 @@ def test_straggler_rule_fires_on_a_late_rank_and_not_on_even_ones(tmp_path):
 def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
     """HTA's two-rank trace_filter set overlaps only 12-20% of its communication with compute: the
     rule names the exposed time, and its per-rank overlap is HTA's (within the overlap tolerance)."""
-    entry = next(e for e in REFERENCE["entries"] if e["path"].endswith("trace_filter") and len(e["rows"]) == 2
-                 and not e["include_last_profiler_step"])
+    entry = next(
+        e
+        for e in REFERENCE["entries"]
+        if e["path"].endswith("trace_filter") and len(e["rows"]) == 2 and not e["include_last_profiler_step"]
+    )
     src = _source(entry)
     if src is None or not src.exists():
         pytest.skip("trace_filter is not here")
@@ -201,7 +255,8 @@ def test_comm_exposed_fires_on_the_two_rank_set_with_hta_s_overlap():
             assert r["overlap_pct"] == pytest.approx(hta[r["rank"]], abs=TOLERANCE_PP)
             # what the rule reports per rank: the communication not overlapped, less the waits for peers
             assert r["exposed_transfer_ms"] == pytest.approx(
-                max(r["comm_ms"] * (1 - r["overlap_pct"] / 100) - r["wait_ms"], 0.0), rel=1e-6, abs=1e-9)
+                max(r["comm_ms"] * (1 - r["overlap_pct"] / 100) - r["wait_ms"], 0.0), rel=1e-6, abs=1e-9
+            )
         assert f.bound_ms_per_step == pytest.approx(min(r["exposed_transfer_ms"] for r in f.evidence.rows), rel=1e-6)
 
 
@@ -217,8 +272,10 @@ def test_summary_of_a_real_4_gpu_job_counts_gpus_and_steps_once(monkeypatch):
     assert len(meta["devices"]) == 16
     s = summarize(ProfileData.open(path))
     assert len(s.devices) == 4 and len({d["uuid"] for d in s.devices}) == 4
-    per_rank = {r: n for r, n in ProfileData.open(path).con.execute(
-        "SELECT rank, count(*) FROM stat_steps GROUP BY rank").fetchall()}
+    per_rank = {
+        r: n
+        for r, n in ProfileData.open(path).con.execute("SELECT rank, count(*) FROM stat_steps GROUP BY rank").fetchall()
+    }
     assert s.steps.ranks == 4 and s.steps.steps_per_rank == 33 and set(per_rank.values()) == {33}
     assert s.steps.count == sum(per_rank.values()) == 132
     assert _device_lines(s.devices) == ["  devices 0-3: 4 x NVIDIA H100 80GB HBM3 (132 SMs)"]
@@ -254,8 +311,10 @@ def test_fsdp_units_on_a_real_4_gpu_fsdp2_job_agree_with_the_timeline():
     for s, e, _, ag in kernels:
         if ag:
             exposed += (e - s) - sum(max(0, min(e, b) - max(s, a)) for a, b in merged)
-    steps = data.scalar("SELECT count(DISTINCT step) FROM kernels WHERE rank = 0 AND lower(name) LIKE '%allgather%' "
-                        "AND step IN (SELECT step FROM sel_steps WHERE rank = 0)")
+    steps = data.scalar(
+        "SELECT count(DISTINCT step) FROM kernels WHERE rank = 0 AND lower(name) LIKE '%allgather%' "
+        "AND step IN (SELECT step FROM sel_steps WHERE rank = 0)"
+    )
     got = sum(r["exposed_ms_per_step"] for r in rows if r["rank"] == 0 and r["unit"] != fsdp_units.TAIL)
     assert got == pytest.approx(exposed / 1e6 / steps, rel=1e-6)
     assert any(r["unit"] == fsdp_units.TAIL and r["exposed_ms_per_step"] >= 0 for r in rows)
@@ -289,8 +348,9 @@ def _idle_by_hand(data: ProfileData) -> dict[tuple[int, str], float]:
                                WHERE g.name IN ('forward', 'backward')""").fetchall()
     from dlscope.analysis.core.gpu_work import gpu_work_sql
 
-    kernels = data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' "
-                               "ORDER BY rank, start_ns").fetchall()
+    kernels = data.con.execute(
+        f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' ORDER BY rank, start_ns"
+    ).fetchall()
     spans, work = {}, {}
     for rank, _step, name, a, b, traced, warmup in marks:
         if traced:
@@ -317,8 +377,14 @@ def test_fsdp_exposed_gathers_estimate_against_the_measured_prefetch_change():
 
     real = Path(__file__).parent / "data" / "advice_truth_dist"
     runs = Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / "dist_lease4"
-    saved = [1e3 * (float(np.median(json.loads((runs / f"fsdp_t_base_{r}.json").read_text())[5:]))
-                    - float(np.median(json.loads((runs / f"fsdp_t_fix_{r}.json").read_text())[5:]))) for r in range(3)]
+    saved = [
+        1e3
+        * (
+            float(np.median(json.loads((runs / f"fsdp_t_base_{r}.json").read_text())[5:]))
+            - float(np.median(json.loads((runs / f"fsdp_t_fix_{r}.json").read_text())[5:]))
+        )
+        for r in range(3)
+    ]
     data = ProfileData.open(real / "lease4_fsdp2_base.dlscope")
     ctx = Context(data)
     idle = fsdp_exposed_gathers.untraced_idle(ctx)
@@ -331,7 +397,10 @@ def test_fsdp_exposed_gathers_estimate_against_the_measured_prefetch_change():
     f = fsdp_exposed_gathers.RULE.check(ctx)
     assert f is not None and f.saving_ms_per_step == pytest.approx(min(capped.values()), rel=1e-9)
     assert min(saved) > 0
-    assert 0.5 * float(np.mean(saved)) <= f.saving_ms_per_step <= 2 * float(np.mean(saved)), (f.saving_ms_per_step, saved)
+    assert 0.5 * float(np.mean(saved)) <= f.saving_ms_per_step <= 2 * float(np.mean(saved)), (
+        f.saving_ms_per_step,
+        saved,
+    )
     assert fsdp_exposed_gathers.RULE.check(Context(ProfileData.open(real / "lease4_fsdp2_prefetch.dlscope"))) is None
 
 

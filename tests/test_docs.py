@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_format_doc_is_generated_from_the_schema():
-    # regenerate with: python -c "from dlscope.store.schema import describe; open('docs/format.md','w').write(describe())"
+    # regenerate with:
+    # python -c "from dlscope.store.schema import describe; open('docs/format.md','w').write(describe())"
     assert (ROOT / "docs" / "format.md").read_text() == describe()
 
 

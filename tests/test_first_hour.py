@@ -59,19 +59,29 @@ def test_the_quick_start_says_nothing_misleading(first_hour):
     html = (profile.parent / "train_cpu.report.html").read_text()
     for command, text in [*outputs.items(), ("report.html", html)]:
         for phrase in MISLEADING:
-            assert phrase not in text, (command, phrase, text[max(0, text.find(phrase) - 200):text.find(phrase) + 100])
+            assert phrase not in text, (
+                command,
+                phrase,
+                text[max(0, text.find(phrase) - 200) : text.find(phrase) + 100],
+            )
 
 
 def test_the_quick_start_gives_one_throughput(first_hour, tmp_path):
     profile, outputs = first_hour
-    mean_ms = duckdb.connect().execute(f"""
-        SELECT avg(end_ns - start_ns) / 1e6 FROM '{profile}/steps.parquet' WHERE NOT warmup AND NOT traced""").fetchone()[0]
+    mean_ms = (
+        duckdb.connect()
+        .execute(f"""
+        SELECT avg(end_ns - start_ns) / 1e6 FROM '{profile}/steps.parquet' WHERE NOT warmup AND NOT traced""")
+        .fetchone()[0]
+    )
     batch = json.loads((profile / "meta.json").read_text())["batch_size"]
     assert batch == 64  # the example's DataLoader(batch_size=64): no --batch-size was given
     steps_s, samples_s = 1e3 / mean_ms, batch * 1e3 / mean_ms
 
     summary = outputs["summary"]
-    row = re.search(r"[\d.]+\s+│\s+([\d,.]+)\s+│\s+([\d,.]+)\s*$", summary.split("Steps", 1)[1].split("Phases", 1)[0], re.M)
+    row = re.search(
+        r"[\d.]+\s+│\s+([\d,.]+)\s+│\s+([\d,.]+)\s*$", summary.split("Steps", 1)[1].split("Phases", 1)[0], re.M
+    )
     assert row, summary
     assert float(row.group(1).replace(",", "")) == pytest.approx(steps_s, abs=0.01)
     assert float(row.group(2).replace(",", "")) == pytest.approx(samples_s, abs=0.1)

@@ -32,7 +32,8 @@ def _variant(base: Path, out: Path, i: int, top_id: int, new_id: int) -> None:
     rename = f"CASE WHEN name_id = {top_id} THEN {new_id} ELSE name_id END" if i % 2 else "name_id"
     k = str(out / "kernels.parquet")
     con.execute(f"""CREATE TABLE k AS SELECT * REPLACE (
-                        start_ns + (end_ns - start_ns) * {100 + i} // 100 AS end_ns, CAST({rename} AS INTEGER) AS name_id)
+                        start_ns + (end_ns - start_ns) * {100 + i} // 100 AS end_ns,
+                        CAST({rename} AS INTEGER) AS name_id)
                     FROM read_parquet('{base / "kernels.parquet"}')
                     WHERE (correlation_id + external_id) % 50 <> {i}""")
     con.execute(f"COPY k TO '{k}' (FORMAT parquet)")
@@ -97,8 +98,13 @@ def test_sql_over_a_folder_matches_python_and_each_profile(cli, fleet):
 
 def test_sql_over_a_glob_and_the_profiles_table(cli, fleet):
     root, expected = fleet
-    r = cli("sql", str(root / "p1*.dlscope"), "select profile, count(*) as n from steps group by 1 order by 1",
-            "--format", "json")
+    r = cli(
+        "sql",
+        str(root / "p1*.dlscope"),
+        "select profile, count(*) as n from steps group by 1 order by 1",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     rows = json.loads(r.out)
     assert [d["profile"] for d in rows] == [str(root / f"p1{i}.dlscope") for i in range(10)]
@@ -114,8 +120,10 @@ def test_dask_local_cluster_gives_the_same_numbers(fleet):
 
     root, expected = fleet
     # light on a 2-core machine: one worker, threads only
-    with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+    with (
+        distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
         k = read_table(str(root), "kernels")
         assert k.npartitions == N_PROFILES
         k = k.assign(dur=k.end_ns - k.start_ns)
@@ -141,11 +149,17 @@ def test_a_folder_of_profiles_written_before_an_optional_column_reads_whole(cli)
     profiles = sorted(folder.glob("*.dlscope"))
     lacking = [p for p in profiles if "source_id" not in pq.read_schema(p / "ops.parquet").names]
     assert lacking  # the case the bug needs: a profile without the column
-    r = cli("sql", folder, "select count(*) as steps, count(distinct profile) as profiles from steps", "--format", "json")
+    r = cli(
+        "sql", folder, "select count(*) as steps, count(distinct profile) as profiles from steps", "--format", "json"
+    )
     assert r.code == 0, r.err
     got = json.loads(r.out)[0]
-    assert got == {"steps": sum(pq.read_metadata(p / "steps.parquet").num_rows for p in profiles),
-                   "profiles": len(profiles)}
+    assert got == {
+        "steps": sum(pq.read_metadata(p / "steps.parquet").num_rows for p in profiles),
+        "profiles": len(profiles),
+    }
+
+
 def test_profiles_written_before_an_optional_column_join_those_after(cli, tmp_path):
     # ops.input_values_id arrived after these advice-suite profiles were written: the fleet reads it
     # as NULL for them and as recorded for the newer one
@@ -154,8 +168,13 @@ def test_profiles_written_before_an_optional_column_join_those_after(cli, tmp_pa
     old, new = DATA / "advice_truth" / "gpt_baseline_full.dlscope", DATA / "roofline" / "mm_probe_bf16.dlscope"
     for p in (old, new):
         shutil.copytree(p, tmp_path / "f" / p.name)
-    r = cli("sql", tmp_path / "f", "SELECT profile, count(input_values) AS v, count(*) AS n FROM ops GROUP BY 1 ORDER BY 1",
-            "--format", "json")
+    r = cli(
+        "sql",
+        tmp_path / "f",
+        "SELECT profile, count(input_values) AS v, count(*) AS n FROM ops GROUP BY 1 ORDER BY 1",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     got = {Path(x["profile"]).name: (x["v"], x["n"]) for x in json.loads(r.out)}
     n_old = q(duckdb.connect(), f"SELECT count(*) FROM '{old}/ops.parquet'")[0][0]

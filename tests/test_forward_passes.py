@@ -21,13 +21,25 @@ STEPS = 14
 
 def test_a_loss_module_is_part_of_the_steps_one_forward(tmp_path):
     out, hand_path = tmp_path / "l.dlscope", tmp_path / "hand.json"
-    r = run_dlscope("profile", "-o", out, "--quiet", "--", sys.executable, PROGRAMS / "loss_module.py",
-                    str(STEPS), hand_path, cwd=tmp_path)
+    r = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--quiet",
+        "--",
+        sys.executable,
+        PROGRAMS / "loss_module.py",
+        str(STEPS),
+        hand_path,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     data, hand = ProfileData.open(out), json.loads(hand_path.read_text())
     offset = next(iter(data.meta.clock["offsets"].values()))["offset_ns"]
-    fw = q(data.con, "SELECT start_ns, end_ns, step FROM phases WHERE source = 'hook' AND name = 'forward' "
-                     "ORDER BY start_ns")
+    fw = q(
+        data.con,
+        "SELECT start_ns, end_ns, step FROM phases WHERE source = 'hook' AND name = 'forward' ORDER BY start_ns",
+    )
     bw = q(data.con, "SELECT step FROM phases WHERE source = 'hook' AND name = 'backward' ORDER BY start_ns")
     # one forward per step (it was two: the model's call and the loss module's)
     assert len(fw) == len(bw) == len(hand) == STEPS
@@ -43,24 +55,43 @@ def test_a_loss_module_is_part_of_the_steps_one_forward(tmp_path):
 
 # ---- the merge rules on small tables (times in ns, one step [0, 100) unless said) ----------------
 
-def _tables(rows: list[tuple[str, int, int]], steps: list[tuple[int, int]] = ((0, 100),),
-            gpu: list[tuple[int, int, int, int]] | None = None, tid: list[int] | None = None) -> dict[str, pa.Table]:
+
+def _tables(
+    rows: list[tuple[str, int, int]],
+    steps: list[tuple[int, int]] = ((0, 100),),
+    gpu: list[tuple[int, int, int, int]] | None = None,
+    tid: list[int] | None = None,
+) -> dict[str, pa.Table]:
     hooked = {"forward", "backward", "optimizer", "dataloader", "sync"}
     t = {
-        "phases": pa.table({
-            "tid": pa.array(tid or [1] * len(rows), pa.int64()),
-            "start_ns": pa.array([r[1] for r in rows], pa.int64()),
-            "end_ns": pa.array([r[2] for r in rows], pa.int64()),
-            "name": [r[0] for r in rows], "kind": ["range"] * len(rows),
-            "source": ["hook" if r[0] in hooked else "dlscope" for r in rows]}),
-        "steps": pa.table({"start_ns": pa.array([s[0] for s in steps], pa.int64()),
-                           "end_ns": pa.array([s[1] for s in steps], pa.int64())}),
+        "phases": pa.table(
+            {
+                "tid": pa.array(tid or [1] * len(rows), pa.int64()),
+                "start_ns": pa.array([r[1] for r in rows], pa.int64()),
+                "end_ns": pa.array([r[2] for r in rows], pa.int64()),
+                "name": [r[0] for r in rows],
+                "kind": ["range"] * len(rows),
+                "source": ["hook" if r[0] in hooked else "dlscope" for r in rows],
+            }
+        ),
+        "steps": pa.table(
+            {
+                "start_ns": pa.array([s[0] for s in steps], pa.int64()),
+                "end_ns": pa.array([s[1] for s in steps], pa.int64()),
+            }
+        ),
     }
     if gpu is not None:
-        t["phase_gpu"] = pa.table({
-            "tid": pa.array([1] * len(gpu), pa.int64()), "name": ["forward"] * len(gpu),
-            **{c: pa.array([g[i] for g in gpu], pa.int64())
-               for i, c in enumerate(("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns"))}})
+        t["phase_gpu"] = pa.table(
+            {
+                "tid": pa.array([1] * len(gpu), pa.int64()),
+                "name": ["forward"] * len(gpu),
+                **{
+                    c: pa.array([g[i] for g in gpu], pa.int64())
+                    for i, c in enumerate(("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns"))
+                },
+            }
+        )
     return t
 
 
@@ -88,7 +119,9 @@ def test_calls_of_one_pass_merge_and_others_stay_apart():
 
 
 def test_the_gpu_marks_of_a_merged_forward_become_one():
-    t = merge_forward_calls(_tables([("forward", 10, 20), ("forward", 22, 25)],
-                                    gpu=[(10, 20, 50, 70), (22, 25, 71, 90)]))
-    assert t["phase_gpu"].to_pylist() == [{"tid": 1, "name": "forward", "start_ns": 10, "end_ns": 25,
-                                           "gpu_start_ns": 50, "gpu_end_ns": 90}]
+    t = merge_forward_calls(
+        _tables([("forward", 10, 20), ("forward", 22, 25)], gpu=[(10, 20, 50, 70), (22, 25, 71, 90)])
+    )
+    assert t["phase_gpu"].to_pylist() == [
+        {"tid": 1, "name": "forward", "start_ns": 10, "end_ns": 25, "gpu_start_ns": 50, "gpu_end_ns": 90}
+    ]

@@ -53,6 +53,7 @@ def _x_events_without_ts(src: Path, dst: Path) -> tuple[int, int]:
 
 # ---- regressions ------------------------------------------------------------------------------
 
+
 def test_kineto_events_without_ts_are_dropped_and_counted_and_every_command_runs(cli, tmp_path):
     """The known crash: a third of the "X" events without "ts" imported (NULL start times) and
     then broke summary, advise and report (TypeError in the rules and the tensor-core share)."""
@@ -65,9 +66,15 @@ def test_kineto_events_without_ts_are_dropped_and_counted_and_every_command_runs
     notes = json.loads((prof / "meta.json").read_text())["notes"]
     assert f"no_ts.json: {removed} malformed event(s) not imported (no readable start time 'ts')" in notes
     # nothing without a start reached the tables, and the events with one all did
-    r = cli("sql", prof, "select (select count(*) from ops) + (select count(*) from api) + "
-                         "(select count(*) from kernels) + (select count(*) from phases) as n, "
-                         "(select count(*) from kernels where start_ns is null) as null_starts", "--format", "json")
+    r = cli(
+        "sql",
+        prof,
+        "select (select count(*) from ops) + (select count(*) from api) + "
+        "(select count(*) from kernels) + (select count(*) from phases) as n, "
+        "(select count(*) from kernels where start_ns is null) as null_starts",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     row = json.loads(r.out)[0]
     assert row["null_starts"] == 0
@@ -75,8 +82,11 @@ def test_kineto_events_without_ts_are_dropped_and_counted_and_every_command_runs
     kept_x = [e for e in kept if e.get("ph") == "X"]
     del kept_x[::3]
     imported_cats = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "kernel"}
-    assert row["n"] == sum(1 for e in kept_x if e.get("cat", "").lower() in imported_cats
-                           and not e.get("name", "").startswith("ProfilerStep#"))
+    assert row["n"] == sum(
+        1
+        for e in kept_x
+        if e.get("cat", "").lower() in imported_cats and not e.get("name", "").startswith("ProfilerStep#")
+    )
     (tmp_path / "w").mkdir()
     ran, problems = fuzz_inputs.check_input(trace, tmp_path / "w", _runner(cli))
     assert ran and problems == []
@@ -89,8 +99,17 @@ def test_builder_drops_rows_the_schema_forbids_and_notes_them(tmp_path):
     from dlscope.store.meta import Meta
 
     b = ProfileBuilder()
-    b.add("kernels", pa.table({"rank": [0] * 6, "start_ns": [10, None, 30, 40, -5, 60], "end_ns": [20, 25, 29, 50, 7, 2**62],
-                               "name": ["a", "b", "c", "d", "e", "f"]}))
+    b.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": [0] * 6,
+                "start_ns": [10, None, 30, 40, -5, 60],
+                "end_ns": [20, 25, 29, 50, 7, 2**62],
+                "name": ["a", "b", "c", "d", "e", "f"],
+            }
+        ),
+    )
     b.add("ops", pa.table({"rank": [0, 0], "start_ns": [1, 2], "end_ns": [5, 3], "name": ["x", None], "op_id": [0, 1]}))
     meta = Meta()
     out = b.write(tmp_path / "p.dlscope", meta, durable=False)
@@ -130,13 +149,27 @@ def test_a_profile_stored_with_null_times_still_opens_for_every_command(cli, tmp
 def test_report_tables_show_a_dash_for_null_numbers():
     from dlscope.render.html import details
 
-    top = pa.table({"name": ["k<script>"], "count": pa.array([None], pa.int64()), "total_ns": [None],
-                    "mean_ns": pa.array([None], pa.float64()), "pct": pa.array([None], pa.float64())})
+    top = pa.table(
+        {
+            "name": ["k<script>"],
+            "count": pa.array([None], pa.int64()),
+            "total_ns": [None],
+            "mean_ns": pa.array([None], pa.float64()),
+            "pct": pa.array([None], pa.float64()),
+        }
+    )
     html = details.kernels_section(top, None)
     assert "k&lt;script&gt;" in html and "<script>" not in html
     assert html.count('<td class="num">-</td>') == 4
-    ops = pa.table({"name": ["op"], "count": pa.array([None], pa.int64()), "self_ns": [None], "total_ns": [5_000_000],
-                    "pct": pa.array([None], pa.float64())})
+    ops = pa.table(
+        {
+            "name": ["op"],
+            "count": pa.array([None], pa.int64()),
+            "self_ns": [None],
+            "total_ns": [5_000_000],
+            "pct": pa.array([None], pa.float64()),
+        }
+    )
     assert details.ops_section(ops).count('<td class="num">-</td>') == 3
 
 
@@ -173,7 +206,9 @@ def test_nsys_times_past_int64_are_dropped_not_a_crash(cli, tmp_path, start):
     prof = tmp_path / "p.dlscope"
     r = cli("import", db, "-o", prof)
     assert r.code == 0, r.err
-    assert f"{bad} malformed row(s) of kernels not stored" in " ".join(json.loads((prof / "meta.json").read_text())["notes"])
+    assert f"{bad} malformed row(s) of kernels not stored" in " ".join(
+        json.loads((prof / "meta.json").read_text())["notes"]
+    )
     r = cli("sql", prof, "select count(*) as n from kernels", "--format", "json")
     assert json.loads(r.out)[0]["n"] == n - bad
     work = tmp_path / "w"
@@ -205,8 +240,11 @@ def test_gpu_copies_without_kernels(cli, tmp_path):
 @pytest.mark.parametrize("what", ["truncated", "not_json", "events_not_a_list"])
 def test_a_refused_trace_is_one_line_exit_2(cli, tmp_path, what):
     raw = gzip.decompress(SIMPLE_ADD.read_bytes())
-    data = {"truncated": raw[: len(raw) // 2], "not_json": b'{"traceEvents": [{"ph": "X" "ts": 1}]}',
-            "events_not_a_list": b'{"traceEvents": [1, "two", null]}'}[what]
+    data = {
+        "truncated": raw[: len(raw) // 2],
+        "not_json": b'{"traceEvents": [{"ph": "X" "ts": 1}]}',
+        "events_not_a_list": b'{"traceEvents": [1, "two", null]}',
+    }[what]
     trace = tmp_path / "t.json"
     trace.write_bytes(data)
     r = cli("import", trace, "-o", tmp_path / "p.dlscope")
@@ -216,8 +254,12 @@ def test_a_refused_trace_is_one_line_exit_2(cli, tmp_path, what):
 
 # ---- the fuzz -----------------------------------------------------------------------------------
 
-FUZZ = settings(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def _fuzz_one(cli, rng: random.Random, kind: str) -> None:
@@ -237,8 +279,10 @@ def test_fuzz_kineto(cli, rng):
 
 
 @settings(FUZZ, max_examples=12)
-@given(rng=st.randoms(use_true_random=False),
-       kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane", "memory_timeline", "trace_folder"]))
+@given(
+    rng=st.randoms(use_true_random=False),
+    kind=st.sampled_from(["execution_trace", "ncu", "nsys", "xplane", "memory_timeline", "trace_folder"]),
+)
 def test_fuzz_other_formats(cli, rng, kind):
     _fuzz_one(cli, rng, kind)
 
@@ -286,16 +330,19 @@ def test_a_table_file_damaged_past_its_footer_is_one_line_for_every_command(cli,
     _every_command_refuses(cli, prof, tmp_path, "ops.parquet: corrupt or truncated table file")
 
 
-@pytest.mark.parametrize(("field", "value", "expect"), [
-    ("inputs", [1, 2], "inputs is [1, 2], not list[str]"),
-    ("dropped", "abc", 'dropped is "abc", not dict[int]'),
-    ("collectors", {"nvml": {"status": ["ok"]}}, 'collectors.nvml.status is ["ok"], not str'),
-    ("run_end", [1], "run_end is [1], not dict or null"),
-    ("run_end", {"exit_code": "1"}, 'run_end.exit_code is "1", not int or null'),
-    ("run_end", {"ranks": {"0": 1}}, 'run_end.ranks is {"0": 1}, not list[dict]'),
-    ("run_end", {"ranks": [{"rank": "1", "pid": 7}]}, 'run_end.ranks[0].rank is "1", not int'),
-    ("run_end", {"ranks": [{"rank": 1}]}, "run_end.ranks[0] has no rank or pid"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "expect"),
+    [
+        ("inputs", [1, 2], "inputs is [1, 2], not list[str]"),
+        ("dropped", "abc", 'dropped is "abc", not dict[int]'),
+        ("collectors", {"nvml": {"status": ["ok"]}}, 'collectors.nvml.status is ["ok"], not str'),
+        ("run_end", [1], "run_end is [1], not dict or null"),
+        ("run_end", {"exit_code": "1"}, 'run_end.exit_code is "1", not int or null'),
+        ("run_end", {"ranks": {"0": 1}}, 'run_end.ranks is {"0": 1}, not list[dict]'),
+        ("run_end", {"ranks": [{"rank": "1", "pid": 7}]}, 'run_end.ranks[0].rank is "1", not int'),
+        ("run_end", {"ranks": [{"rank": 1}]}, "run_end.ranks[0] has no rank or pid"),
+    ],
+)
 def test_meta_json_with_a_field_of_the_wrong_type_is_refused(cli, tmp_path, field, value, expect):
     """Found by the fuzzer: meta.json's fields were taken as they came, and a list of numbers for
     ``inputs`` or a string for ``dropped`` broke the report halfway (TypeError, AttributeError)."""
@@ -311,8 +358,10 @@ def test_a_device_entry_of_the_wrong_types_is_left_out_not_a_crash(cli, tmp_path
     trace's deviceProperties) broke summary (int('...'), exit 1). Those keys are left out."""
     prof = _damaged_copy(tmp_path)
     meta = json.loads((prof / "meta.json").read_text())
-    meta["devices"] = [{"rank": 0, "index": "back\\slash", "name": ["x"], "memory_bytes": "lots", "sms": None},
-                       "not a device"]
+    meta["devices"] = [
+        {"rank": 0, "index": "back\\slash", "name": ["x"], "memory_bytes": "lots", "sms": None},
+        "not a device",
+    ]
     (prof / "meta.json").write_text(json.dumps(meta))
     work = tmp_path / "w"
     work.mkdir()
@@ -420,8 +469,13 @@ def test_a_gloo_annotation_whose_inputs_are_not_json_imports(cli, tmp_path, valu
     work.mkdir()
     ran, problems = fuzz_inputs.check_input(trace, work, _runner(cli))
     assert ran and problems == []
-    r = cli("sql", work / "p.dlscope", "select count(*) as n, count(in_bytes) as sized from comms where backend = 'gloo'",
-            "--format", "json")
+    r = cli(
+        "sql",
+        work / "p.dlscope",
+        "select count(*) as n, count(in_bytes) as sized from comms where backend = 'gloo'",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     assert json.loads(r.out) == [{"n": len(gloo), "sized": 0}]
 
@@ -434,8 +488,13 @@ def test_a_profile_whose_strings_table_lacks_the_names_runs_every_command(cli, t
     f = prof / "strings.parquet"
     pq.write_table(pq.read_table(f).slice(0, 0), f)
     _profile_commands_pass(cli, prof, tmp_path)
-    r = cli("sql", prof, "select count(*) as n, count(*) filter (where name like '<unknown string %>') as unknown "
-                         "from kernels", "--format", "json")
+    r = cli(
+        "sql",
+        prof,
+        "select count(*) as n, count(*) filter (where name like '<unknown string %>') as unknown from kernels",
+        "--format",
+        "json",
+    )
     row = json.loads(r.out)[0]
     assert row["n"] > 0 and row["unknown"] == row["n"]
 
@@ -455,6 +514,7 @@ def test_a_base_time_no_int64_holds_is_one_line(cli, tmp_path, base):
 
 
 # ---- found by the long run of seed 40 -------------------------------------------------------------
+
 
 def _profile_commands_pass(cli, prof: Path, tmp_path: Path) -> None:
     """Every command of the property over ``prof`` exits 0 (merge: 2, both profiles hold rank 0)."""
@@ -551,9 +611,17 @@ def test_builder_drops_rows_longer_than_2_pow_52_ns(tmp_path):
     from dlscope.store.schema import MAX_DURATION_NS
 
     b = ProfileBuilder()
-    b.add("kernels", pa.table({"rank": [0] * 3, "start_ns": [10, 10, 2**62 - 2],
-                               "end_ns": [10 + MAX_DURATION_NS, 11 + MAX_DURATION_NS, 2**62 - 1],
-                               "name": ["a", "b", "c"]}))
+    b.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": [0] * 3,
+                "start_ns": [10, 10, 2**62 - 2],
+                "end_ns": [10 + MAX_DURATION_NS, 11 + MAX_DURATION_NS, 2**62 - 1],
+                "name": ["a", "b", "c"],
+            }
+        ),
+    )
     out = b.write(tmp_path / "p.dlscope", Meta(), durable=False)
     b.close()
     assert pq.read_table(out / "kernels.parquet").column("name_id").length() == 2
@@ -562,15 +630,17 @@ def test_builder_drops_rows_longer_than_2_pow_52_ns(tmp_path):
 
 # ---- found by the long run of seed 44 -------------------------------------------------------------
 
+
 def _cut_in_data_pages(f: Path, column: str) -> None:
     """Delete a few bytes inside ``column``'s pages (the footer, at the end, still reads, its
     offsets now off): as fuzz_inputs' byte deletion did to memset.parquet."""
     md = pq.read_metadata(f)
-    col = next(md.row_group(0).column(j) for j in range(md.num_columns)
-               if md.row_group(0).column(j).path_in_schema == column)
+    col = next(
+        md.row_group(0).column(j) for j in range(md.num_columns) if md.row_group(0).column(j).path_in_schema == column
+    )
     start = col.dictionary_page_offset or col.data_page_offset
     b = f.read_bytes()
-    f.write_bytes(b[:start + 1] + b[start + 22:])
+    f.write_bytes(b[: start + 1] + b[start + 22 :])
 
 
 def test_a_damaged_page_read_through_the_timeline_stream_is_one_line(cli, tmp_path, monkeypatch):
@@ -627,8 +697,9 @@ def test_a_footer_whose_column_path_is_not_utf8_is_refused(cli, tmp_path):
     b[second + 7] = 0xF3
     f.write_bytes(bytes(b))
     assert "start_ns" in pq.read_metadata(f).schema.names  # the footer reads, its names too
-    _every_command_refuses(cli, prof, tmp_path, "steps.parquet: corrupt or truncated table file "
-                                                "(Invalid Input Error: Invalid unicode")
+    _every_command_refuses(
+        cli, prof, tmp_path, "steps.parquet: corrupt or truncated table file (Invalid Input Error: Invalid unicode"
+    )
 
 
 def _retype_chunk_in_footer(f: Path, column: str) -> None:
@@ -654,14 +725,16 @@ def test_a_chunk_whose_footer_type_differs_from_the_schema_does_not_abort(cli, t
     _retype_chunk_in_footer(prof / "steps.parquet", "start_ns")
     assert pq.read_metadata(prof / "steps.parquet").row_group(0).column(2).physical_type == "BOOLEAN"
     # in a child first: the abort would take pytest down with it
-    r = subprocess.run([sys.executable, "-m", "dlscope", "summary", str(prof)], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "dlscope", "summary", str(prof)], capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stderr[-500:]
     assert "23 measured (steps 7-29)" in r.stdout
     _profile_commands_pass(cli, prof, tmp_path)
     steps = json.loads(cli("sql", prof, "select count(*) as n, min(start_ns) as lo from steps", "--format", "json").out)
-    undamaged = json.loads(cli("sql", MLP_PROFILE, "select count(*) as n, min(start_ns) as lo from steps",
-                               "--format", "json").out)
+    undamaged = json.loads(
+        cli("sql", MLP_PROFILE, "select count(*) as n, min(start_ns) as lo from steps", "--format", "json").out
+    )
     assert steps == undamaged
 
 
@@ -695,8 +768,9 @@ def test_an_sqlite_error_that_quotes_a_damaged_schema_stays_on_one_line(cli, tmp
     con = sqlite3.connect(seed)
     con.execute("PRAGMA writable_schema = ON")
     # a table's CREATE statement made unparsable, over several lines, as a flipped byte can
-    name, sql = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%\n%' "
-                            "LIMIT 1").fetchone()
+    name, sql = con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%\n%' LIMIT 1"
+    ).fetchone()
     con.execute("UPDATE sqlite_master SET sql = ? WHERE name = ?", (sql.replace("(", '("\x01', 1), name))
     con.commit()
     con.close()
@@ -788,16 +862,25 @@ def test_an_nsys_name_that_is_not_utf8_imports_with_a_replacement_character(cli,
     con.close()
     r = cli("import", db, "-o", tmp_path / "x.dlscope")
     assert r.code == 0, r.err
-    q = cli("sql", tmp_path / "x.dlscope", "select count(*) as n from kernels where name = 'kernel\ufffd'",
-            "--format", "json")
+    q = cli(
+        "sql",
+        tmp_path / "x.dlscope",
+        "select count(*) as n from kernels where name = 'kernel\ufffd'",
+        "--format",
+        "json",
+    )
     assert json.loads(q.out)[0]["n"] > 0, q.err
     # read again from the row it broke at: every table as many rows as the clean export gives
     clean = tmp_path / "clean.sqlite"
     clean.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
     assert cli("import", clean, "-o", tmp_path / "y.dlscope").code == 0
-    count = "select (select count(*) from kernels) as k, (select count(*) from api) as a, (select count(*) from strings) as s"
-    assert (json.loads(cli("sql", tmp_path / "x.dlscope", count, "--format", "json").out)
-            == json.loads(cli("sql", tmp_path / "y.dlscope", count, "--format", "json").out))
+    count = (
+        "select (select count(*) from kernels) as k, (select count(*) from api) as a, (select count(*) from strings)"
+        " as s"
+    )
+    assert json.loads(cli("sql", tmp_path / "x.dlscope", count, "--format", "json").out) == json.loads(
+        cli("sql", tmp_path / "y.dlscope", count, "--format", "json").out
+    )
 
 
 # ---- found by the VM's run of seed 70 -----------------------------------------------------------
@@ -856,8 +939,9 @@ def test_a_file_whose_footer_statistics_do_not_come_back_is_unknown_not_in_range
     monkeypatch.setattr(reader.db, "connect", lambda **kw: _FilteredConnection(real_connect(**kw), without_steps))
     prof = reader.open_profile(MLP_PROFILE)
     assert "steps" in prof.check_times
-    ranges = reader._time_ranges(prof.connection, prof.files,
-                                 {f: pq.read_metadata(f).num_rows for fs in prof.files.values() for f in fs})
+    ranges = reader._time_ranges(
+        prof.connection, prof.files, {f: pq.read_metadata(f).num_rows for fs in prof.files.values() for f in fs}
+    )
     assert ranges[steps] is None
     kernels = prof.files["kernels"][0]
     md = pq.read_metadata(kernels)
@@ -896,10 +980,22 @@ def test_an_xplane_step_number_past_int32_is_a_malformed_step_not_a_crash(cli, t
     from .xspace_writer import Ev, Ln, Pl, xspace
 
     huge = 5606754636920881028
-    host = Pl(1, "/host:CPU", [Ln(11, "python", [Ev("train", 0, 1_000_000, {"step_num": 3}),
-                                                 Ev("train", 2_000_000, 1_000_000, {"step_num": huge}),
-                                                 Ev("compute", 2_100_000, 500_000)])],
-              {"process_id": 4242})
+    host = Pl(
+        1,
+        "/host:CPU",
+        [
+            Ln(
+                11,
+                "python",
+                [
+                    Ev("train", 0, 1_000_000, {"step_num": 3}),
+                    Ev("train", 2_000_000, 1_000_000, {"step_num": huge}),
+                    Ev("compute", 2_100_000, 500_000),
+                ],
+            )
+        ],
+        {"process_id": 4242},
+    )
     env = Pl(4, "Task Environment", [], {"profile_start_time": 1_800_000_000_000_000_000})
     trace = tmp_path / "vm.xplane.pb"
     trace.write_bytes(xspace([host, env]))
@@ -907,8 +1003,9 @@ def test_an_xplane_step_number_past_int32_is_a_malformed_step_not_a_crash(cli, t
     assert r.code == 0, r.err
     notes = json.loads((tmp_path / "p.dlscope" / "meta.json").read_text())["notes"]
     assert any(n.startswith("1 malformed row(s) of steps not stored") for n in notes), notes
-    steps = json.loads(cli("sql", tmp_path / "p.dlscope", "select step, end_ns - start_ns as ns from steps",
-                           "--format", "json").out)
+    steps = json.loads(
+        cli("sql", tmp_path / "p.dlscope", "select step, end_ns - start_ns as ns from steps", "--format", "json").out
+    )
     assert steps == [{"step": 3, "ns": 1_000_000}]
     _profile_commands_pass(cli, tmp_path / "p.dlscope", tmp_path)
 
@@ -922,13 +1019,15 @@ def test_an_nsys_name_stored_as_an_integer_is_its_digits_not_a_crash(cli, tmp_pa
     seed.write_bytes(gzip.decompress((DATA / "nsys" / "h100_nsys_mlp.sqlite.gz").read_bytes()))
     con = sqlite3.connect(seed)
     kernel_table = "CUPTI_ACTIVITY_KIND_KERNEL"
-    name_id, uses = con.execute(f"SELECT demangledName, count(*) FROM {kernel_table} GROUP BY 1 "
-                                "ORDER BY 2 DESC LIMIT 1").fetchone()
+    name_id, uses = con.execute(
+        f"SELECT demangledName, count(*) FROM {kernel_table} GROUP BY 1 ORDER BY 2 DESC LIMIT 1"
+    ).fetchone()
     total = con.execute(f"SELECT count(*) FROM {kernel_table}").fetchone()[0]
     # the column's TEXT affinity would turn 1234 into '1234': drop it, as a damaged record can
     con.execute("PRAGMA writable_schema = ON")
-    con.execute("UPDATE sqlite_master SET sql = replace(sql, 'TEXT      NOT NULL', 'NOT NULL') "
-                "WHERE name = 'StringIds'")
+    con.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, 'TEXT      NOT NULL', 'NOT NULL') WHERE name = 'StringIds'"
+    )
     con.commit()
     con.close()
     con = sqlite3.connect(seed)
@@ -939,8 +1038,15 @@ def test_an_nsys_name_stored_as_an_integer_is_its_digits_not_a_crash(cli, tmp_pa
     prof = tmp_path / "x.dlscope"
     r = cli("import", seed, "-o", prof)
     assert r.code == 0, r.err
-    got = json.loads(cli("sql", prof, "select count(*) as n, count(*) filter (where name = '1234') as unnamed "
-                                      "from kernels", "--format", "json").out)
+    got = json.loads(
+        cli(
+            "sql",
+            prof,
+            "select count(*) as n, count(*) filter (where name = '1234') as unnamed from kernels",
+            "--format",
+            "json",
+        ).out
+    )
     assert got == [{"n": total, "unnamed": uses}]
     _profile_commands_pass(cli, prof, tmp_path)
 
@@ -981,13 +1087,18 @@ def test_an_execution_trace_rf_id_past_int64_matches_no_op(cli, tmp_path):
     doc = json.loads(gzip.decompress(et.read_bytes()))
     sound = tmp_path / "sound.dlscope"
     assert cli("import", CORPUS / "execution_trace", "-o", sound).code == 0
-    matched = next(int(n.split()[6]) for n in json.loads((sound / "meta.json").read_text())["notes"]
-                   if "taken from the execution trace" in n)
+    matched = next(
+        int(n.split()[6])
+        for n in json.loads((sound / "meta.json").read_text())["notes"]
+        if "taken from the execution trace" in n
+    )
     node = next(n for n in doc["nodes"] if isinstance(n.get("rf_id"), int) and n["rf_id"] > 0)
     assert sum(n.get("rf_id") == node["rf_id"] for n in doc["nodes"]) == 1
     kineto = json.loads(gzip.decompress((folder / "benchmark_simple_add_trace.json.gz").read_bytes()))
-    ops = sum(e.get("cat") == "cpu_op" and e["args"].get("Record function id", e["args"].get("External id"))
-              == node["rf_id"] for e in kineto["traceEvents"])
+    ops = sum(
+        e.get("cat") == "cpu_op" and e["args"].get("Record function id", e["args"].get("External id")) == node["rf_id"]
+        for e in kineto["traceEvents"]
+    )
     assert ops > 0
     node["rf_id"] = 2**64
     et.write_bytes(gzip.compress(json.dumps(doc).encode()))
@@ -995,8 +1106,10 @@ def test_an_execution_trace_rf_id_past_int64_matches_no_op(cli, tmp_path):
     r = cli("import", folder, "-o", prof)
     assert r.code == 0, r.err
     notes = json.loads((prof / "meta.json").read_text())["notes"]
-    assert f"benchmark_simple_add_et.json.gz: input shapes and types of {matched - ops} ops taken from the " \
-           "execution trace" in notes, notes
+    assert (
+        f"benchmark_simple_add_et.json.gz: input shapes and types of {matched - ops} ops taken from the execution trace"
+        in notes
+    ), notes
     # the node lost is counted on its own line; the sound trace's rf_id 0 roots are not losses
     lost = "execution-trace node(s) with an rf_id that is not a positive 64-bit integer matched no op"
     assert f"1 {lost}" in notes, notes
@@ -1028,9 +1141,12 @@ def test_no_duckdb_result_is_read_one_row_at_a_time():
     import re
 
     src = Path(fuzz_inputs.__file__).resolve().parents[1] / "src" / "dlscope"
-    found = [f"{p.relative_to(src)}:{i}" for p in sorted(src.rglob("*.py"))
-             for i, line in enumerate(p.read_text().splitlines(), 1)
-             if re.search(r"\.fetch(one|many)\(", line)]
+    found = [
+        f"{p.relative_to(src)}:{i}"
+        for p in sorted(src.rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\.fetch(one|many)\(", line)
+    ]
     assert found and all(f.startswith("importers/nsys_db.py:") for f in found), found
 
 
@@ -1056,12 +1172,21 @@ def test_an_ncu_csv_with_a_repeated_column_name_is_one_line_or_read_by_the_first
     assert r.code == 2 and "truncated row" in r.err, r.err
     assert_one_line_error(r.err)
     # the raw page with its last metric column named "ID" too: the launches are the first column's
-    raw = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Device","gpu__time_duration.sum","ID"\n'
-           '"","","","","","","usecond",""\n'
-           '"0","9","python","h","k","0","2.5","7"\n"1","9","python","h","k","0","3.5","7"\n')
+    raw = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Device","gpu__time_duration.sum","ID"\n'
+        '"","","","","","","usecond",""\n'
+        '"0","9","python","h","k","0","2.5","7"\n"1","9","python","h","k","0","3.5","7"\n'
+    )
     (tmp_path / "raw.csv").write_text(raw)
     prof = tmp_path / "r.dlscope"
     assert cli("import", tmp_path / "raw.csv", "-o", prof).code == 0
-    got = json.loads(cli("sql", prof, "select launch, value from kernel_metrics where metric = "
-                                      "'gpu__time_duration.sum' order by launch", "--format", "json").out)
+    got = json.loads(
+        cli(
+            "sql",
+            prof,
+            "select launch, value from kernel_metrics where metric = 'gpu__time_duration.sum' order by launch",
+            "--format",
+            "json",
+        ).out
+    )
     assert got == [{"launch": 0, "value": 2500.0}, {"launch": 1, "value": 3500.0}]

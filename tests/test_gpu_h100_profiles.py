@@ -30,9 +30,14 @@ def test_jax_kernels_belong_to_hlo_ops_in_every_step():
                sum(k.end_ns - k.start_ns) FILTER (WHERE k.external_id IN (SELECT external_id FROM {o}))
         FROM {k} k WHERE k.step >= 1""").fetchone()
     assert after > 100 and linked / total >= 0.95
-    unlinked = [r[0] for r in con.execute(f"""
+    unlinked = [
+        r[0]
+        for r in con.execute(
+            f"""
         SELECT DISTINCT s.value FROM {k} k JOIN {s} s ON s.id = k.name_id
-        WHERE k.step = 0 AND (k.external_id IS NULL OR k.external_id NOT IN (SELECT external_id FROM {o}))""").fetchall()]
+        WHERE k.step = 0 AND (k.external_id IS NULL OR k.external_id NOT IN (SELECT external_id FROM {o}))"""
+        ).fetchall()
+    ]
     assert unlinked and all("stream_executor::gpu::" in n for n in unlinked)
 
 
@@ -56,9 +61,14 @@ def test_ncu_metrics_of_the_top_kernels():
     stored ncu's metrics; the report's verdict follows ncu's 60% speed-of-light line."""
     con = duckdb.connect()
     k, m, s = (_parquet("torch_ncu.dlscope", t) for t in ("kernels", "kernel_metrics", "strings"))
-    top = [r[0] for r in con.execute(f"""SELECT s.value FROM {k} k JOIN {s} s ON s.id = k.name_id
-                                         GROUP BY 1 ORDER BY sum(k.end_ns - k.start_ns) DESC LIMIT 3""").fetchall()]
-    measured = {r[0] for r in con.execute(f"SELECT DISTINCT s.value FROM {m} m JOIN {s} s ON s.id = m.name_id").fetchall()}
+    top = [
+        r[0]
+        for r in con.execute(f"""SELECT s.value FROM {k} k JOIN {s} s ON s.id = k.name_id
+                                         GROUP BY 1 ORDER BY sum(k.end_ns - k.start_ns) DESC LIMIT 3""").fetchall()
+    ]
+    measured = {
+        r[0] for r in con.execute(f"SELECT DISTINCT s.value FROM {m} m JOIN {s} s ON s.id = m.name_id").fetchall()
+    }
     assert measured == set(top)
     assert con.execute(f"SELECT count(DISTINCT metric_id) FROM {m}").fetchone()[0] >= 30
     rows = REPORTS["kernel_metrics"].compute(ProfileData.open(H100 / "torch_ncu.dlscope")).table.to_pylist()

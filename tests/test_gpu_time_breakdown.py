@@ -38,11 +38,6 @@ KNOWN_DIFFERENCES = {
 }
 
 
-
-
-
-
-
 @pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
 def test_agrees_with_hta_temporal_breakdown(entry, tmp_path_factory):
     src = hta_entry_source(entry)
@@ -61,8 +56,9 @@ def test_agrees_with_hta_temporal_breakdown(entry, tmp_path_factory):
         ours_other = o["communication_pct"] + o["memory_pct"]
         if entry["path"] in KNOWN_DIFFERENCES:
             # the whole difference is the sync records' time, counted idle here
-            syncs = data.scalar(f"SELECT sum(end_ns - start_ns)::BIGINT FROM sync WHERE rank = {h['rank']} "
-                                "AND stream >= 0")
+            syncs = data.scalar(
+                f"SELECT sum(end_ns - start_ns)::BIGINT FROM sync WHERE rank = {h['rank']} AND stream >= 0"
+            )
             assert abs(o["compute_pct"] - hta_compute) <= TOLERANCE_PP
             assert o["idle_pct"] - hta_idle == pytest.approx(100 * syncs / 1e3 / span, abs=0.05)
             continue
@@ -80,26 +76,37 @@ def test_reference_covers_the_fixtures_and_the_corpus():
 
 def test_precedence_on_a_hand_made_timeline(tmp_path):
     # device 0, two streams: compute [0,10) and [40,50), NCCL [5,20), copy [15,30), idle [30,40)
-    k = [dict(device=0, stream=7, start_ns=0 * US, end_ns=10 * US, name="gemm_kernel"),
-         dict(device=0, stream=8, start_ns=5 * US, end_ns=20 * US, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
-         dict(device=0, stream=7, start_ns=40 * US, end_ns=50 * US, name="elementwise_kernel")]
+    k = [
+        dict(device=0, stream=7, start_ns=0 * US, end_ns=10 * US, name="gemm_kernel"),
+        dict(device=0, stream=8, start_ns=5 * US, end_ns=20 * US, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+        dict(device=0, stream=7, start_ns=40 * US, end_ns=50 * US, name="elementwise_kernel"),
+    ]
     m = [dict(device=0, stream=9, start_ns=15 * US, end_ns=30 * US, bytes=1 << 20, copy_kind="HtoD")]
     data = make_profile(tmp_path, kernels=k, memcpy=m)
     row = gpu_time_breakdown.compute(data).table.to_pylist()[0]
     assert (row["span_ms"], row["compute_ms"], row["communication_ms"], row["memory_ms"], row["idle_ms"]) == (
-        0.05, 0.02, 0.01, 0.01, 0.01)
+        0.05,
+        0.02,
+        0.01,
+        0.01,
+        0.01,
+    )
     assert row["compute_pct"] == pytest.approx(40) and row["idle_pct"] == pytest.approx(20)
     assert row["work_items"] == 4
 
 
 def test_selection_restricts_to_work_launched_in_the_steps(tmp_path):
     steps = [dict(step=0, start_ns=0, end_ns=100 * US), dict(step=1, start_ns=100 * US, end_ns=200 * US)]
-    api = [dict(pid=1, tid=1, start_ns=1 * US, end_ns=2 * US, name="cudaLaunchKernel", correlation_id=1),
-           dict(pid=1, tid=1, start_ns=101 * US, end_ns=102 * US, name="cudaLaunchKernel", correlation_id=2)]
-    k = [dict(device=0, stream=7, start_ns=10 * US, end_ns=20 * US, name="a", correlation_id=1),
-         dict(device=0, stream=7, start_ns=110 * US, end_ns=150 * US, name="b", correlation_id=2),
-         # launched before tracing began (its launch is not in the trace): in no step
-         dict(device=0, stream=7, start_ns=0, end_ns=5 * US, name="c", correlation_id=99)]
+    api = [
+        dict(pid=1, tid=1, start_ns=1 * US, end_ns=2 * US, name="cudaLaunchKernel", correlation_id=1),
+        dict(pid=1, tid=1, start_ns=101 * US, end_ns=102 * US, name="cudaLaunchKernel", correlation_id=2),
+    ]
+    k = [
+        dict(device=0, stream=7, start_ns=10 * US, end_ns=20 * US, name="a", correlation_id=1),
+        dict(device=0, stream=7, start_ns=110 * US, end_ns=150 * US, name="b", correlation_id=2),
+        # launched before tracing began (its launch is not in the trace): in no step
+        dict(device=0, stream=7, start_ns=0, end_ns=5 * US, name="c", correlation_id=99),
+    ]
     data = make_profile(tmp_path, steps=steps, api=api, kernels=k)
     assert gpu_time_breakdown.compute(data).table.to_pylist()[0]["span_ms"] == pytest.approx(0.140)
     one = ProfileData.open(data.path, Selection(iter_start=1, iter_stop=1))

@@ -19,8 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PROFILE = Path(__file__).parent / "data" / "heldout" / "vit_baseline.dlscope"
 TRUTH = ROOT / "bench" / "heldout" / "results_lease11" / "truth.json"
 # the fixes measured, by the rules that advise them
-FIX_RULES = {"workers": "input_bound", "bf16": "amp_not_enabled", "tf32": "no_tensor_cores",
-             "fused": "unfused_optimizer"}
+FIX_RULES = {
+    "workers": "input_bound",
+    "bf16": "amp_not_enabled",
+    "tf32": "no_tensor_cores",
+    "fused": "unfused_optimizer",
+}
 
 
 def test_the_held_out_vit_is_advised_as_measured():

@@ -50,9 +50,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, float]] = {
 EXTRA_STREAMS = {"corpus/hta/mtia_trace_single_rank": {(0, 801)}}
 
 
-
-
-
 @pytest.mark.parametrize("entry", REFERENCE["entries"], ids=hta_entry_id)
 def test_agrees_with_hta_idle_time_breakdown(entry, tmp_path_factory):
     src = hta_entry_source(entry)
@@ -85,7 +82,10 @@ def test_agrees_with_hta_idle_time_breakdown(entry, tmp_path_factory):
         else:
             assert o["idle_pct"] / 100 == pytest.approx(h["idle_time_ratio"], abs=HTA_RATIO_ROUNDING), (o, h)
             total = stream_idle[(h["rank"], h["stream"])]
-            assert o["idle_pct"] / 100 == pytest.approx(h["idle_time"] / total, abs=RATIO_TOLERANCE + tol / total), (o, h)
+            assert o["idle_pct"] / 100 == pytest.approx(h["idle_time"] / total, abs=RATIO_TOLERANCE + tol / total), (
+                o,
+                h,
+            )
     # HTA lists only the categories that hold an interval (or a stream's first operation, as
     # "other" with none): every category it leaves out is empty here
     for key, o in ours.items():
@@ -111,27 +111,47 @@ def test_categories_on_a_hand_made_timeline(tmp_path):
     #   gap -5 before k4 (overlaps k3): launched at 3: kernel wait, negative as HTA adds it
     # stream 8: one copy, no interval
     starts = (0, 15, 100, 200, 205)
-    k = [dict(device=0, stream=7, start_ns=s * US, end_ns=(s + 10 if i != 1 else 20) * US, name=f"k{i}",
-              correlation_id=i + 1) for i, s in enumerate(starts)]
+    k = [
+        dict(
+            device=0,
+            stream=7,
+            start_ns=s * US,
+            end_ns=(s + 10 if i != 1 else 20) * US,
+            name=f"k{i}",
+            correlation_id=i + 1,
+        )
+        for i, s in enumerate(starts)
+    ]
     launches = (0, 1, 2, 150, 3)
-    api = [dict(pid=1, tid=1, start_ns=t * US, end_ns=t * US + 500, name="cudaLaunchKernel", correlation_id=i + 1)
-           for i, t in enumerate(launches)]
+    api = [
+        dict(pid=1, tid=1, start_ns=t * US, end_ns=t * US + 500, name="cudaLaunchKernel", correlation_id=i + 1)
+        for i, t in enumerate(launches)
+    ]
     m = [dict(device=0, stream=8, start_ns=50 * US, end_ns=60 * US, bytes=1, copy_kind="HtoD", correlation_id=None)]
     data = make_profile(tmp_path, api=api, kernels=k, memcpy=m)
     rows = {(r["stream"], r["category"]): r for r in idle_breakdown_hta.compute(data).table.to_pylist()}
-    assert {c: (round(rows[(7, c)]["idle_ms"] * 1e3, 6), rows[(7, c)]["intervals"])
-            for c in idle_breakdown_hta.CATEGORIES} == {"host_wait": (90, 1), "kernel_wait": (0, 2), "other": (80, 1)}
+    assert {
+        c: (round(rows[(7, c)]["idle_ms"] * 1e3, 6), rows[(7, c)]["intervals"]) for c in idle_breakdown_hta.CATEGORIES
+    } == {"host_wait": (90, 1), "kernel_wait": (0, 2), "other": (80, 1)}
     assert rows[(7, "host_wait")]["idle_pct"] == pytest.approx(100 * 90 / 170)
     assert all(rows[(8, c)]["intervals"] == 0 for c in idle_breakdown_hta.CATEGORIES)
     # a lower threshold turns the 5 us gap into other; the -5 stays kernel wait
-    low = {r["category"]: r for r in idle_breakdown_hta.compute(data, delay_ns=2 * US).table.to_pylist()
-           if r["stream"] == 7}
-    assert (low["kernel_wait"]["idle_ms"] * 1e3, low["other"]["idle_ms"] * 1e3) == (pytest.approx(-5), pytest.approx(85))
+    low = {
+        r["category"]: r
+        for r in idle_breakdown_hta.compute(data, delay_ns=2 * US).table.to_pylist()
+        if r["stream"] == 7
+    }
+    assert (low["kernel_wait"]["idle_ms"] * 1e3, low["other"]["idle_ms"] * 1e3) == (
+        pytest.approx(-5),
+        pytest.approx(85),
+    )
 
 
 def test_without_runtime_calls_nothing_is_a_host_wait(tmp_path):
-    k = [dict(device=0, stream=7, start_ns=s * US, end_ns=(s + 1) * US, name="a", correlation_id=i)
-         for i, s in enumerate((0, 100))]
+    k = [
+        dict(device=0, stream=7, start_ns=s * US, end_ns=(s + 1) * US, name="a", correlation_id=i)
+        for i, s in enumerate((0, 100))
+    ]
     r = idle_breakdown_hta.compute(make_profile(tmp_path, kernels=k))
     rows = {x["category"]: x for x in r.table.to_pylist()}
     assert rows["other"]["idle_ms"] == pytest.approx(0.099) and rows["host_wait"]["intervals"] == 0

@@ -59,9 +59,6 @@ KNOWN_DIFFERENCES = {
 }
 
 
-
-
-
 def _open(entry: dict, tmp_path_factory, all_steps: bool = False) -> ProfileData:
     src = hta_entry_source(entry)
     if src is None or not src.exists():
@@ -69,20 +66,34 @@ def _open(entry: dict, tmp_path_factory, all_steps: bool = False) -> ProfileData
     path = imported(src, tmp_path_factory)
     data = ProfileData.open(path)
     include_last = entry["include_last_profiler_step"]
-    steps = [r[0] for r in data.con.execute(
-        "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step").fetchall()]
+    steps = [
+        r[0]
+        for r in data.con.execute(
+            "SELECT DISTINCT step FROM steps WHERE source = 'profiler_step' ORDER BY step"
+        ).fetchall()
+    ]
     if all_steps and include_last and len(steps) >= 2:
         return ProfileData.open(path, Selection(iter_start=steps[0], iter_stop=steps[-1]))
     return ProfileData.open(path, hta_selection(data, include_last))
 
 
 def _sync_ns(data: ProfileData, kind: str) -> int:
-    return int(data.scalar(f"SELECT coalesce(sum(end_ns - start_ns), 0)::BIGINT FROM sync "
-                           f"WHERE kind = '{kind}' AND stream >= 0") or 0) if data.has("sync") else 0
+    return (
+        int(
+            data.scalar(
+                f"SELECT coalesce(sum(end_ns - start_ns), 0)::BIGINT FROM sync WHERE kind = '{kind}' AND stream >= 0"
+            )
+            or 0
+        )
+        if data.has("sync")
+        else 0
+    )
 
 
 def _triton_host_op_ns(data: ProfileData) -> int:
-    return int(data.scalar("SELECT sum(end_ns - start_ns)::BIGINT FROM ops WHERE name = 'triton_poi_fused_add_cos_sin_0'"))
+    return int(
+        data.scalar("SELECT sum(end_ns - start_ns)::BIGINT FROM ops WHERE name = 'triton_poi_fused_add_cos_sin_0'")
+    )
 
 
 def _hta_by_category(entry: dict) -> dict[str, int]:
@@ -124,8 +135,14 @@ def _pooled(rows: list[dict]) -> dict:
     # sum of squares from each rank's mean and sample stddev
     ss = sum((k - 1) * r["stddev"] ** 2 + k * r["mean (us)"] ** 2 for k, r in zip(n, rows))
     sd = math.sqrt(max(ss - count * mean**2, 0) / (count - 1)) if count > 1 else 0.0
-    return {"n": count, "sum": total * 1e3, "min": min(r["min (us)"] for r in rows) * 1e3,
-            "max": max(r["max (us)"] for r in rows) * 1e3, "mean": mean * 1e3, "sd": sd * 1e3}
+    return {
+        "n": count,
+        "sum": total * 1e3,
+        "min": min(r["min (us)"] for r in rows) * 1e3,
+        "max": max(r["max (us)"] for r in rows) * 1e3,
+        "mean": mean * 1e3,
+        "sd": sd * 1e3,
+    }
 
 
 def _sha(name: str) -> str:
@@ -175,9 +192,15 @@ def test_kernels_by_name_agree_with_hta(entry, tmp_path_factory):
 def test_types_in_ns_reproduce_htas_own_output():
     """The reference's ns figures are HTA's own where the traces' times are whole microseconds
     (the truncation of each piece then loses nothing); elsewhere HTA's printed figure is lower."""
-    whole_us = {"corpus/hta/critical_path/alexnet", "corpus/hta/df_index_resolver", "corpus/hta/timeline_analysis",
-                "corpus/hta/trace_filter", "corpus/hta/trace_diff/control", "corpus/hta/trace_diff/test",
-                "corpus/hta/negative_queue_length_values_check"}
+    whole_us = {
+        "corpus/hta/critical_path/alexnet",
+        "corpus/hta/df_index_resolver",
+        "corpus/hta/timeline_analysis",
+        "corpus/hta/trace_filter",
+        "corpus/hta/trace_diff/control",
+        "corpus/hta/trace_diff/test",
+        "corpus/hta/negative_queue_length_values_check",
+    }
     for e in REFERENCE["entries"]:
         ns = {t["kernel_type"]: t["sum (ns)"] for t in e["types_ns"]}
         us = {t["kernel_type"]: t["sum"] for t in e["types"] if t["sum"] or ns.get(t["kernel_type"])}

@@ -45,8 +45,13 @@ from .conftest import DATA
 from .report_helpers import hta_entry_id, hta_entry_source, hta_selection, imported
 
 REFERENCE = json.loads((DATA / "hta" / "launch_stats.json").read_text())
-HTA_CALLS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync",
-             "runFunction - job_prep_and_submit_for_execution"}
+HTA_CALLS = {
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "runFunction - job_prep_and_submit_for_execution",
+}
 # us. Durations are read exactly by both; HTA's timestamps are floating-point microseconds, which
 # hold a few ns where a trace's times are small
 TOLERANCE_US = 0.002
@@ -55,9 +60,6 @@ KNOWN_DIFFERENCES = {
     # in HTA, so HTA's delays (differences of two timestamps) are off by up to 0.25 us
     "corpus/hta/ns_resolution_trace": 0.25,
 }
-
-
-
 
 
 def _open(entry: dict, tmp_path_factory) -> ProfileData:
@@ -74,7 +76,7 @@ def _gpu_side(data: ProfileData) -> dict[str, dict]:
         SELECT a.name, count(*) AS n, sum(g.end_ns - g.start_ns) / 1e3 AS sum, avg(g.end_ns - g.start_ns) / 1e3 AS mean,
                quantile_cont(g.end_ns - g.start_ns, 0.5) / 1e3 AS p50,
                quantile_cont(g.end_ns - g.start_ns, 0.95) / 1e3 AS p95, max(g.end_ns - g.start_ns) / 1e3 AS max
-        FROM ({gpu_work_sql(data)}) g JOIN ({selected_sql(data, 'api')}) a
+        FROM ({gpu_work_sql(data)}) g JOIN ({selected_sql(data, "api")}) a
           ON a.rank = g.rank AND a.correlation_id = g.correlation_id
         GROUP BY a.name""")
     return {r.pop("name"): r for r in rows}

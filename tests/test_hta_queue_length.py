@@ -147,8 +147,16 @@ def _describe(values: list[int]) -> dict[str, float]:
 
     mean = sum(x) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1)) if n > 1 else None
-    return {"count": n, "mean": mean, "std": std, "min": x[0], "25%": q(0.25), "50%": q(0.5), "75%": q(0.75),
-            "max": x[-1]}
+    return {
+        "count": n,
+        "mean": mean,
+        "std": std,
+        "min": x[0],
+        "25%": q(0.25),
+        "50%": q(0.5),
+        "75%": q(0.75),
+        "max": x[-1],
+    }
 
 
 class Model:
@@ -224,13 +232,22 @@ def test_agrees_with_hta_queue_length_summary(entry, tmp_path_factory):
         mine = _describe(_series(mod.ns, False))
         assert o["events"] == mine["count"] and (o["min"], o["max"]) == (mine["min"], mine["max"]), (o, mine)
         for col, ref in (("mean", "mean"), ("p25", "25%"), ("p50", "50%"), ("p75", "75%"), ("std", "std")):
-            assert o[col] == pytest.approx(mine[ref], rel=REL, abs=1e-9) if mine[ref] is not None \
-                else (o[col] is None or math.isnan(o[col])), (col, o, mine)
+            assert (
+                o[col] == pytest.approx(mine[ref], rel=REL, abs=1e-9)
+                if mine[ref] is not None
+                else (o[col] is None or math.isnan(o[col]))
+            ), (col, o, mine)
         # HTA counts the same events but the unlinked pair (artifact 2)
         assert h["count"] == o["events"] - mod.dropped == mod.lo["count"], (o, h)
         if not mod.mixed and not mod.dropped:  # no artifact: exact
-            for col, ref in (("min", "min"), ("max", "max"), ("mean", "mean"), ("p25", "25%"), ("p50", "50%"),
-                             ("p75", "75%")):
+            for col, ref in (
+                ("min", "min"),
+                ("max", "max"),
+                ("mean", "mean"),
+                ("p25", "25%"),
+                ("p50", "50%"),
+                ("p75", "75%"),
+            ):
                 assert o[col] == pytest.approx(h[ref], rel=REL, abs=1e-9), (col, o, h)
             if h["std"] is None:  # one value: pandas' sample deviation is NaN
                 assert o["std"] is None or math.isnan(o["std"])
@@ -277,8 +294,9 @@ def test_agrees_with_hta_time_blocked_on_full_queue(entry, tmp_path_factory):
             # HTA's share divides by its whole trace's span (trace_duration), dlscope's by the span of
             # the launches and GPU starts: the durations agree, so the shares do over HTA's span
             span = entry["trace_duration"][str(rank)]
-            assert o["blocked_ms"] * 1e3 / span == pytest.approx(h["relative_duration_at_max_queue_length"],
-                                                                  rel=1e-6, abs=tol / span), (m, o, h)
+            assert o["blocked_ms"] * 1e3 / span == pytest.approx(
+                h["relative_duration_at_max_queue_length"], rel=1e-6, abs=tol / span
+            ), (m, o, h)
 
 
 def test_reference_covers_the_fixtures_and_the_corpus():
@@ -296,14 +314,22 @@ def test_definitions_on_a_hand_made_timeline(tmp_path):
     # series: +1@0 (1), +1@1 (2), +1@2 (3), -1@5 (2), -1@10 (1), -1@12 (0)
     # stream 8: one copy launched with cudaMemcpyAsync at 3, started at 4: (1), (0)
     # a cudaGraphLaunch and a kernel with no launch call are not counted
-    api = [dict(pid=1, tid=1, start_ns=t * US, end_ns=t * US + 500, name="cudaLaunchKernel", correlation_id=i + 1)
-           for i, t in enumerate((0, 1, 2))]
-    api += [dict(pid=1, tid=1, start_ns=3 * US, end_ns=3 * US + 500, name="cudaMemcpyAsync", correlation_id=10),
-            dict(pid=1, tid=1, start_ns=6 * US, end_ns=7 * US, name="cudaGraphLaunch", correlation_id=20)]
-    k = [dict(device=0, stream=7, start_ns=s * US, end_ns=(s + 1) * US, name=f"k{i}", correlation_id=i + 1)
-         for i, s in enumerate((5, 10, 12))]
-    k += [dict(device=0, stream=7, start_ns=14 * US, end_ns=15 * US, name="graph", correlation_id=20),
-          dict(device=0, stream=7, start_ns=16 * US, end_ns=17 * US, name="orphan", correlation_id=None)]
+    api = [
+        dict(pid=1, tid=1, start_ns=t * US, end_ns=t * US + 500, name="cudaLaunchKernel", correlation_id=i + 1)
+        for i, t in enumerate((0, 1, 2))
+    ]
+    api += [
+        dict(pid=1, tid=1, start_ns=3 * US, end_ns=3 * US + 500, name="cudaMemcpyAsync", correlation_id=10),
+        dict(pid=1, tid=1, start_ns=6 * US, end_ns=7 * US, name="cudaGraphLaunch", correlation_id=20),
+    ]
+    k = [
+        dict(device=0, stream=7, start_ns=s * US, end_ns=(s + 1) * US, name=f"k{i}", correlation_id=i + 1)
+        for i, s in enumerate((5, 10, 12))
+    ]
+    k += [
+        dict(device=0, stream=7, start_ns=14 * US, end_ns=15 * US, name="graph", correlation_id=20),
+        dict(device=0, stream=7, start_ns=16 * US, end_ns=17 * US, name="orphan", correlation_id=None),
+    ]
     m = [dict(device=0, stream=8, start_ns=4 * US, end_ns=5 * US, bytes=1, copy_kind="HtoD", correlation_id=10)]
     data = make_profile(tmp_path, api=api, kernels=k, memcpy=m)
     rows = {r["stream"]: r for r in queue_length.compute(data, 3).table.to_pylist()}
@@ -320,10 +346,14 @@ def test_definitions_on_a_hand_made_timeline(tmp_path):
 
 
 def test_a_launch_and_a_start_at_the_same_instant_count_the_start_first(tmp_path):
-    api = [dict(pid=1, tid=1, start_ns=0, end_ns=US, name="cudaLaunchKernel", correlation_id=1),
-           dict(pid=1, tid=1, start_ns=5 * US, end_ns=6 * US, name="cudaLaunchKernel", correlation_id=2)]
-    k = [dict(device=0, stream=7, start_ns=5 * US, end_ns=6 * US, name="a", correlation_id=1),
-         dict(device=0, stream=7, start_ns=8 * US, end_ns=9 * US, name="b", correlation_id=2)]
+    api = [
+        dict(pid=1, tid=1, start_ns=0, end_ns=US, name="cudaLaunchKernel", correlation_id=1),
+        dict(pid=1, tid=1, start_ns=5 * US, end_ns=6 * US, name="cudaLaunchKernel", correlation_id=2),
+    ]
+    k = [
+        dict(device=0, stream=7, start_ns=5 * US, end_ns=6 * US, name="a", correlation_id=1),
+        dict(device=0, stream=7, start_ns=8 * US, end_ns=9 * US, name="b", correlation_id=2),
+    ]
     row = queue_length.compute(make_profile(tmp_path, api=api, kernels=k)).table.to_pylist()[0]
     # 1, then at 5 us: start (0) before launch (1), then 0
     assert (row["events"], row["max"], row["mean"]) == (4, 1, 0.5)

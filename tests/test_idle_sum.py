@@ -24,19 +24,27 @@ def _timeline(tmp_path):
       [900,950): preprocess phase and an op at once (input 50: input wins)
       [960,980): data_loading again, but k5 (launched at [905,910)) was queued before the gap
                  began: a GPU-side gap (other 20)"""
-    k = [dict(device=0, stream=7, start_ns=s * US, end_ns=e * US, name=f"k{i}", correlation_id=i + 1, pid=1)
-         for i, (s, e) in enumerate(((100, 200), (300, 400), (500, 600), (800, 900), (950, 960), (980, 990)))]
+    k = [
+        dict(device=0, stream=7, start_ns=s * US, end_ns=e * US, name=f"k{i}", correlation_id=i + 1, pid=1)
+        for i, (s, e) in enumerate(((100, 200), (300, 400), (500, 600), (800, 900), (950, 960), (980, 990)))
+    ]
     launches = ((50, 60), (285, 290), (470, 480), (660, 665), (905, 910), (906, 908))
-    api = [dict(pid=1, tid=1, start_ns=s * US, end_ns=e * US, name="cudaLaunchKernel", correlation_id=i + 1)
-           for i, (s, e) in enumerate(launches)]
+    api = [
+        dict(pid=1, tid=1, start_ns=s * US, end_ns=e * US, name="cudaLaunchKernel", correlation_id=i + 1)
+        for i, (s, e) in enumerate(launches)
+    ]
     api.append(dict(pid=1, tid=1, start_ns=350 * US, end_ns=420 * US, name="cudaStreamSynchronize", correlation_id=99))
-    ops = [dict(pid=1, tid=1, start_ns=280 * US, end_ns=310 * US, name="aten::mm", op_id=0),
-           dict(pid=1, tid=1, start_ns=650 * US, end_ns=700 * US, name="aten::add", op_id=1),
-           dict(pid=1, tid=1, start_ns=890 * US, end_ns=960 * US, name="aten::relu", op_id=2)]
-    phases = [dict(pid=1, tid=1, start_ns=190 * US, end_ns=280 * US, name="data_loading"),
-              dict(pid=2, tid=5, start_ns=600 * US, end_ns=800 * US, name="data_loading"),
-              dict(pid=1, tid=1, start_ns=880 * US, end_ns=990 * US, name="preprocess"),
-              dict(pid=1, tid=1, start_ns=955 * US, end_ns=985 * US, name="data_loading")]
+    ops = [
+        dict(pid=1, tid=1, start_ns=280 * US, end_ns=310 * US, name="aten::mm", op_id=0),
+        dict(pid=1, tid=1, start_ns=650 * US, end_ns=700 * US, name="aten::add", op_id=1),
+        dict(pid=1, tid=1, start_ns=890 * US, end_ns=960 * US, name="aten::relu", op_id=2),
+    ]
+    phases = [
+        dict(pid=1, tid=1, start_ns=190 * US, end_ns=280 * US, name="data_loading"),
+        dict(pid=2, tid=5, start_ns=600 * US, end_ns=800 * US, name="data_loading"),
+        dict(pid=1, tid=1, start_ns=880 * US, end_ns=990 * US, name="preprocess"),
+        dict(pid=1, tid=1, start_ns=955 * US, end_ns=985 * US, name="data_loading"),
+    ]
     steps = [dict(step=0, start_ns=0, end_ns=1000 * US, pid=1, tid=1)]
     return make_profile(tmp_path, kernels=k, api=api, ops=ops, phases=phases, steps=steps)
 
@@ -47,19 +55,26 @@ def test_rules_on_a_hand_made_timeline(tmp_path):
     rows = {x["cause"]: x for x in r.table.to_pylist()}
     assert list(rows) == ["input", "sync", "launch", "other"]
     assert {c: round(x["idle_ms"] * 1000, 6) for c, x in rows.items()} == {
-        "input": 130, "sync": 70, "launch": 80, "other": 190}
+        "input": 130,
+        "sync": 70,
+        "launch": 80,
+        "other": 190,
+    }
     assert {c: x["gaps"] for c, x in rows.items()} == {"input": 2, "sync": 1, "launch": 0, "other": 2}
     assert rows["input"]["idle_pct"] == pytest.approx(100 * 130 / 470)
     assert rows["other"]["span_pct"] == pytest.approx(100 * 190 / 890)
     assert rows["sync"]["per_step_ms"] == pytest.approx(0.070)
     # the idle total is gpu_time_breakdown's
     assert sum(x["idle_ms"] for x in rows.values()) == pytest.approx(
-        gpu_time_breakdown.compute(data).table.to_pylist()[0]["idle_ms"])
+        gpu_time_breakdown.compute(data).table.to_pylist()[0]["idle_ms"]
+    )
 
 
 def test_without_phases_or_runtime_calls_says_what_cannot_be_told(tmp_path):
-    k = [dict(device=0, stream=7, start_ns=0, end_ns=10 * US, name="a"),
-         dict(device=0, stream=7, start_ns=20 * US, end_ns=30 * US, name="b")]
+    k = [
+        dict(device=0, stream=7, start_ns=0, end_ns=10 * US, name="a"),
+        dict(device=0, stream=7, start_ns=20 * US, end_ns=30 * US, name="b"),
+    ]
     r = idle_sum.compute(make_profile(tmp_path, kernels=k))
     rows = {x["cause"]: x for x in r.table.to_pylist()}
     assert rows["other"]["idle_ms"] == pytest.approx(0.010) and rows["input"]["idle_ms"] == 0
@@ -79,8 +94,10 @@ def test_resnet_idle_is_mostly_waiting_for_the_preprocess_phase(tmp_path_factory
     pre = ref.merge_intervals([span(e) for e in ref.events(doc, "user_annotation") if e["name"] == "preprocess"])
     input_ns = sum(max(0, min(ge, pe) - max(gs, ps)) for gs, ge in gaps for ps, pe in pre)
 
-    rows = {x["cause"]: x for x in idle_sum.compute(open_fixture("h100_resnet50_phases", tmp_path_factory))
-            .table.to_pylist()}
+    rows = {
+        x["cause"]: x
+        for x in idle_sum.compute(open_fixture("h100_resnet50_phases", tmp_path_factory)).table.to_pylist()
+    }
     assert rows["input"]["idle_ms"] == pytest.approx(input_ns / 1e6, abs=1e-6)
     assert sum(x["idle_ms"] for x in rows.values()) == pytest.approx(sum(e - s for s, e in gaps) / 1e6, abs=1e-6)
     # waiting for input is most of it; each of the 3 steps' .item() sync leaves one gap; launching

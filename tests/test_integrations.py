@@ -32,21 +32,36 @@ def test_lightning_trainer_records_its_hooks_as_phases_per_step(tmp_path):
 
     data = torch.utils.data.TensorDataset(torch.randn(256, 16), torch.randint(0, 2, (256,)))
     path = tmp_path / "lightning.dlscope"
-    trainer = L.Trainer(max_steps=12, profiler=DlscopeProfiler(path), accelerator="cpu", logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        max_steps=12,
+        profiler=DlscopeProfiler(path),
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=8))
     d = ProfileData.open(path)
     steps = q(d.con, "SELECT count(*), sum(warmup::INT), min(source) FROM steps")[0]
     assert steps[0] >= 11 and steps[1] == 1 and steps[2] == "dlscope"  # a step per batch, the first warm-up
-    per_step = dict(q(d.con, """SELECT name, count(DISTINCT step) FROM phases
-                               WHERE source = 'dlscope' AND step IS NOT NULL GROUP BY name"""))
+    per_step = dict(
+        q(
+            d.con,
+            """SELECT name, count(DISTINCT step) FROM phases
+                               WHERE source = 'dlscope' AND step IS NOT NULL GROUP BY name""",
+        )
+    )
     for name in ("data_fetch", "training_step", "backward", "optimizer_step"):
         assert per_step.get(name, 0) >= 10, (name, per_step)
     # Lightning runs the training step inside optimizer.step(closure): the hooks' forward nests in
     # the optimizer's step, and the model's class takes it (analysis.host_classes)
-    nested = q(d.con, """SELECT count(*) FROM phases f JOIN phases o ON o.name = 'optimizer' AND o.source = 'hook'
+    nested = q(
+        d.con,
+        """SELECT count(*) FROM phases f JOIN phases o ON o.name = 'optimizer' AND o.source = 'hook'
                          AND f.start_ns >= o.start_ns AND f.end_ns <= o.end_ns
-                         WHERE f.name = 'forward' AND f.source = 'hook'""")[0][0]
+                         WHERE f.name = 'forward' AND f.source = 'hook'""",
+    )[0][0]
     assert nested >= 10
     advice.run(d)  # the rules run on it
 
@@ -57,8 +72,15 @@ def test_huggingface_trainer_callback_records_steps_and_phases(tmp_path):
 
     from dlscope.integrations.huggingface import DlscopeCallback
 
-    config = transformers.BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    config = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
     model = transformers.BertForSequenceClassification(config)
 
     class Data(torch.utils.data.Dataset):
@@ -70,9 +92,16 @@ def test_huggingface_trainer_callback_records_steps_and_phases(tmp_path):
             return {"input_ids": torch.randint(0, 64, (12,), generator=g), "labels": torch.tensor(i % 2)}
 
     path = tmp_path / "hf.dlscope"
-    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=10, per_device_train_batch_size=4,
-                                          report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no",
-                                          disable_tqdm=True)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=10,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
     transformers.Trainer(model=model, args=args, train_dataset=Data(), callbacks=[DlscopeCallback(path)]).train()
     d = ProfileData.open(path)
     n, warm = q(d.con, "SELECT count(*), sum(warmup::INT) FROM steps")[0]
@@ -83,10 +112,15 @@ def test_huggingface_trainer_callback_records_steps_and_phases(tmp_path):
     advice.run(d)
 
 
-@pytest.mark.parametrize("action,phase", [("[_TrainingEpochLoop].train_dataloader_next", "data_fetch"),
-                                          ("[Strategy]DDPStrategy.training_step", "training_step"),
-                                          ("[LightningModule]M.optimizer_step", "optimizer_step"),
-                                          ("[LightningModule]M.on_train_batch_end", None)])
+@pytest.mark.parametrize(
+    "action,phase",
+    [
+        ("[_TrainingEpochLoop].train_dataloader_next", "data_fetch"),
+        ("[Strategy]DDPStrategy.training_step", "training_step"),
+        ("[LightningModule]M.optimizer_step", "optimizer_step"),
+        ("[LightningModule]M.on_train_batch_end", None),
+    ],
+)
 def test_lightning_action_names(action, phase):
     require("lightning", "needs lightning")
     from dlscope.integrations.lightning import phase_of

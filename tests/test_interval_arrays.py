@@ -45,8 +45,9 @@ def test_union_and_coverage_equal_brute_force_and_sql(seed):
     con.register("a", pa.table(s))
     for keys in (("rank",), ("rank", "device")):
         cols = ", ".join(keys)
-        want = con.execute(f"SELECT {cols}, start_ns, end_ns FROM ({union_sql('SELECT * FROM a', cols)}) "
-                           f"ORDER BY {cols}, start_ns").fetchall()
+        want = con.execute(
+            f"SELECT {cols}, start_ns, end_ns FROM ({union_sql('SELECT * FROM a', cols)}) ORDER BY {cols}, start_ns"
+        ).fetchall()
         got = ia.union(s, keys)
         assert list(zip(*(got[k].tolist() for k in (*keys, "start_ns", "end_ns")))) == want
 
@@ -55,21 +56,31 @@ def test_union_and_coverage_equal_brute_force_and_sql(seed):
     qr = rng.integers(0, 4, 30)  # rank 3 has no islands: covers nothing
     got = ia.covered(qr, qs, qe, isl)
     con.register("q", pa.table({"rank": qr, "start_ns": qs, "end_ns": qe, "i": np.arange(30)}))
-    sql = dict(con.execute(f"SELECT i, covered_ns FROM ({covered_sql('SELECT * FROM q', union_sql('SELECT * FROM a', 'rank'), ('rank',))})").fetchall())
+    sql = dict(
+        con.execute(
+            "SELECT i, covered_ns FROM"
+            f" ({covered_sql('SELECT * FROM q', union_sql('SELECT * FROM a', 'rank'), ('rank',))})"
+        ).fetchall()
+    )
     for i in range(30):
         sel = keep & (rank == qr[i])
         assert got[i] == len(_points(start[sel], end[sel]) & set(range(qs[i], qe[i]))) == sql[i]
 
 
 def test_touching_merge_null_bounds_and_empty_sets():
-    s = {"rank": np.array([0, 0, 0, 1]), "start_ns": np.ma.array([0, 10, 30, 5], mask=[0, 0, 1, 0]),
-         "end_ns": np.array([10, 20, 40, 6])}
+    s = {
+        "rank": np.array([0, 0, 0, 1]),
+        "start_ns": np.ma.array([0, 10, 30, 5], mask=[0, 0, 1, 0]),
+        "end_ns": np.array([10, 20, 40, 6]),
+    }
     got = ia.union(s)
     # [0, 10) and [10, 20) touch: one island; the row with a NULL start is left out
     assert got["rank"].tolist() == [0, 1]
     assert got["start_ns"].tolist() == [0, 5]
     assert got["end_ns"].tolist() == [20, 6]
-    empty = ia.union({"rank": np.zeros(0, np.int64), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64)})
+    empty = ia.union(
+        {"rank": np.zeros(0, np.int64), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64)}
+    )
     assert all(len(v) == 0 for v in empty.values())
     assert ia.covered(np.array([0]), np.array([0]), np.array([5]), empty).tolist() == [0]
 
@@ -80,16 +91,21 @@ def test_real_profile_islands_and_step_coverage_equal_sql(tmp_path_factory):
     if not src.exists():
         pytest.skip(f"{src} is not here")
     data = ProfileData.open(imported(src, tmp_path_factory))
-    work = "SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memcpy " \
-           "UNION ALL SELECT rank, start_ns, end_ns FROM memset"
-    want = data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({union_sql(work, 'rank')}) "
-                            "ORDER BY rank, start_ns").fetchall()
+    work = (
+        "SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memcpy "
+        "UNION ALL SELECT rank, start_ns, end_ns FROM memset"
+    )
+    want = data.con.execute(
+        f"SELECT rank, start_ns, end_ns FROM ({union_sql(work, 'rank')}) ORDER BY rank, start_ns"
+    ).fetchall()
     got = ia.union(data.con.execute(work).fetchnumpy())
     assert len(want) > 100
     assert list(zip(got["rank"].tolist(), got["start_ns"].tolist(), got["end_ns"].tolist())) == want
     steps = data.con.execute("SELECT rank, step, start_ns, end_ns FROM steps ORDER BY step").fetchnumpy()
     busy = ia.covered(steps["rank"], steps["start_ns"], steps["end_ns"], got)
-    sql = data.con.execute(f"SELECT covered_ns FROM ({covered_sql('SELECT * FROM steps', union_sql(work, 'rank'), ('rank',))}) "
-                           "ORDER BY step").fetchall()
+    sql = data.con.execute(
+        f"SELECT covered_ns FROM ({covered_sql('SELECT * FROM steps', union_sql(work, 'rank'), ('rank',))}) "
+        "ORDER BY step"
+    ).fetchall()
     assert busy.tolist() == [r[0] for r in sql]
     assert busy.sum() > 0

@@ -32,8 +32,9 @@ def test_union_and_coverage_equal_brute_force(seed):
     qk = rng.integers(0, 3, 25)
     con.register("q", pa.table({"k": qk, "start_ns": qs, "end_ns": qe, "i": np.arange(25)}))
 
-    islands = con.execute(f"SELECT k, start_ns, end_ns FROM ({union_sql('SELECT * FROM a', 'k')}) "
-                          "ORDER BY k, start_ns").fetchall()
+    islands = con.execute(
+        f"SELECT k, start_ns, end_ns FROM ({union_sql('SELECT * FROM a', 'k')}) ORDER BY k, start_ns"
+    ).fetchall()
     for key in range(3):
         mine = [(s, e) for k, s, e in islands if k == key]
         # disjoint, sorted, not touching
@@ -42,14 +43,23 @@ def test_union_and_coverage_equal_brute_force(seed):
         assert (_points(*zip(*mine)) if mine else set()) == _points(starts[sel], ends[sel])
         assert sum(e - s for s, e in mine) == len(_points(starts[sel], ends[sel]))
 
-    got = dict(con.execute(f"SELECT i, covered_ns FROM ({covered_sql('SELECT * FROM q', union_sql('SELECT * FROM a', 'k'), ('k',))})").fetchall())
+    got = dict(
+        con.execute(
+            f"SELECT i, covered_ns FROM ({covered_sql('SELECT * FROM q', union_sql('SELECT * FROM a', 'k'), ('k',))})"
+        ).fetchall()
+    )
     for i in range(25):
         sel = keys == qk[i]
         want = len(_points(starts[sel], ends[sel]) & set(range(qs[i], qe[i])))
         assert got[i] == want
 
-    tot = {k: (w, c) for k, w, c in con.execute(
-        f"SELECT * FROM ({total_covered_sql(union_sql('SELECT * FROM q', 'k'), union_sql('SELECT * FROM a', 'k'), ('k',))})").fetchall()}
+    tot = {
+        k: (w, c)
+        for k, w, c in con.execute(
+            "SELECT * FROM"
+            f" ({total_covered_sql(union_sql('SELECT * FROM q', 'k'), union_sql('SELECT * FROM a', 'k'), ('k',))})"
+        ).fetchall()
+    }
     for key, (w, c) in tot.items():
         qpts = _points(qs[qk == key], qe[qk == key])
         assert w == len(qpts)
@@ -60,4 +70,6 @@ def test_touching_intervals_merge_like_hta():
     con = duckdb.connect()
     con.register("a", pa.table({"k": [0, 0, 0], "start_ns": [0, 10, 25], "end_ns": [10, 20, 30]}))
     assert con.execute(f"SELECT start_ns, end_ns FROM ({union_sql('SELECT * FROM a', 'k')}) ORDER BY 1").fetchall() == [
-        (0, 20), (25, 30)]
+        (0, 20),
+        (25, 30),
+    ]

@@ -44,29 +44,37 @@ def test_jax_layer_records_steps_phases_and_ops(jax_run):
     steps = q(data.con, "SELECT step, warmup, source FROM steps ORDER BY step")
     assert steps == [(i, i == 0, "profiler_step") for i in range(6)]
     assert dict(q(data.con, "SELECT name, count(*) FROM phases WHERE name IN ('data', 'compute') GROUP BY 1")) == {
-        "data": 6, "compute": 6}
+        "data": 6,
+        "compute": 6,
+    }
     # every step's train_step call ran the same HLO ops
-    per_step = q(data.con, """SELECT step, count(*) FROM ops WHERE category = 'hlo_op' AND step IS NOT NULL
-                              GROUP BY 1 ORDER BY 1""")
+    per_step = q(
+        data.con,
+        """SELECT step, count(*) FROM ops WHERE category = 'hlo_op' AND step IS NOT NULL
+                              GROUP BY 1 ORDER BY 1""",
+    )
     assert len(per_step) == 6 and len({n for _, n in per_step[1:]}) == 1 and per_step[1][1] >= 10
 
 
 def test_jax_times_are_on_dlscope_clock(jax_run):
     data = ProfileData.open(jax_run)
-    (lo, hi), = q(data.con, "SELECT start_ns, end_ns FROM phases WHERE name = 'loop'")
+    ((lo, hi),) = q(data.con, "SELECT start_ns, end_ns FROM phases WHERE name = 'loop'")
     first, last = q(data.con, "SELECT min(start_ns), max(end_ns) FROM steps")[0]
     assert lo <= first and last <= hi  # JAX's steps inside dlscope's own phase around the loop
     assert first - lo < 50_000_000
     # JAX's annotations sit on the same OS thread as dlscope's phase (the profiler's own thread
     # ids are mapped back)
-    assert q(data.con, "SELECT DISTINCT tid FROM phases WHERE name IN ('loop', 'compute', 'data')") == \
-        q(data.con, "SELECT DISTINCT tid FROM steps")
+    assert q(data.con, "SELECT DISTINCT tid FROM phases WHERE name IN ('loop', 'compute', 'data')") == q(
+        data.con, "SELECT DISTINCT tid FROM steps"
+    )
 
 
 def test_jax_ops_point_at_the_program_lines(jax_run):
     lines = PROGRAM.read_text().splitlines()
     data = ProfileData.open(jax_run)
-    sources = [s for (s,) in q(data.con, "SELECT DISTINCT source FROM ops WHERE source LIKE 'jit(train_step)%jax_mlp.py:%'")]
+    sources = [
+        s for (s,) in q(data.con, "SELECT DISTINCT source FROM ops WHERE source LIKE 'jit(train_step)%jax_mlp.py:%'")
+    ]
     assert len(sources) >= 5
     for src in sources:
         line = int(re.search(r"jax_mlp\.py:(\d+)", src).group(1))
@@ -81,9 +89,11 @@ def test_jax_layer_traces_a_window_and_times_every_step(tmp_path):
     data = ProfileData.open(out)
     # default mode: the warm-up step and 5 more are traced, the other 6 only timed
     assert q(data.con, "SELECT step, warmup, traced FROM steps ORDER BY step") == [
-        (i, i == 0, i <= 5) for i in range(12)]
+        (i, i == 0, i <= 5) for i in range(12)
+    ]
     assert q(data.con, "SELECT DISTINCT step FROM ops WHERE category = 'hlo_op' AND step IS NOT NULL ORDER BY 1") == [
-        (i,) for i in range(6)]
+        (i,) for i in range(6)
+    ]
     # the program's own phases: only inside the traced window
     assert q(data.con, "SELECT count(*) FROM phases WHERE name = 'compute'") == [(6,)]
 

@@ -29,9 +29,9 @@ def test_classes_per_name_equal_per_kernel_and_python(trace, tmp_path_factory):
     table = kernel_names(data)
     # every kernel finds its name's row, and the row says what the per-kernel expressions say
     per_kernel = data.con.execute(f"""
-        SELECT count(*), count(*) FILTER (WHERE n.precision IS NOT DISTINCT FROM {precision_sql('k.name')}
-                                            AND n.category = {kernel_category_sql('k.name')}
-                                            AND n.tensor_core = {tensor_core_sql('k.name')})
+        SELECT count(*), count(*) FILTER (WHERE n.precision IS NOT DISTINCT FROM {precision_sql("k.name")}
+                                            AND n.category = {kernel_category_sql("k.name")}
+                                            AND n.tensor_core = {tensor_core_sql("k.name")})
         FROM kernels k JOIN {table} n ON n.name_id = k.name_id""").fetchall()[0]
     assert per_kernel[0] == data.count("kernels") > 0
     assert per_kernel[1] == per_kernel[0]
@@ -52,8 +52,10 @@ def test_launching_ops_equal_a_join_over_every_op(tmp_path_factory):
     if not src.exists():
         pytest.skip(f"{src} is not here")
     data = ProfileData.open(imported(src, tmp_path_factory))
-    got = data.con.execute(f"""SELECT count(*), count(o.name) FROM kernels k
-                               LEFT JOIN {kernel_ops(data)} o ON o.rank = k.rank AND o.external_id = k.external_id""").fetchall()[0]
+    got = data.con.execute(
+        f"""SELECT count(*), count(o.name) FROM kernels k
+                               LEFT JOIN {kernel_ops(data)} o ON o.rank = k.rank AND o.external_id = k.external_id"""
+    ).fetchall()[0]
     want = data.con.execute("""SELECT count(*), count(o.name) FROM kernels k
                                LEFT JOIN (SELECT rank, external_id, any_value(name) AS name FROM ops
                                           WHERE external_id IS NOT NULL GROUP BY ALL) o
@@ -61,7 +63,10 @@ def test_launching_ops_equal_a_join_over_every_op(tmp_path_factory):
     assert got == want
     assert got[1] > 0.5 * got[0]  # most kernels have their op
     # each external id has one op here, so the names agree row by row
-    assert data.scalar(f"""SELECT count(*) FROM kernels k JOIN {kernel_ops(data)} o
+    assert (
+        data.scalar(f"""SELECT count(*) FROM kernels k JOIN {kernel_ops(data)} o
                            ON o.rank = k.rank AND o.external_id = k.external_id
                            JOIN ops x ON x.rank = k.rank AND x.external_id = k.external_id
-                           WHERE x.name <> o.name""") == 0
+                           WHERE x.name <> o.name""")
+        == 0
+    )

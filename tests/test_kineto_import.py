@@ -33,7 +33,10 @@ def test_kernel_counts_and_times_equal_the_json(imported, name):
     path, doc = imported[name]
     expected = ref.kernel_totals(doc)
     con = ProfileData.open(path).con
-    got = {n: (c, d) for n, c, d in q(con, "SELECT name, count(*), sum(end_ns - start_ns)::BIGINT FROM kernels GROUP BY name")}
+    got = {
+        n: (c, d)
+        for n, c, d in q(con, "SELECT name, count(*), sum(end_ns - start_ns)::BIGINT FROM kernels GROUP BY name")
+    }
     assert got == expected
     assert len(expected) > 10
 
@@ -42,11 +45,14 @@ def test_kernel_counts_and_times_equal_the_json(imported, name):
 def test_every_kernel_links_to_its_launch_and_its_op(imported, name):
     path, doc = imported[name]
     con = ProfileData.open(path).con
-    n, launched, with_op = q(con, """
+    n, launched, with_op = q(
+        con,
+        """
         SELECT count(*),
                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM api a WHERE a.correlation_id = k.correlation_id)),
                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM ops o WHERE o.external_id = k.external_id))
-        FROM kernels k""")[0]
+        FROM kernels k""",
+    )[0]
     # the JSON's own links: correlation to a runtime/driver event, External id to an op
     corr = {e["args"]["correlation"] for c in ("cuda_runtime", "cuda_driver") for e in ref.events(doc, c)}
     ext = {e["args"]["External id"] for e in ref.events(doc, "cpu_op")}
@@ -71,10 +77,16 @@ def test_resnet_phases_with_their_gpu_activity(imported):
     for name in ("preprocess", "train_step", "postprocess", "forward", "backward", "optimizer"):
         assert name in phases, list(phases)
     # independent: GPU time of work whose runtime call started inside train_step
-    runtime = {e["args"]["correlation"]: ref.ns(doc, e["ts"])
-               for c in ("cuda_runtime", "cuda_driver") for e in ref.events(doc, c)}
-    spans = [(ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + int(e["dur"] * 1000))
-             for e in ref.events(doc, "user_annotation") if e["name"] == "train_step"]
+    runtime = {
+        e["args"]["correlation"]: ref.ns(doc, e["ts"])
+        for c in ("cuda_runtime", "cuda_driver")
+        for e in ref.events(doc, c)
+    }
+    spans = [
+        (ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + int(e["dur"] * 1000))
+        for e in ref.events(doc, "user_annotation")
+        if e["name"] == "train_step"
+    ]
     gpu = 0
     for cat in ("kernel", "gpu_memcpy", "gpu_memset"):
         for e in ref.events(doc, cat):
@@ -93,8 +105,11 @@ def test_resnet_phases_with_their_gpu_activity(imported):
 def test_trace_with_optimizer_but_no_profiler_steps_gets_optimizer_iterations(imported):
     path, doc = imported["h100_gpt6_bf16"]
     con = ProfileData.open(path).con
-    opt_ends = sorted(ref.ns(doc, e["ts"]) + int(e["dur"] * 1000) for e in ref.events(doc, "user_annotation")
-                      if e["name"].startswith("Optimizer.step#"))
+    opt_ends = sorted(
+        ref.ns(doc, e["ts"]) + int(e["dur"] * 1000)
+        for e in ref.events(doc, "user_annotation")
+        if e["name"].startswith("Optimizer.step#")
+    )
     assert [r[0] for r in q(con, "SELECT end_ns FROM steps ORDER BY step")] == opt_ends
     assert q(con, "SELECT DISTINCT source FROM steps") == [("optimizer",)]
 
@@ -129,9 +144,16 @@ def test_ns_resolution_timestamps_are_exact(tmp_path):
     assert [r[0] for r in q(con, "SELECT start_ns FROM kernels ORDER BY start_ns")] == want
 
 
-@pytest.mark.parametrize("content", [
-    b"", b"{\"traceEvents\": [", b"{\"hello\": 1}", b"not json at all", b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1,",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b'{"traceEvents": [',
+        b'{"hello": 1}',
+        b"not json at all",
+        b'{"traceEvents": [{"ph": "X", "ts": 1,',
+    ],
+)
 def test_bad_traces_exit_2_with_one_line(cli, tmp_path, content):
     f = tmp_path / "bad.json"
     f.write_bytes(content)
@@ -151,8 +173,18 @@ def test_truncated_gzip_exits_2(cli, tmp_path):
 
 
 def test_chrome_array_format_and_plain_json(tmp_path):
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
-               "args": {"device": 0, "stream": 7, "correlation": 1}}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10.5,
+            "dur": 2,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        }
+    ]
     f = tmp_path / "arr.json"
     f.write_text(json.dumps(events))
     con = ProfileData.open(import_files([f], tmp_path / "a.dlscope")).con
@@ -171,8 +203,11 @@ def test_key_node_at_import_tiles_the_run_from_the_named_annotation(tmp_path):
 
     src = DATA / "kineto" / "h100_resnet50_phases.trace.json.gz"
     doc = ref.load(src)
-    spans = sorted((ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + int(ref.Decimal(e["dur"]) * 1000))
-                   for e in ref.events(doc, "user_annotation") if e["name"] == "train_step")
+    spans = sorted(
+        (ref.ns(doc, e["ts"]), ref.ns(doc, e["ts"]) + int(ref.Decimal(e["dur"]) * 1000))
+        for e in ref.events(doc, "user_annotation")
+        if e["name"] == "train_step"
+    )
     ends = sorted(e for _, e in spans)
     expected = [(i, spans[0][0] if i == 0 else ends[i - 1], e, "key_node") for i, e in enumerate(ends)]
     path = import_files([src], tmp_path / "kn.dlscope", ImportOptions(key_node="train_step"))

@@ -24,12 +24,21 @@ def test_launch_statistics_equal_numpy(tmp_path_factory):
     def dur(e):
         return int(Decimal(e["dur"]) * 1000)
 
-    calls = [e for c in ("cuda_runtime", "cuda_driver") for e in ref.events(doc, c)
-             if any(s <= ns(e) < t for _, s, t in steps)]
+    calls = [
+        e
+        for c in ("cuda_runtime", "cuda_driver")
+        for e in ref.events(doc, c)
+        if any(s <= ns(e) < t for _, s, t in steps)
+    ]
     gpu = {e["args"]["correlation"]: (c, e) for c in ("kernel", "gpu_memcpy", "gpu_memset") for e in ref.events(doc, c)}
     launch_calls = [e for e in calls if e["args"].get("correlation") in gpu or "launch" in e["name"].lower()]
-    threshold = np.median([dur(e) for e in launch_calls if "launch" in e["name"].lower()
-                           and gpu.get(e["args"]["correlation"], ("",))[0] == "kernel"])
+    threshold = np.median(
+        [
+            dur(e)
+            for e in launch_calls
+            if "launch" in e["name"].lower() and gpu.get(e["args"]["correlation"], ("",))[0] == "kernel"
+        ]
+    )
     by_name = defaultdict(list)
     for e in launch_calls:
         by_name[e["name"]].append(e)

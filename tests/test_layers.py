@@ -52,8 +52,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("advice", ("dlscope.advice",)),
     ("render", ("dlscope.render",)),
     ("application", ("dlscope.application",)),
-    ("front doors", ("dlscope.cli", "dlscope.api", "dlscope.notebook", "dlscope.integrations",
-                     "dlscope.__main__", "dlscope")),
+    (
+        "front doors",
+        ("dlscope.cli", "dlscope.api", "dlscope.notebook", "dlscope.integrations", "dlscope.__main__", "dlscope"),
+    ),
 )
 _LAYER_OF_NAME: dict[str, int] = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 STORE, CAPTURE, ANALYSIS, ADVICE, RENDER, APPLICATION, FRONT_DOORS = range(1, 8)
@@ -73,6 +75,7 @@ KNOWN_VIOLATIONS: frozenset[str] = frozenset()
 
 # ---- the graph ---------------------------------------------------------------------------------------
 
+
 def module_name(path: Path, src: Path = SRC) -> str:
     """``src/dlscope/a/b.py`` -> ``dlscope.a.b``; a package's ``__init__.py`` -> the package."""
     parts = list(path.relative_to(src.parent).with_suffix("").parts)
@@ -82,8 +85,9 @@ def module_name(path: Path, src: Path = SRC) -> str:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST, type_only: bool = False) -> Iterator[tuple[ast.AST, bool]]:
@@ -131,8 +135,10 @@ def _targets(module: str, is_package: bool, node: ast.AST, modules: set[str]) ->
             parent = ".".join(base + ([node.module] if node.module else []))
         else:
             parent = node.module or ""
-        named = [(f"{parent}.{a.name}", True) if f"{parent}.{a.name}" in modules
-                 else (parent, not _is_type_name(a.name)) for a in node.names]
+        named = [
+            (f"{parent}.{a.name}", True) if f"{parent}.{a.name}" in modules else (parent, not _is_type_name(a.name))
+            for a in node.names
+        ]
     else:  # importlib.import_module("...")
         assert isinstance(node, ast.Call)
         value = node.args[0].value  # type: ignore[attr-defined]
@@ -197,6 +203,7 @@ def import_graphs(src: Path = SRC) -> Imports:
 
 
 # ---- the checks (plain functions over a graph) -------------------------------------------------------
+
 
 def layer_of(module: str) -> int | None:
     """The layer's index, by the longest name of ``LAYERS`` that is the module or a package above it
@@ -282,8 +289,9 @@ def cycles(graph: Graph) -> list[list[str]]:
     return sorted(found)
 
 
-def violations(graph: Graph, running: Graph | None = None, runs: Graph | None = None,
-               sql: Iterable[str] = ()) -> set[str]:
+def violations(
+    graph: Graph, running: Graph | None = None, runs: Graph | None = None, sql: Iterable[str] = ()
+) -> set[str]:
     """Everything that breaks the house: ``"a -> b"`` (an upward import), ``"a runs b"`` (over ``runs``),
     ``"cycle: a, b, ..."`` (over ``running``, the imports that run, when given, else ``graph``),
     ``"unmapped: m"`` and ``"sql in advice: m"`` (of the modules ``sql`` names)."""
@@ -296,6 +304,7 @@ def violations(graph: Graph, running: Graph | None = None, runs: Graph | None = 
 
 
 # ---- the tests --------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def imports() -> Imports:
@@ -312,8 +321,7 @@ def test_the_house_holds(imports: Imports) -> None:
     gone = sorted(KNOWN_VIOLATIONS - found)
     assert not new, "imports that break the house (docs/DEVELOPING.md):\n" + "\n".join(new)
     assert not gone, "gone, take them out of KNOWN_VIOLATIONS:\n" + "\n".join(gone)
-    stale = [n for _, names in LAYERS for n in names
-             if not any(m == n or m.startswith(n + ".") for m in imports.every)]
+    stale = [n for _, names in LAYERS for n in names if not any(m == n or m.startswith(n + ".") for m in imports.every)]
     assert not stale, f"LAYERS names modules that are no more: {stale}"
 
 
@@ -322,8 +330,10 @@ def test_the_checker_reports_what_is_planted(imports: Imports) -> None:
     running = {m: set(t) for m, t in imports.running.items()}
     runs = {m: set(t) for m, t in imports.runs.items()}
     every["dlscope.store.reader"].add("dlscope.advice")  # upward: store -> advice (a type only)
-    for a, b in (("dlscope.vocabulary.version", "dlscope.vocabulary.collectives"),  # a cycle in one layer
-                 ("dlscope.vocabulary.collectives", "dlscope.vocabulary.version")):
+    for a, b in (
+        ("dlscope.vocabulary.version", "dlscope.vocabulary.collectives"),  # a cycle in one layer
+        ("dlscope.vocabulary.collectives", "dlscope.vocabulary.version"),
+    ):
         every[a].add(b)
         running[a].add(b)
     every["dlscope.render.nowhere"] = {"dlscope.render"}  # a new module, in a layer
@@ -332,11 +342,13 @@ def test_the_checker_reports_what_is_planted(imports: Imports) -> None:
         g["dlscope.render.tables"].add("dlscope.analysis.core.summary")
     sql = imports.sql | {"dlscope.advice.rule", "dlscope.analysis.core.summary"}  # SQL in a rule's base: not allowed
     found = violations(every, running, runs, sql) - _violations(imports)
-    planted = {"dlscope.store.reader -> dlscope.advice",
-               "cycle: dlscope.vocabulary.collectives, dlscope.vocabulary.version",
-               "unmapped: dlscope.nowhere",
-               "dlscope.render.tables runs dlscope.analysis.core.summary",
-               "sql in advice: dlscope.advice.rule"}
+    planted = {
+        "dlscope.store.reader -> dlscope.advice",
+        "cycle: dlscope.vocabulary.collectives, dlscope.vocabulary.version",
+        "unmapped: dlscope.nowhere",
+        "dlscope.render.tables runs dlscope.analysis.core.summary",
+        "sql in advice: dlscope.advice.rule",
+    }
     # exactly these over a clean graph; over a broken one a planted edge may also grow a real cycle
     assert planted <= found
     assert all(f.startswith("cycle: ") for f in found - planted)

@@ -27,8 +27,19 @@ print("program output")
 def _run(tmp_path: Path, tty: bool, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
     script = tmp_path / "loop.py"
     script.write_text(PROGRAM)
-    cmd = [sys.executable, "-m", "dlscope", "profile", "-o", str(tmp_path / "p.dlscope"), "-f", *extra, "--",
-           sys.executable, str(script)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dlscope",
+        "profile",
+        "-o",
+        str(tmp_path / "p.dlscope"),
+        "-f",
+        *extra,
+        "--",
+        sys.executable,
+        str(script),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "DLSCOPE_SESSION"}
     if not tty:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
@@ -76,6 +87,8 @@ def test_no_live_line_in_a_pipe_or_with_quiet(tmp_path):
 
 def test_the_line_from_status_files(tmp_path):
     (tmp_path / "1.live.json").write_text('{"rank": 1, "step": 7, "last_ms": 12.5, "median_ms": 11.0, "phase": null}')
-    (tmp_path / "2.live.json").write_text('{"rank": 0, "step": 9, "last_ms": 10.0, "median_ms": 10.5, "phase": "forward"}')
+    (tmp_path / "2.live.json").write_text(
+        '{"rank": 0, "step": 9, "last_ms": 10.0, "median_ms": 10.5, "phase": "forward"}'
+    )
     assert LiveView(tmp_path).line() == "dlscope: step 9 | last 10.0 ms | median 10.5 ms | in forward | 2 ranks"
     assert LiveView(tmp_path / "none").line() == ""

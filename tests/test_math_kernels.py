@@ -48,8 +48,10 @@ def test_sql_and_python_agree_on_every_kernel_everywhere(tmp_path_factory):
 def test_the_gpt_pair_and_resnet(tmp_path_factory):
     def time_by_class(name):
         data = open_fixture(name, tmp_path_factory)
-        return dict(data.con.execute(f"""SELECT {mk.precision_sql('name')}, sum(end_ns - start_ns) FROM kernels
-                                          GROUP BY 1""").fetchall())
+        return dict(
+            data.con.execute(f"""SELECT {mk.precision_sql("name")}, sum(end_ns - start_ns) FROM kernels
+                                          GROUP BY 1""").fetchall()
+        )
 
     fp32, bf16, resnet = (time_by_class(n) for n in ("h100_gpt6_fp32", "h100_gpt6_bf16", "h100_resnet50_phases"))
     assert "low" not in fp32 and fp32["fp32"] > 4 * fp32["fp32_tc"]  # GEMMs on CUDA cores, attention in 3xTF32

@@ -40,8 +40,9 @@ def expected(paths) -> dict[tuple, dict]:
             r["count"] += 1
             r["bytes"] += e["args"]["bytes"]
             r["ns"] += t - s
-            r["overlap"] += sum(max(0, min(t, b) - max(s, a))
-                                for a, b in islands.get(e["args"].get("device", e["pid"]), []))
+            r["overlap"] += sum(
+                max(0, min(t, b) - max(s, a)) for a, b in islands.get(e["args"].get("device", e["pid"]), [])
+            )
     return out
 
 
@@ -75,11 +76,23 @@ def test_two_ranks_with_copies_hidden_behind_compute(tmp_path_factory):
 
 
 def test_overlap_is_with_compute_only(tmp_path):
-    k = [dict(device=0, stream=7, start_ns=0, end_ns=10 * US, name="gemm"),
-         dict(device=0, stream=8, start_ns=10 * US, end_ns=40 * US, name="ncclDevKernel_AllGather_RING_LL"),
-         dict(device=1, stream=7, start_ns=0, end_ns=40 * US, name="gemm_on_another_gpu")]
-    m = [dict(device=0, stream=9, start_ns=5 * US, end_ns=25 * US, bytes=20_000, copy_kind="HtoD",
-              src_kind="pinned", dst_kind="device")]
+    k = [
+        dict(device=0, stream=7, start_ns=0, end_ns=10 * US, name="gemm"),
+        dict(device=0, stream=8, start_ns=10 * US, end_ns=40 * US, name="ncclDevKernel_AllGather_RING_LL"),
+        dict(device=1, stream=7, start_ns=0, end_ns=40 * US, name="gemm_on_another_gpu"),
+    ]
+    m = [
+        dict(
+            device=0,
+            stream=9,
+            start_ns=5 * US,
+            end_ns=25 * US,
+            bytes=20_000,
+            copy_kind="HtoD",
+            src_kind="pinned",
+            dst_kind="device",
+        )
+    ]
     row = memcpy_sum.compute(make_profile(tmp_path, kernels=k, memcpy=m)).table.to_pylist()[0]
     assert row["overlap_ms"] == pytest.approx(0.005) and row["overlap_pct"] == pytest.approx(25)
     assert row["bandwidth_gbps"] == pytest.approx(1.0)  # 20 kB in 20 us

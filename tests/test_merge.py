@@ -22,8 +22,7 @@ from .conftest import assert_one_line_error, run_dlscope
 JOB = Path(__file__).parent / "data" / "advice_truth_dist" / "ddp2_straggler.dlscope"
 
 
-def _host(data: ProfileData, rank: int, out: Path, offset_ns: int = 0, drift_ppm: float = 0.0,
-          anchor: int = 0) -> Path:
+def _host(data: ProfileData, rank: int, out: Path, offset_ns: int = 0, drift_ppm: float = 0.0, anchor: int = 0) -> Path:
     """The rows of one rank as its own profile, its clock moved: t' = t + offset + drift x (t - anchor)."""
     b = ProfileBuilder()
     for name, t in decoded_tables(data).items():
@@ -103,10 +102,34 @@ def test_a_job_of_two_launches_merges_into_one(tmp_path):
     out: dict[int, subprocess.CompletedProcess] = {}
 
     def host(node: int) -> None:
-        out[node] = run_dlscope("profile", "-o", tmp_path / f"host{node}.dlscope", "--quiet", "--",
-                                sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
-                                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-                                str(prog), "--steps", "10", "--seq", "32", "--batch", "2", timeout=300)
+        out[node] = run_dlscope(
+            "profile",
+            "-o",
+            tmp_path / f"host{node}.dlscope",
+            "--quiet",
+            "--",
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(node),
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            str(prog),
+            "--steps",
+            "10",
+            "--seq",
+            "32",
+            "--batch",
+            "2",
+            timeout=300,
+        )
 
     threads = [threading.Thread(target=host, args=(n,)) for n in (0, 1)]
     for t in threads:
@@ -140,8 +163,11 @@ def _by_hand_transfer(data: ProfileData) -> dict[tuple[str, int], float]:
     inst: dict[tuple[str, int], dict[int, dict[int, int]]] = {}
     for rank, name, size, s, e in rows:
         inst.setdefault((name, size), {}).setdefault(nth[rank, name, s], {})[rank] = e - s
-    return {k: float(np.median([min(v.values()) for v in by.values() if set(v) == ranks])) / 1e3
-            for k, by in inst.items() if any(set(v) == ranks for v in by.values())}
+    return {
+        k: float(np.median([min(v.values()) for v in by.values() if set(v) == ranks])) / 1e3
+        for k, by in inst.items()
+        if any(set(v) == ranks for v in by.values())
+    }
 
 
 def test_two_launches_on_h100s_merge_into_the_one_launch_jobs_collectives(tmp_path):
@@ -151,8 +177,13 @@ def test_two_launches_on_h100s_merge_into_the_one_launch_jobs_collectives(tmp_pa
     collective (mean 774 us against 157 us for the 28 MB all-reduce); the collectives' own time, the
     last-arriving rank's (transfer_us), agrees within 5% for every kind and size."""
     real = Path(__file__).parent / "data" / "advice_truth_dist"
-    m = run_dlscope("merge", real / "lease4_twolaunch_host0.dlscope", real / "lease4_twolaunch_host1.dlscope",
-                    "-o", tmp_path / "job.dlscope")
+    m = run_dlscope(
+        "merge",
+        real / "lease4_twolaunch_host0.dlscope",
+        real / "lease4_twolaunch_host1.dlscope",
+        "-o",
+        tmp_path / "job.dlscope",
+    )
     assert m.returncode == 0, m.stderr
     job = ProfileData.open(tmp_path / "job.dlscope")
     one = ProfileData.open(real / "lease4_ddp2_balanced.dlscope")
@@ -186,8 +217,9 @@ def _hidden_by_hand(data: ProfileData) -> tuple[float, float]:
         k = nth[rank, name, group] = nth.get((rank, name, group), 0) + 1
         inst.setdefault((name, group, k), []).append((e - s, rank, s))
     ranks = {r for r, *_ in comms}
-    kernels = data.con.execute(f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' "
-                               "ORDER BY rank, start_ns").fetchall()
+    kernels = data.con.execute(
+        f"SELECT rank, start_ns, end_ns FROM ({gpu_work_sql(data)}) WHERE category = 'compute' ORDER BY rank, start_ns"
+    ).fetchall()
     merged: dict[int, list[list[int]]] = {}
     for rank, s, e in kernels:
         m = merged.setdefault(rank, [])
@@ -196,8 +228,10 @@ def _hidden_by_hand(data: ProfileData) -> tuple[float, float]:
         else:
             m.append([s, e])
     sel = {r[0] for r in data.con.execute("SELECT step FROM sel_steps").fetchall()}
-    steps = dict(((r, s), st) for r, s, st in data.con.execute(
-        "SELECT rank, start_ns, step FROM comms WHERE \"where\" = 'gpu'").fetchall())
+    steps = dict(
+        ((r, s), st)
+        for r, s, st in data.con.execute("SELECT rank, start_ns, step FROM comms WHERE \"where\" = 'gpu'").fetchall()
+    )
     total = hidden = 0
     for recs in inst.values():
         if {r for _, r, _ in recs} != ranks:
@@ -218,8 +252,16 @@ def test_collective_overlap_is_the_same_for_two_launches_and_one(tmp_path):
     from dlscope.analysis.reports import collective_overlap
 
     real = Path(__file__).parent / "data" / "advice_truth_dist"
-    assert run_dlscope("merge", real / "lease4_twolaunch_host0.dlscope", real / "lease4_twolaunch_host1.dlscope",
-                       "-o", tmp_path / "job.dlscope").returncode == 0
+    assert (
+        run_dlscope(
+            "merge",
+            real / "lease4_twolaunch_host0.dlscope",
+            real / "lease4_twolaunch_host1.dlscope",
+            "-o",
+            tmp_path / "job.dlscope",
+        ).returncode
+        == 0
+    )
     got = {}
     for name, path in (("job", tmp_path / "job.dlscope"), ("one", real / "lease4_ddp2_balanced.dlscope")):
         d = ProfileData.open(path)

@@ -30,7 +30,7 @@ NCU_CSV = DATA / "gpu" / "h100_ncu_gemm.csv"
 
 def _fixture_rows() -> list[dict[str, str]]:
     text = NCU_CSV.read_text()
-    return list(csv.DictReader(io.StringIO(text[text.index('"ID",'):])))
+    return list(csv.DictReader(io.StringIO(text[text.index('"ID",') :])))
 
 
 def _numeric(v: str) -> float | None:
@@ -42,15 +42,19 @@ def _numeric(v: str) -> float | None:
 
 def test_import_details_csv_keeps_every_numeric_metric(tmp_path, cli):
     rows = _fixture_rows()
-    expected = {(r["Section Name"], r["Metric Name"]): _numeric(r["Metric Value"]) for r in rows
-                if r["Metric Name"] and _numeric(r["Metric Value"]) is not None}
+    expected = {
+        (r["Section Name"], r["Metric Name"]): _numeric(r["Metric Value"])
+        for r in rows
+        if r["Metric Name"] and _numeric(r["Metric Value"]) is not None
+    }
     r = cli("import", NCU_CSV, "-o", tmp_path / "n.dlscope")
     assert r.code == 0, r.err
     data = ProfileData.open(tmp_path / "n.dlscope")
     got = {(s, m): v for s, m, v in q(data.con, "SELECT section, metric, value FROM kernel_metrics")}
     assert got == expected and len(got) == 47
     assert q(data.con, "SELECT DISTINCT name, launch, device, pid FROM kernel_metrics") == [
-        (rows[0]["Kernel Name"], 0, 0, 546)]
+        (rows[0]["Kernel Name"], 0, 0, 546)
+    ]
     assert q(data.con, "SELECT unit FROM kernel_metrics WHERE metric = 'Duration'") == [("ns",)]
 
 
@@ -68,14 +72,16 @@ def test_kernel_metrics_report_says_compute_bound(tmp_path, cli):
 
 def test_raw_page_with_scaled_units(tmp_path, cli):
     # the raw page's shape: one column per metric, a units row; units scaled as ncu prints them
-    raw = ('==PROF== Connected to process 9\nprogram output\n'
-           '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Device","CC",'
-           '"gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
-           '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum",'
-           '"sm__sass_thread_inst_executed_op_ffma_pred_on.sum"\n'
-           '"","","","","","","","","","usecond","%","%","Mbyte","inst"\n'
-           '"0","9","python","h","k_elementwise","1","7","0","9.0","2.50","12.5","91.0","4.00","1,000,000"\n'
-           '"1","9","python","h","k_elementwise","1","7","0","9.0","3.50","13.5","89.0","6.00","1,000,000"\n')
+    raw = (
+        "==PROF== Connected to process 9\nprogram output\n"
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Device","CC",'
+        '"gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed",'
+        '"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum",'
+        '"sm__sass_thread_inst_executed_op_ffma_pred_on.sum"\n'
+        '"","","","","","","","","","usecond","%","%","Mbyte","inst"\n'
+        '"0","9","python","h","k_elementwise","1","7","0","9.0","2.50","12.5","91.0","4.00","1,000,000"\n'
+        '"1","9","python","h","k_elementwise","1","7","0","9.0","3.50","13.5","89.0","6.00","1,000,000"\n'
+    )
     path = tmp_path / "raw.csv"
     path.write_text(raw)
     assert cli("import", path, "-o", tmp_path / "r.dlscope").code == 0
@@ -86,9 +92,16 @@ def test_raw_page_with_scaled_units(tmp_path, cli):
     assert row["flop_per_byte"] == pytest.approx(2e6 / 5e6)
 
 
-@pytest.mark.parametrize("content", ['"ID","Process ID","Process Name","Host Name","Kernel Name"\n"0","1"\n',
-                                     '"ID","Process ID","Process Name","Host Name","Kernel Name","Metric Name",'
-                                     '"Metric Unit","Metric Value"\n"0","1","p","h","k","Duration"\n'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '"ID","Process ID","Process Name","Host Name","Kernel Name"\n"0","1"\n',
+        (
+            '"ID","Process ID","Process Name","Host Name","Kernel Name","Metric Name",'
+            '"Metric Unit","Metric Value"\n"0","1","p","h","k","Duration"\n'
+        ),
+    ],
+)
 def test_bad_ncu_csv_is_one_line(tmp_path, cli, content):
     path = tmp_path / "bad.csv"
     path.write_text(content)
@@ -141,7 +154,7 @@ def test_dlscope_ncu_measures_the_top_kernels(tmp_path, cli, small_profile):
         assert a[-2:] == ["python3", "train.py"] and "--" not in a  # ncu [options] app [args], as run on the H100
         pattern = a[a.index("--kernel-name") + 1]
         assert pattern.startswith("regex:^") and pattern.endswith("$")
-        assert re.fullmatch(pattern[len("regex:"):], name)  # the escaped name matches itself only
+        assert re.fullmatch(pattern[len("regex:") :], name)  # the escaped name matches itself only
         assert a[a.index("--launch-skip") + 1] == str(min(1, count[name] - 1))
         assert "SpeedOfLight" in a and "--print-units" in a
     data = ProfileData.open(small_profile)
@@ -243,16 +256,27 @@ def test_kernel_bound_rule_silent_when_the_gpu_is_not_the_limit(tmp_path, cli, s
     assert "kernel_bound" in run.clean and "kernel_bound" not in {f.id for f in run.findings}
 
 
-@pytest.mark.parametrize("mangled,bare", [
-    # CUPTI's names of cuBLAS's, cuRAND's and CUB's kernels on the H100 (tests/data/gpu_h100/cupy_cupti.dlscope)
-    ("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE", "Kernel2"),
-    ("_Z20generate_seed_pseudoI10rng_configI17curandStateXORWOWL14curandOrdering101EEEvyyyS2_PS1_Pj",
-     "generate_seed_pseudo"),
-    ("_ZN3cub43CUB_300102_SM_750_800_860_890_900_1000_12006detail6reduce18DeviceReduceKernelINS2_10policy_hubIfjN4cuda3"
-     "std3__44plusIvEEE10Policy1000EPfjS9_fNS7_8identityEEEvT0_PT3_T1_NS0_13GridEvenShareISH_EET2_T4_",
-     "DeviceReduceKernel"),
-    ("_ZL5myKerPf", "myKer"), ("_ZN2ns1kEv", "k"), ("_ZNK3Foo3barEv", "bar"),
-])
+@pytest.mark.parametrize(
+    "mangled,bare",
+    [
+        # CUPTI's names of cuBLAS's, cuRAND's and CUB's kernels on the H100 (tests/data/gpu_h100/cupy_cupti.dlscope)
+        ("_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm_256x128_8x4_nn_align1EEvNT_6ParamsE", "Kernel2"),
+        (
+            "_Z20generate_seed_pseudoI10rng_configI17curandStateXORWOWL14curandOrdering101EEEvyyyS2_PS1_Pj",
+            "generate_seed_pseudo",
+        ),
+        (
+            (
+                "_ZN3cub43CUB_300102_SM_750_800_860_890_900_1000_12006detail6reduce18DeviceReduceKernelINS2_10policy_hubIfjN4cuda3"
+                "std3__44plusIvEEE10Policy1000EPfjS9_fNS7_8identityEEEvT0_PT3_T1_NS0_13GridEvenShareISH_EET2_T4_"
+            ),
+            "DeviceReduceKernel",
+        ),
+        ("_ZL5myKerPf", "myKer"),
+        ("_ZN2ns1kEv", "k"),
+        ("_ZNK3Foo3barEv", "bar"),
+    ],
+)
 def test_the_function_name_retry_reads_mangled_names(mangled, bare):
     """The issue: `dlscope ncu --top 2` on a CuPy program measured 1 of 2 kernels on the H100: the
     cuBLAS SGEMM, known by its mangled name, matched nothing, and the retry by function name
@@ -313,8 +337,12 @@ def test_dlscope_ncu_asks_for_fewer_metrics_when_ncu_refuses_some(tmp_path, cli,
     plain = [a for i, a in enumerate(argv[1]) if argv[1][i - 1] == "--metrics"]
     assert plain == [",".join(ROOFLINE_METRICS)]
     data = ProfileData.open(small_profile)
-    got = {m: v for m, v in q(data.con, "SELECT metric, value FROM kernel_metrics "
-                                        "WHERE section = 'Command line profiler metrics'")}
+    got = {
+        m: v
+        for m, v in q(
+            data.con, "SELECT metric, value FROM kernel_metrics WHERE section = 'Command line profiler metrics'"
+        )
+    }
     assert got == {m: 1024.0 for m in ROOFLINE_METRICS}
     assert any(n.startswith(NCU_REFUSED_NOTE) for n in open_profile(small_profile).meta.notes)
 
@@ -329,14 +357,35 @@ def test_the_default_metrics_go_to_ncu_as_one_list(tmp_path, cli, small_profile)
     assert r.code == 0 and "refused" not in r.err, r.err
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
     assert len(argv) == 1 and argv[0].count("--metrics") == 1
-    got = {m for (m,) in q(ProfileData.open(small_profile).con, "SELECT metric FROM kernel_metrics "
-                                                                "WHERE section = 'Command line profiler metrics'")}
+    got = {
+        m
+        for (m,) in q(
+            ProfileData.open(small_profile).con,
+            "SELECT metric FROM kernel_metrics WHERE section = 'Command line profiler metrics'",
+        )
+    }
     assert got == set(DEFAULT_METRICS)
     assert not any(n.startswith(NCU_REFUSED_NOTE) for n in open_profile(small_profile).meta.notes)
     # the user's own --metrics, repeated or comma-separated, become one list as well
     calls.unlink()
-    assert cli("ncu", small_profile, "--top", "1", "--ncu", ncu, "--metrics", "dram__bytes.sum",
-               "--metrics", "a.sum,b.sum", "--", "python3", "train.py").code == 0
+    assert (
+        cli(
+            "ncu",
+            small_profile,
+            "--top",
+            "1",
+            "--ncu",
+            ncu,
+            "--metrics",
+            "dram__bytes.sum",
+            "--metrics",
+            "a.sum,b.sum",
+            "--",
+            "python3",
+            "train.py",
+        ).code
+        == 0
+    )
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
     assert [a for i, a in enumerate(argv[0]) if argv[0][i - 1] == "--metrics"] == ["dram__bytes.sum,a.sum,b.sum"]
 
@@ -350,8 +399,10 @@ def test_no_roofline_says_what_ncu_refused(tmp_path, cli, small_profile):
     argv = [json.loads(line) for line in calls.read_text().splitlines()]
     assert [a.count("--metrics") for a in argv] == [1, 1, 0]
     notes = compute(ProfileData.open(small_profile)).notes
-    assert any("no roofline position" in n and "(ncu refused them: ==ERROR== Failed to find metric dram__bytes" in n
-               for n in notes), notes
+    assert any(
+        "no roofline position" in n and "(ncu refused them: ==ERROR== Failed to find metric dram__bytes" in n
+        for n in notes
+    ), notes
 
 
 def test_the_help_names_the_default_sections():

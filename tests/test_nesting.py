@@ -57,7 +57,9 @@ def test_nest_follows_the_rules(seed):
 
 
 def test_nest_of_nothing():
-    depth, parent = nest([np.array([], np.int64)], np.array([], np.int64), np.array([], np.int64), np.array([], np.int64))
+    depth, parent = nest(
+        [np.array([], np.int64)], np.array([], np.int64), np.array([], np.int64), np.array([], np.int64)
+    )
     assert len(depth) == len(parent) == 0
 
 
@@ -68,12 +70,17 @@ def test_real_ops_nest_as_the_rules_say(tmp_path):
     profile = import_files([DATA / "kineto" / "h100_gpt6_bf16.trace.json.gz"], tmp_path / "p.dlscope")
     con = duckdb.connect()
     con.execute(f"CREATE TABLE o AS SELECT op_id + 1 AS rid, * FROM '{profile}/ops.parquet'")
-    rows = [(r, (rk, p, t), s, e) for r, rk, p, t, s, e in
-            con.execute("SELECT rid, rank, pid, tid, start_ns, end_ns FROM o").fetchall()]
+    rows = [
+        (r, (rk, p, t), s, e)
+        for r, rk, p, t, s, e in con.execute("SELECT rid, rank, pid, tid, start_ns, end_ns FROM o").fetchall()
+    ]
     assert len(rows) > 1000
     ref = reference(rows)
     create_nesting_table(con, "o", ("rank", "pid", "tid"), "n")
     got = {r: (d, p) for r, d, p in con.execute("SELECT rid, depth, parent_rid FROM n").fetchall()}
     assert got == ref
-    stored = {r: (d, None if p is None else p + 1) for r, d, p in con.execute("SELECT rid, depth, parent_id FROM o").fetchall()}
+    stored = {
+        r: (d, None if p is None else p + 1)
+        for r, d, p in con.execute("SELECT rid, depth, parent_id FROM o").fetchall()
+    }
     assert stored == ref

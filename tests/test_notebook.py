@@ -14,8 +14,9 @@ def test_the_analysis_notebook_executes():
     nbclient = require("nbclient", "the notebook test needs nbclient (the test extra)")
     require("ipykernel", "the notebook test needs ipykernel (the test extra)")
     nb = nbformat.read(EXAMPLES / "analysis.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
-                            resources={"metadata": {"path": str(EXAMPLES)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(EXAMPLES)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     html = [o["data"]["text/html"] for o in outputs if "data" in o and "text/html" in o["data"]]
     assert any("amp_not_enabled" in h for h in html)  # the profile's view names its top finding

@@ -24,7 +24,7 @@ def make(kind: str, tmp_path):
         p.write_bytes(bytes(b))
     elif kind == "corrupt_pages":
         b = bytearray(good)
-        b[4096 * 3: 4096 * 60] = bytes((i * 7919) % 251 for i in range(4096 * 57))
+        b[4096 * 3 : 4096 * 60] = bytes((i * 7919) % 251 for i in range(4096 * 57))
         p = tmp_path / "corrupt.sqlite"
         p.write_bytes(bytes(b))
     elif kind == "truncated_gz":
@@ -49,9 +49,19 @@ def make(kind: str, tmp_path):
     return p
 
 
-@pytest.mark.parametrize("kind", ["truncated_sqlite", "truncated_at_a_page_without_size_in_header", "corrupt_pages",
-                                  "truncated_gz", "foreign_sqlite", "text_named_sqlite", "gzipped_text_named_sqlite",
-                                  "empty"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated_sqlite",
+        "truncated_at_a_page_without_size_in_header",
+        "corrupt_pages",
+        "truncated_gz",
+        "foreign_sqlite",
+        "text_named_sqlite",
+        "gzipped_text_named_sqlite",
+        "empty",
+    ],
+)
 def test_bad_nsys_exports(cli, tmp_path, kind):
     bad = make(kind, tmp_path)
     out = tmp_path / "out.dlscope"
@@ -63,8 +73,10 @@ def test_bad_nsys_exports(cli, tmp_path, kind):
 
 
 def test_messages_say_what_is_wrong(cli, tmp_path):
-    said = {k: cli("import", make(k, tmp_path), "-o", tmp_path / f"{k}.dlscope").err
-            for k in ("truncated_sqlite", "foreign_sqlite", "text_named_sqlite")}
+    said = {
+        k: cli("import", make(k, tmp_path), "-o", tmp_path / f"{k}.dlscope").err
+        for k in ("truncated_sqlite", "foreign_sqlite", "text_named_sqlite")
+    }
     assert "truncated" in said["truncated_sqlite"]
     assert "not an Nsight Systems export" in said["foreign_sqlite"]
     assert "not an SQLite database" in said["text_named_sqlite"]

@@ -115,9 +115,19 @@ def test_cuda_gpu_trace_against_the_export(profile, raw):
         SELECT start, end - start, correlationId, '[CUDA memset]', bytes, NULL, NULL, streamId
         FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY 1""").fetchall()
     assert len(t) == len(expected) == 240
-    got = [(r["Start (ns)"], r["Duration (ns)"], r["CorrId"], r["Name"],
-            None if r["Bytes (MB)"] is None else round(r["Bytes (MB)"] * 1e6), r["GrdX"], r["Reg/Trd"], r["Strm"])
-           for r in t]
+    got = [
+        (
+            r["Start (ns)"],
+            r["Duration (ns)"],
+            r["CorrId"],
+            r["Name"],
+            None if r["Bytes (MB)"] is None else round(r["Bytes (MB)"] * 1e6),
+            r["GrdX"],
+            r["Reg/Trd"],
+            r["Strm"],
+        )
+        for r in t
+    ]
     assert got == expected
     h2d = t[0]  # 32 MiB pageable copy: nsys's throughput is bytes * (1e9 // duration)
     assert h2d["Throughput (MB/s)"] == 33554432 * (1_000_000_000 // 4082388) / 1e6
@@ -130,32 +140,73 @@ def test_cuda_gpu_trace_against_the_export(profile, raw):
 def _kernels_launched_in(raw, first_step: int, last_step: int, key: str) -> int:
     """Independent count: kernels whose launching call starts in key-node iterations
     first_step..last_step (iteration i spans from the end of instance i-1 to the end of instance i)."""
-    ends = [r[0] for r in raw.execute(
-        "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = ? ORDER BY e.end", (key,))]
-    starts = [raw.execute("SELECT min(e.start) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
-                          "WHERE s.value = ?", (key,)).fetchone()[0]] + ends[:-1]
-    return raw.execute("""
+    ends = [
+        r[0]
+        for r in raw.execute(
+            "SELECT e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = ? ORDER BY e.end",
+            (key,),
+        )
+    ]
+    starts = [
+        raw.execute(
+            "SELECT min(e.start) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = ?", (key,)
+        ).fetchone()[0]
+    ] + ends[:-1]
+    return raw.execute(
+        """
         SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)
-        WHERE r.start >= ? AND r.start < ?""", (starts[first_step], ends[last_step])).fetchone()[0]
+        WHERE r.start >= ? AND r.start < ?""",
+        (starts[first_step], ends[last_step]),
+    ).fetchone()[0]
 
 
 def test_selected_iterations_restrict_the_reports(cli, profile, raw):
-    r = cli("stats", profile, "--report", "cuda_gpu_kern_sum", "--key-node", "step", "--iter-start", "2",
-            "--iter-stop", "3", "--format", "json")
+    r = cli(
+        "stats",
+        profile,
+        "--report",
+        "cuda_gpu_kern_sum",
+        "--key-node",
+        "step",
+        "--iter-start",
+        "2",
+        "--iter-stop",
+        "3",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     rows = json.loads(r.out)
     assert sum(x["Instances"] for x in rows) == _kernels_launched_in(raw, 2, 3, "step") > 0
     assert abs(sum(x["Time (%)"] for x in rows) - 100) < 1e-9
     # nvtx_sum: one instance of each range in iteration 1, with its own duration
-    r = cli("stats", profile, "--report", "nvtx_sum", "--key-node", "step", "--iter-start", "1", "--iter-stop", "1",
-            "--format", "json")
+    r = cli(
+        "stats",
+        profile,
+        "--report",
+        "nvtx_sum",
+        "--key-node",
+        "step",
+        "--iter-start",
+        "1",
+        "--iter-stop",
+        "1",
+        "--format",
+        "json",
+    )
     rows = {x["Range"]: x for x in json.loads(r.out)}
-    second = dict(raw.execute("""
+    second = dict(
+        raw.execute(
+            """
         SELECT ':' || s.value, end - start FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId
         WHERE eventType = 59 AND e.start > (SELECT min(end) FROM NVTX_EVENTS WHERE textId = e2.id)
         AND e.start < (SELECT end FROM NVTX_EVENTS WHERE textId = e2.id ORDER BY end LIMIT 1 OFFSET 1)
-        """.replace("e2.id", "(SELECT id FROM StringIds WHERE value = 'step')")).fetchall())
-    assert {k: (v["Instances"], v["Total Time (ns)"]) for k, v in rows.items()} == {k: (1, v) for k, v in second.items()}
+        """.replace("e2.id", "(SELECT id FROM StringIds WHERE value = 'step')")
+        ).fetchall()
+    )
+    assert {k: (v["Instances"], v["Total Time (ns)"]) for k, v in rows.items()} == {
+        k: (1, v) for k, v in second.items()
+    }
 
 
 def test_cpu_only_profile(cli, cpu_profile):
@@ -163,15 +214,23 @@ def test_cpu_only_profile(cli, cpu_profile):
     r = cli("stats", cpu_profile, "--report", "nvtx_sum", "--format", "json")
     assert r.code == 0, r.err
     rows = json.loads(r.out)
-    assert [(x["Style"], x["Range"], x["Instances"]) for x in rows] == [("PushPop", ":run", 4), ("PushPop", ":inner", 4)]
+    assert [(x["Style"], x["Range"], x["Instances"]) for x in rows] == [
+        ("PushPop", ":run", 4),
+        ("PushPop", ":inner", 4),
+    ]
     d = ProfileData.open(cpu_profile)
     try:
         durs = [x[0] for x in d.con.execute("SELECT end_ns - start_ns FROM phases WHERE name = 'run'").fetchall()]
     finally:
         d.close()
     assert rows[0]["Total Time (ns)"] == sum(durs) and rows[0]["Min (ns)"] == min(durs)
-    for name in ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
-                 "cuda_gpu_trace"):
+    for name in (
+        "cuda_gpu_kern_sum",
+        "cuda_api_sum",
+        "cuda_gpu_mem_time_sum",
+        "cuda_gpu_mem_size_sum",
+        "cuda_gpu_trace",
+    ):
         r = cli("stats", cpu_profile, "--report", name)
         assert r.code == 2 and "has no" in r.err, (name, r.err)
     r = cli("stats", cpu_profile, "--format", "json")
@@ -184,11 +243,23 @@ def test_whole_command_range_is_not_an_nvtx_range(tmp_path):
     """dlscope's bookkeeping ranges (domains 'process' and 'trace') are left out; an NVTX domain
     that happens to be called 'process' is not."""
     b = ProfileBuilder()
-    b.add("phases", pa.table({
-        "rank": [0, 0, 0, 0], "pid": [1, 1, 1, 1], "tid": [1, 1, 2, 1], "start_ns": [0, 10, 20, 5],
-        "end_ns": [1000, 30, 50, 900], "name": ["python train.py", "load", "work", "cupti window"],
-        "kind": ["range"] * 4, "source": ["dlscope", "dlscope", "nvtx", "dlscope"],
-        "domain": ["process", None, "process", "trace"], "style": [None, None, "startend", None]}))
+    b.add(
+        "phases",
+        pa.table(
+            {
+                "rank": [0, 0, 0, 0],
+                "pid": [1, 1, 1, 1],
+                "tid": [1, 1, 2, 1],
+                "start_ns": [0, 10, 20, 5],
+                "end_ns": [1000, 30, 50, 900],
+                "name": ["python train.py", "load", "work", "cupti window"],
+                "kind": ["range"] * 4,
+                "source": ["dlscope", "dlscope", "nvtx", "dlscope"],
+                "domain": ["process", None, "process", "trace"],
+                "style": [None, None, "startend", None],
+            }
+        ),
+    )
     b.write(tmp_path / "p.dlscope", Meta(source="test"))
     d = ProfileData.open(tmp_path / "p.dlscope")
     try:
@@ -196,12 +267,20 @@ def test_whole_command_range_is_not_an_nvtx_range(tmp_path):
     finally:
         d.close()
     assert [(r["Style"], r["Range"], r["Total Time (ns)"]) for r in rows] == [
-        ("StartEnd", "process:work", 30), ("PushPop", ":load", 20)]
+        ("StartEnd", "process:work", 30),
+        ("PushPop", ":load", 20),
+    ]
 
 
-@pytest.mark.parametrize("selection", [Selection(), Selection(key_node="step"),
-                                       Selection(iter_start=1, iter_stop=2, key_node="train_step"),
-                                       Selection(iter_start=90, key_node="step")])
+@pytest.mark.parametrize(
+    "selection",
+    [
+        Selection(),
+        Selection(key_node="step"),
+        Selection(iter_start=1, iter_stop=2, key_node="train_step"),
+        Selection(iter_start=90, key_node="step"),
+    ],
+)
 def test_every_report_runs_on_the_nsys_profile(profile, selection):
     d = ProfileData(open_profile(profile), selection)
     try:
@@ -216,13 +295,18 @@ def test_every_report_runs_on_the_nsys_profile(profile, selection):
 def test_half_up_is_sqlite_round():
     f = half_up(1)
     assert [f(x) for x in (1418.75, 2784.25, 0.25, 65.0, 7803799.149999, 0.04999)] == [
-        "1418.8", "2784.3", "0.3", "65.0", "7803799.1", "0.0"]
+        "1418.8",
+        "2784.3",
+        "0.3",
+        "65.0",
+        "7803799.1",
+        "0.0",
+    ]
     assert f(None) == "" and megabytes(3)(33.554432) == "33.554"
 
 
 def test_api_name_rule():
-    names = ["cudaLaunchKernel_v7000", "cudaStreamIsCapturing_v10000", "cuGetProcAddress_v2", "cudaMalloc",
-             "x_v12"]
+    names = ["cudaLaunchKernel_v7000", "cudaStreamIsCapturing_v10000", "cuGetProcAddress_v2", "cudaMalloc", "x_v12"]
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT unnest($1) AS name, generate_subscripts($1, 1) AS i", [names])
     got = [r[0] for r in con.execute(f"SELECT {api_name_sql('name')} FROM t ORDER BY i").fetchall()]
@@ -234,22 +318,43 @@ def test_reports_on_a_sparse_profile(tmp_path):
     correlation ids) still gets every nsys report, with empty cells where data is missing."""
     b = ProfileBuilder()
     b.add("kernels", pa.table({"rank": [0, 0], "start_ns": [100, 300], "end_ns": [200, 350], "name": ["k", "k"]}))
-    b.add("memcpy", pa.table({"rank": [0], "start_ns": [150], "end_ns": [160], "bytes": [4096],
-                              "copy_kind": ["unknown"]}))
+    b.add(
+        "memcpy", pa.table({"rank": [0], "start_ns": [150], "end_ns": [160], "bytes": [4096], "copy_kind": ["unknown"]})
+    )
     b.add("memset", pa.table({"rank": [0], "start_ns": [170], "end_ns": [170], "bytes": [0]}))
-    b.add("api", pa.table({"rank": [0], "start_ns": [90], "end_ns": [95], "name": ["cuLaunchKernel"],
-                           "kind": ["driver"]}))
+    b.add(
+        "api", pa.table({"rank": [0], "start_ns": [90], "end_ns": [95], "name": ["cuLaunchKernel"], "kind": ["driver"]})
+    )
     b.write(tmp_path / "s.dlscope", Meta(source="test"))
     d = ProfileData.open(tmp_path / "s.dlscope")
     try:
-        out = {n: REPORTS[n].compute(d) for n in ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum",
-                                                   "cuda_gpu_mem_size_sum", "cuda_gpu_trace")}
+        out = {
+            n: REPORTS[n].compute(d)
+            for n in (
+                "cuda_gpu_kern_sum",
+                "cuda_api_sum",
+                "cuda_gpu_mem_time_sum",
+                "cuda_gpu_mem_size_sum",
+                "cuda_gpu_trace",
+            )
+        }
         assert REPORTS["nvtx_sum"].missing(d) == "the profile has no phases data"
     finally:
         d.close()
     k = out["cuda_gpu_kern_sum"].table.to_pylist()
-    assert k == [{"Time (%)": 100.0, "Total Time (ns)": 150, "Instances": 2, "Avg (ns)": 75.0, "Med (ns)": 75.0,
-                  "Min (ns)": 50, "Max (ns)": 100, "StdDev (ns)": pytest.approx(35.35533905932738), "Name": "k"}]
+    assert k == [
+        {
+            "Time (%)": 100.0,
+            "Total Time (ns)": 150,
+            "Instances": 2,
+            "Avg (ns)": 75.0,
+            "Med (ns)": 75.0,
+            "Min (ns)": 50,
+            "Max (ns)": 100,
+            "StdDev (ns)": pytest.approx(35.35533905932738),
+            "Name": "k",
+        }
+    ]
     ops = [r["Operation"] for r in out["cuda_gpu_mem_time_sum"].table.to_pylist()]
     assert ops == ["[CUDA memcpy Unknown]", "[CUDA memset]"]
     trace = out["cuda_gpu_trace"].table.to_pylist()
@@ -284,8 +389,9 @@ def test_reports_on_a_kineto_profile(cli, kineto_profile, kineto_events):
         by_cat.setdefault(e.get("cat"), []).append(e)
     kern = _json(cli, kineto_profile, "cuda_gpu_kern_sum")
     assert sum(r["Instances"] for r in kern) == len(by_cat["kernel"])
-    assert sum(r["Total Time (ns)"] for r in kern) == pytest.approx(sum(e["dur"] for e in by_cat["kernel"]) * 1e3,
-                                                                    abs=len(by_cat["kernel"]))
+    assert sum(r["Total Time (ns)"] for r in kern) == pytest.approx(
+        sum(e["dur"] for e in by_cat["kernel"]) * 1e3, abs=len(by_cat["kernel"])
+    )
     api = {r["Name"]: r for r in _json(cli, kineto_profile, "cuda_api_sum")}
     launches = [e for e in by_cat["cuda_runtime"] if e["name"] == "cudaLaunchKernel"]
     assert api["cudaLaunchKernel"]["Num Calls"] == len(launches)
@@ -311,8 +417,11 @@ def test_kineto_profile_step_selection(cli, kineto_profile, kineto_events):
     JSON's own correlation ids."""
     step3 = next(e for e in kineto_events if e.get("name") == "ProfilerStep#3")
     lo, hi = step3["ts"], step3["ts"] + step3["dur"]
-    launched = {e["args"]["correlation"] for e in kineto_events
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and lo <= e["ts"] < hi}
+    launched = {
+        e["args"]["correlation"]
+        for e in kineto_events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and lo <= e["ts"] < hi
+    }
     exp = sum(1 for e in kineto_events if e.get("cat") == "kernel" and e["args"]["correlation"] in launched)
     kern = _json(cli, kineto_profile, "cuda_gpu_kern_sum", "--iter-start", "3", "--iter-stop", "3")
     assert sum(r["Instances"] for r in kern) == exp > 0
@@ -340,11 +449,14 @@ def test_two_ranks_add_up(cli, tmp_path):
 
 
 # traces written by others that stress the reports: AMD, MTIA, CPU-only, no phases, Triton, event syncs
-CORPUS_SAMPLE = ("amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-                 "mtia_trace_single_rank/mtia_rank_0.json.gz",
-                 "cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
-                 "trace_file_list/inference_rank_1.json.gz", "triton_example/triton_example.json.gz",
-                 "critical_path/cuda_event_sync/event_sync_trace.json.gz")
+CORPUS_SAMPLE = (
+    "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "mtia_trace_single_rank/mtia_rank_0.json.gz",
+    "cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",
+    "trace_file_list/inference_rank_1.json.gz",
+    "triton_example/triton_example.json.gz",
+    "critical_path/cuda_event_sync/event_sync_trace.json.gz",
+)
 
 
 @pytest.mark.parametrize("name", CORPUS_SAMPLE)

@@ -48,8 +48,9 @@ def run_steps(tmp_path, fake_module, n_steps=6, pre_ms=300, run_ms=500):
     """A program alternating a CPU 'preprocess' and a GPU 'run' phase on a fake clock, sampled by
     a fake GPU that is busy exactly during 'run'. Returns the profile path."""
     clock = FakeClock(10**9)
-    session = Session(tmp_path / "p.dlscope", Settings(), owner="api", collectors=[], clock=clock,
-                      wall_clock=clock.wall)
+    session = Session(
+        tmp_path / "p.dlscope", Settings(), owner="api", collectors=[], clock=clock, wall_clock=clock.wall
+    )
     prof = api.Profile(session)
     prof.start()
     gpu = FakeGpu()
@@ -64,8 +65,13 @@ def run_steps(tmp_path, fake_module, n_steps=6, pre_ms=300, run_ms=500):
     for _ in range(n_steps):
         with prof.phase("preprocess"):
             spend(pre_ms)
-        gpu.segments.append((clock.t, clock.t + run_ms * MS,
-                             {"sm_active": 85.0, "tensor_active": 60.0, "gpu_util": 99.0, "pcie_rx": 1e8}))
+        gpu.segments.append(
+            (
+                clock.t,
+                clock.t + run_ms * MS,
+                {"sm_active": 85.0, "tensor_active": 60.0, "gpu_util": 99.0, "pcie_rx": 1e8},
+            )
+        )
         with prof.phase("run"):
             spend(run_ms)
         prof.step()
@@ -82,8 +88,11 @@ def test_samples_align_to_phases_and_steps(tmp_path, fake_module):
     start = q(con, "SELECT min(start_ns) FROM phases")[0][0]
     assert first == start == EPOCH0 + 10**9
     # every sample got the step whose interval holds it
-    bad = q(con, """SELECT count(*) FROM counters c JOIN steps s ON c.step = s.step
-                    WHERE c.ts_ns < s.start_ns OR c.ts_ns >= s.end_ns""")[0][0]
+    bad = q(
+        con,
+        """SELECT count(*) FROM counters c JOIN steps s ON c.step = s.step
+                    WHERE c.ts_ns < s.start_ns OR c.ts_ns >= s.end_ns""",
+    )[0][0]
     assert bad == 0
 
     data = ProfileData.open(path)
@@ -134,8 +143,9 @@ def test_short_phases_are_flagged(tmp_path, fake_module):
 
 def test_thread_mode_in_the_dlscope_parent(tmp_path, fake_module):
     fake_module(FakeNvml(time.perf_counter_ns, [FakeGpu(gpm=False, name="Tesla T4", cc=(7, 5))]))
-    session = Session(tmp_path / "t.dlscope", Settings(nvml_module=FAKE), owner="cli-parent",
-                      collectors=[NvmlCollector])
+    session = Session(
+        tmp_path / "t.dlscope", Settings(nvml_module=FAKE), owner="cli-parent", collectors=[NvmlCollector]
+    )
     session.start()
     time.sleep(0.4)
     session.stop()
@@ -225,8 +235,7 @@ def test_killed_program_keeps_samples_and_the_helper_stops(tmp_path):
 
 def test_nvml_unavailable_is_recorded_and_shown(tmp_path, fake_module, cli):
     fake_module(FakeNvml(time.perf_counter_ns, init_error=9))
-    session = Session(tmp_path / "u.dlscope", Settings(nvml_module=FAKE), owner="api",
-                      collectors=[NvmlCollector])
+    session = Session(tmp_path / "u.dlscope", Settings(nvml_module=FAKE), owner="api", collectors=[NvmlCollector])
     # thread mode is what the dlscope parent uses; the api's helper would report the same
     session.owner = "cli-parent"
     session.start()

@@ -22,8 +22,10 @@ def read(spool_dir, pid=1):
     t, code, v, torn = counter_spool.read_samples(counter_spool.spool_path(spool_dir, pid))
     assert not torn
     metrics = list(nvml_api.ALL_METRICS)
-    return [(int(a), int(c) // counter_spool.MAX_METRICS, metrics[int(c) % counter_spool.MAX_METRICS], float(x))
-            for a, c, x in zip(t, code, v)]
+    return [
+        (int(a), int(c) // counter_spool.MAX_METRICS, metrics[int(c) % counter_spool.MAX_METRICS], float(x))
+        for a, c, x in zip(t, code, v)
+    ]
 
 
 def make(tmp_path, clock, gpus, **kw):
@@ -72,8 +74,10 @@ def test_gpm_pairs_are_at_least_100ms_apart_and_exact_averages(tmp_path):
     clock = FakeClock(10**9)
     t0 = clock.t
     # tensor work switches on and off at times unrelated to the sampling grid
-    segs = [(t0 + 130 * MS, t0 + 370 * MS, {"sm_active": 90.0, "tensor_active": 60.0, "pcie_rx": 5e9}),
-            (t0 + 610 * MS, t0 + 640 * MS, {"sm_active": 40.0})]
+    segs = [
+        (t0 + 130 * MS, t0 + 370 * MS, {"sm_active": 90.0, "tensor_active": 60.0, "pcie_rx": 5e9}),
+        (t0 + 610 * MS, t0 + 640 * MS, {"sm_active": 40.0}),
+    ]
     fake, s = make(tmp_path, clock, [FakeGpu(segments=segs)], gpm_interval_ms=20)  # asks for less than 100
     drive(s, clock, t0 + 2000 * MS, [30 * MS, 7 * MS, 41 * MS, 13 * MS])
     pairs = fake.gpm_pairs
@@ -143,10 +147,13 @@ def test_several_gpus_and_visible_devices(tmp_path):
         nvml_api.open_gpus(fake, "7")
 
 
-@pytest.mark.parametrize("env, match", [
-    ({"CUDA_VISIBLE_DEVICES": ""}, "no GPU is visible"),
-    ({"CUDA_VISIBLE_DEVICES": "-1"}, "no GPU is visible"),
-])
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"CUDA_VISIBLE_DEVICES": ""}, "no GPU is visible"),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, "no GPU is visible"),
+    ],
+)
 def test_precheck_hidden_gpus(env, match):
     assert match in (nvml_api.precheck(env) or "")
 

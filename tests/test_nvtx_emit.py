@@ -51,8 +51,14 @@ def fake_nvtx(monkeypatch) -> Domain:
 
 
 def run(tmp_path, clock, nvtx: bool) -> Session:
-    s = Session(tmp_path / "n.dlscope", Settings(nvtx=nvtx), owner="api", collectors=[NvtxEmitter], clock=clock,
-                wall_clock=clock.wall)
+    s = Session(
+        tmp_path / "n.dlscope",
+        Settings(nvtx=nvtx),
+        owner="api",
+        collectors=[NvtxEmitter],
+        clock=clock,
+        wall_clock=clock.wall,
+    )
     prof = api.Profile(s)
     with prof:
         for _ in range(2):
@@ -69,15 +75,30 @@ def test_phases_and_steps_become_nvtx_ranges(tmp_path, monkeypatch):
     clock = FakeClock()
     s = run(tmp_path, clock, nvtx=True)
     assert d.calls == [
-        ("start", "step 0"), ("push", "outer"), ("push", "inner"), ("pop", ""), ("pop", ""), ("end", "step 0"),
-        ("start", "step 1"), ("push", "outer"), ("push", "inner"), ("pop", ""), ("pop", ""), ("end", "step 1"),
-        ("start", "step 2"), ("end", "step 2"),
+        ("start", "step 0"),
+        ("push", "outer"),
+        ("push", "inner"),
+        ("pop", ""),
+        ("pop", ""),
+        ("end", "step 0"),
+        ("start", "step 1"),
+        ("push", "outer"),
+        ("push", "inner"),
+        ("pop", ""),
+        ("pop", ""),
+        ("end", "step 1"),
+        ("start", "step 2"),
+        ("end", "step 2"),
     ]
     assert s.recorder.range_class.__name__.startswith("Nvtx")
     # dlscope's own recording is unchanged
     con = attach(open_profile(tmp_path / "n.dlscope"))
     assert q(con, "SELECT name, end_ns - start_ns FROM phases ORDER BY start_ns, depth") == [
-        ("outer", 15), ("inner", 5), ("outer", 15), ("inner", 5)]
+        ("outer", 15),
+        ("inner", 5),
+        ("outer", 15),
+        ("inner", 5),
+    ]
     assert open_profile(tmp_path / "n.dlscope").meta.collectors["nvtx"].status == "ok"
 
 

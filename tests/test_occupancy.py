@@ -29,8 +29,13 @@ HOOKS = DATA / "advice_truth_hooks"
 OPT_IN_SHARED = 48 * 1024
 
 
-@pytest.mark.parametrize("trace", ["critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-                                   "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+        "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ],
+)
 def test_blocks_per_sm_give_the_occupancy_cupti_computed(trace):
     """Kineto writes each kernel's "est. achieved occupancy %": min(blocks an SM holds, blocks per
     SM of the grid) x threads per block / the SM's threads, from CUDA's occupancy calculator. Ours
@@ -41,15 +46,25 @@ def test_blocks_per_sm_give_the_occupancy_cupti_computed(trace):
     assert limits.threads == props["maxThreadsPerMultiprocessor"]
     assert limits.registers == props["regsPerMultiprocessor"]
     assert limits.shared_bytes == props["sharedMemPerMultiprocessor"]
-    rows = [(math.prod(a["block"]), a["registers per thread"], a["shared memory"], a["blocks per SM"],
-             a["est. achieved occupancy %"])
-            for e in d["traceEvents"] if e.get("cat") == "kernel" and "est. achieved occupancy %" in (a := e["args"])
-            and a["shared memory"] <= OPT_IN_SHARED]
+    rows = [
+        (
+            math.prod(a["block"]),
+            a["registers per thread"],
+            a["shared memory"],
+            a["blocks per SM"],
+            a["est. achieved occupancy %"],
+        )
+        for e in d["traceEvents"]
+        if e.get("cat") == "kernel"
+        and "est. achieved occupancy %" in (a := e["args"])
+        and a["shared memory"] <= OPT_IN_SHARED
+    ]
     con = duckdb.connect()
     con.execute("CREATE TABLE k (threads INT, regs INT, smem BIGINT, grid_per_sm DOUBLE, cupti DOUBLE)")
     con.executemany("INSERT INTO k VALUES (?, ?, ?, ?, ?)", rows)
-    got = con.execute(f"SELECT threads, grid_per_sm, cupti, {blocks_per_sm_sql(limits, 'threads', 'regs', 'smem')} "
-                      "FROM k").fetchall()
+    got = con.execute(
+        f"SELECT threads, grid_per_sm, cupti, {blocks_per_sm_sql(limits, 'threads', 'regs', 'smem')} FROM k"
+    ).fetchall()
     shapes = {r[:3] for r in rows}
     assert len(got) >= 50 and len(shapes) >= 10
     limited = 0
@@ -66,9 +81,16 @@ def test_hand_computed_occupancy_on_an_h100():
     warps = 2 blocks of 8 warps; 48 KiB of shared memory plus 1 KiB reserved: 233,472 / 50,176 = 4."""
     con = duckdb.connect()
     h100 = SM_LIMITS["9.0"]
-    for (threads, regs, smem), want in {(256, 32, 0): 8, (256, 128, 0): 2, (128, 32, 48 * 1024): 4,
-                                        (1024, 255, 0): 0, (32, 16, 0): 32}.items():
-        assert con.execute(f"SELECT {blocks_per_sm_sql(h100, str(threads), str(regs), str(smem))}").fetchone()[0] == want
+    for (threads, regs, smem), want in {
+        (256, 32, 0): 8,
+        (256, 128, 0): 2,
+        (128, 32, 48 * 1024): 4,
+        (1024, 255, 0): 0,
+        (32, 16, 0): 32,
+    }.items():
+        assert (
+            con.execute(f"SELECT {blocks_per_sm_sql(h100, str(threads), str(regs), str(smem))}").fetchone()[0] == want
+        )
 
 
 def _gpu_per_window(path: Path, factor: int | None) -> float:
@@ -140,9 +162,14 @@ def test_damaged_launch_shapes_scale_linearly():
     con.execute("""CREATE TABLE k (grid_x INT, grid_y INT, grid_z INT, block_x INT, block_y INT, block_z INT,
                                    registers INT, shared_bytes BIGINT)""")
     big = 2**31 - 1
-    rows = [(big, big, big, big, big, big, big, 2**63 - 1), (-4, 1, 1, 256, 1, 1, 32, 0),
-            (4, 1, 1, 0, 1, 1, 32, 0), (None, 1, 1, 256, 1, 1, 32, 0), (4, 1, 1, 256, 1, 1, -5, -9),
-            (132 * 8, 1, 1, 256, 1, 1, 32, 0)]
+    rows = [
+        (big, big, big, big, big, big, big, 2**63 - 1),
+        (-4, 1, 1, 256, 1, 1, 32, 0),
+        (4, 1, 1, 0, 1, 1, 32, 0),
+        (None, 1, 1, 256, 1, 1, 32, 0),
+        (4, 1, 1, 256, 1, 1, -5, -9),
+        (132 * 8, 1, 1, 256, 1, 1, 32, 0),
+    ]
     con.executemany("INSERT INTO k VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     got = [r[0] for r in con.execute(f"SELECT {wave_factor_sql(Device(132, SM_LIMITS['9.0']), 2)} FROM k").fetchall()]
     assert got[:4] == [2, 2, 2, 2]
@@ -159,8 +186,15 @@ def test_amd_gpus_are_not_read_as_nvidia_ones(tmp_path, cli):
     assert {d.get("compute_capability") for d in data.meta.devices} == {"9.0"}
     assert profile_device(data) is None
     a100 = tmp_path / "a100.dlscope"
-    assert cli("import", HTA / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz",
-               "-o", a100).code == 0
+    assert (
+        cli(
+            "import",
+            HTA / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz",
+            "-o",
+            a100,
+        ).code
+        == 0
+    )
     dev = profile_device(ProfileData.open(a100))
     assert dev is not None and dev.sms == 108 and dev.limits == SM_LIMITS["8.0"]
 

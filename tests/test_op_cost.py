@@ -28,11 +28,18 @@ def ok(c: OpCost | Unknown) -> OpCost:
 
 # ---- parsing -------------------------------------------------------------------------------------
 
+
 def test_parse_reads_tensors_scalars_lists_and_none():
-    args = parse('[[8,512,768],[],[],[768],[]]', '["c10::BFloat16","Scalar","","float","ScalarList"]',
-                 '["","1","","","[0, 1]"]')
-    assert args == [Arg("tensor", (8, 512, 768), "bfloat16"), Arg("value", value="1"), Arg("none"),
-                    Arg("tensor", (768,), "float32"), Arg("value", value="[0, 1]")]
+    args = parse(
+        "[[8,512,768],[],[],[768],[]]", '["c10::BFloat16","Scalar","","float","ScalarList"]', '["","1","","","[0, 1]"]'
+    )
+    assert args == [
+        Arg("tensor", (8, 512, 768), "bfloat16"),
+        Arg("value", value="1"),
+        Arg("none"),
+        Arg("tensor", (768,), "float32"),
+        Arg("value", value="[0, 1]"),
+    ]
     # a 0-D tensor (a wrapped Python number) is a tensor of one element
     z = parse("[[]]", '["longint"]')
     assert z == [Arg("tensor", (), "int64")] and z[0].numel == 1 and z[0].nbytes == 8
@@ -52,6 +59,7 @@ def test_parse_tensor_lists_kineto_and_execution_trace():
 
 # ---- matrix products: 2*M*N*K, operands read and product written once ---------------------------
 
+
 def test_gemm_family_by_hand():
     c = ok(cost("aten::mm", [[4096, 768], [768, 3072]], ["c10::BFloat16"] * 2))
     assert c.flops == 2 * 4096 * 3072 * 768
@@ -62,8 +70,9 @@ def test_gemm_family_by_hand():
     assert c.bytes == (3072 + 4096 * 768 + 768 * 3072 + 4096 * 3072) * 4
     c = ok(cost("aten::bmm", [[96, 512, 64], [96, 64, 512]], ["c10::Half"] * 2))
     assert c.flops == 2 * 96 * 512 * 512 * 64 and c.bytes == 96 * (512 * 64 * 2 + 512 * 512) * 2
-    c = ok(cost("aten::baddbmm", [[96, 512, 512], [96, 512, 64], [96, 64, 512], [], []],
-                ["float"] * 3 + ["Scalar"] * 2))
+    c = ok(
+        cost("aten::baddbmm", [[96, 512, 512], [96, 512, 64], [96, 64, 512], [], []], ["float"] * 3 + ["Scalar"] * 2)
+    )
     assert c.flops == 2 * 96 * 512 * 512 * 64 and c.bytes == 96 * (512 * 512 * 2 + 512 * 64 * 2) * 4
     # linear: input [..., K], weight [N, K]
     c = ok(cost("aten::linear", [[8, 512, 768], [3072, 768], [3072]], ["float"] * 3))
@@ -78,8 +87,17 @@ def test_gemm_family_by_hand():
 
 
 def test_fp8_scaled_mm_reads_its_output_dtype():
-    shapes, types = [[64, 128], [128, 32], [], [], [], [], [], []], \
-        ["c10::Float8_e4m3fn"] * 2 + ["float"] * 2 + ["", "", "Scalar", "Scalar"]
+    shapes, types = (
+        [[64, 128], [128, 32], [], [], [], [], [], []],
+        ["c10::Float8_e4m3fn"] * 2
+        + ["float"] * 2
+        + [
+            "",
+            "",
+            "Scalar",
+            "Scalar",
+        ],
+    )
     c = ok(cost("aten::_scaled_mm", shapes, types, ["", "", "", "", "", "", "15", "False"]))
     assert c.dtype == "float8_e4m3fn" and c.flops == 2 * 64 * 32 * 128
     assert c.bytes == 64 * 128 + 128 * 32 + 4 + 4 + 64 * 32 * 2  # bf16 out (ScalarType 15)
@@ -88,18 +106,27 @@ def test_fp8_scaled_mm_reads_its_output_dtype():
 
 # ---- convolutions --------------------------------------------------------------------------------
 
+
 def test_convolution_forward_from_stride_and_padding():
     # ResNet-50's stem as cuDNN's op records it: (self, weight, padding, stride, dilation, groups, ...)
-    c = ok(cost("aten::cudnn_convolution", [[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
-                ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
-                ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"]))
+    c = ok(
+        cost(
+            "aten::cudnn_convolution",
+            [[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
+            ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
+            ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"],
+        )
+    )
     out = 64 * 64 * 112 * 112
     assert c.flops == 2 * out * 3 * 7 * 7
     assert c.bytes == (64 * 3 * 224 * 224 + 64 * 3 * 7 * 7 + out) * 4
     assert "out=[64, 64, 112, 112]" in c.detail
     # the same without the argument values: unknown, never guessed
-    u = cost("aten::cudnn_convolution", [[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
-             ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"])
+    u = cost(
+        "aten::cudnn_convolution",
+        [[64, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7,
+        ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
+    )
     assert isinstance(u, Unknown) and "not recorded" in u.reason
 
 
@@ -119,26 +146,50 @@ def test_convolution_backward_counts_the_gradients_asked_for():
 
 # ---- attention -----------------------------------------------------------------------------------
 
+
 def test_attention_by_hand_and_causal_halves():
     q = [8, 12, 512, 64]
     types = ["c10::BFloat16"] * 3 + ["", "Scalar", "Scalar", "", "Scalar"]
-    full = ok(cost("aten::scaled_dot_product_attention", [q, q, q] + [[]] * 5, types,
-                   ["", "", "", "", "0.", "False", "", "False"]))
+    full = ok(
+        cost(
+            "aten::scaled_dot_product_attention",
+            [q, q, q] + [[]] * 5,
+            types,
+            ["", "", "", "", "0.", "False", "", "False"],
+        )
+    )
     assert full.flops == 4 * 96 * 512 * 512 * 64
     assert full.bytes == 4 * 96 * 512 * 64 * 2  # q, k, v read; out written
-    causal = ok(cost("aten::scaled_dot_product_attention", [q, q, q] + [[]] * 5, types,
-                     ["", "", "", "", "0.", "True", "", "False"]))
+    causal = ok(
+        cost(
+            "aten::scaled_dot_product_attention",
+            [q, q, q] + [[]] * 5,
+            types,
+            ["", "", "", "", "0.", "True", "", "False"],
+        )
+    )
     assert causal.flops * 2 == full.flops and "causal" in causal.detail
     assert isinstance(cost("aten::scaled_dot_product_attention", [q, q, q] + [[]] * 5, types), Unknown)
     # (batch, seq, heads, dim): the memory-efficient kernel, causal from custom_mask_type
     s = [8, 512, 12, 64]
-    eff = ok(cost("aten::_efficient_attention_forward", [s, s, s] + [[]] * 11,
-                  ["float"] * 3 + [""] * 5 + ["Scalar"] * 3 + [""] * 3,
-                  ["", "", "", "", "", "", "", "", "0.", "1", "True", "", "", ""]))
+    eff = ok(
+        cost(
+            "aten::_efficient_attention_forward",
+            [s, s, s] + [[]] * 11,
+            ["float"] * 3 + [""] * 5 + ["Scalar"] * 3 + [""] * 3,
+            ["", "", "", "", "", "", "", "", "0.", "1", "True", "", "", ""],
+        )
+    )
     assert eff.flops == full.flops // 2
     # grouped-query attention: the query's heads count; a longer key (s_k != s_q) keeps the masked share
-    gqa = ok(cost("aten::scaled_dot_product_attention", [[2, 8, 16, 32], [2, 2, 64, 32], [2, 2, 64, 32]] + [[]] * 5,
-                  types, ["", "", "", "", "0.", "False", "", "True"]))
+    gqa = ok(
+        cost(
+            "aten::scaled_dot_product_attention",
+            [[2, 8, 16, 32], [2, 2, 64, 32], [2, 2, 64, 32]] + [[]] * 5,
+            types,
+            ["", "", "", "", "0.", "False", "", "True"],
+        )
+    )
     assert gqa.flops == 4 * 16 * 16 * 64 * 32
 
 
@@ -162,43 +213,81 @@ def test_causal_share_with_different_lengths():
 def test_damaged_shapes_are_unknown_not_overflowing():
     huge = cost("aten::mm", [[2**40, 2**40], [2**40, 2**40]], ["float", "float"])
     assert isinstance(huge, Unknown) and "too large" in huge.reason
-    zero = cost("aten::cudnn_convolution", [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7,
-                ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
-                ["", "", "[1, 1]", "[0, 0]", "[1, 1]", "1", "False", "False", "True"])
+    zero = cost(
+        "aten::cudnn_convolution",
+        [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7,
+        ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "[1, 1]", "[0, 0]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert isinstance(zero, Unknown)  # stride 0
 
 
 def test_variable_length_attention_is_unknown():
-    u = cost("aten::_efficient_attention_forward", [[1, 300, 12, 64]] * 3 + [[], [5], [5]] + [[]] * 8,
-             ["float"] * 3 + ["", "int", "int"] + [""] * 2 + ["Scalar"] * 3 + [""] * 3,
-             ["", "", "", "", "", "", "", "", "0.", "0", "True", "", "", ""])
+    u = cost(
+        "aten::_efficient_attention_forward",
+        [[1, 300, 12, 64]] * 3 + [[], [5], [5]] + [[]] * 8,
+        ["float"] * 3 + ["", "int", "int"] + [""] * 2 + ["Scalar"] * 3 + [""] * 3,
+        ["", "", "", "", "", "", "", "", "0.", "0", "True", "", "", ""],
+    )
     assert isinstance(u, Unknown) and "variable-length" in u.reason
 
 
 # ---- norms, softmax, embedding, elementwise, reductions, optimizer ------------------------------
 
+
 def test_norms_softmax_embedding_by_hand():
     n = 8 * 512 * 768
-    ln = ok(cost("aten::native_layer_norm", [[8, 512, 768], [], [768], [768], []],
-                 ["float", "ScalarList", "float", "float", "Scalar"]))
+    ln = ok(
+        cost(
+            "aten::native_layer_norm",
+            [[8, 512, 768], [], [768], [768], []],
+            ["float", "ScalarList", "float", "float", "Scalar"],
+        )
+    )
     assert ln.flops == 5 * n and ln.bytes == 2 * n * 4 + 2 * 768 * 4 + 2 * 4096 * 4 and not ln.matrix
-    lnb = ok(cost("aten::native_layer_norm_backward", [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768],
-                                                        [768], []],
-                  ["float"] * 2 + ["ScalarList"] + ["float"] * 4 + ["ScalarList"],
-                  ["", "", "[768]", "", "", "", "", "[True, True, True]"]))
+    lnb = ok(
+        cost(
+            "aten::native_layer_norm_backward",
+            [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []],
+            ["float"] * 2 + ["ScalarList"] + ["float"] * 4 + ["ScalarList"],
+            ["", "", "[768]", "", "", "", "", "[True, True, True]"],
+        )
+    )
     assert lnb.bytes == (2 * n + 2 * 4096 + 768) * 4 + (n + 2 * 768) * 4
     sm = ok(cost("aten::_softmax", [[4096, 50304], [], []], ["c10::BFloat16", "Scalar", "Scalar"], ["", "-1", "True"]))
     assert sm.bytes == 4096 * 50304 * (2 + 4)  # bf16 in, fp32 out (half_to_float)
-    smb = ok(cost("aten::_softmax_backward_data", [[64, 10], [64, 10], [], []], ["float", "float", "Scalar", "Scalar"],
-                  ["", "", "1", "6"]))
+    smb = ok(
+        cost(
+            "aten::_softmax_backward_data",
+            [[64, 10], [64, 10], [], []],
+            ["float", "float", "Scalar", "Scalar"],
+            ["", "", "1", "6"],
+        )
+    )
     assert smb.bytes == 3 * 640 * 4
-    emb = ok(cost("aten::embedding", [[50304, 768], [8, 512], [], [], []], ["float", "longint", "Scalar", "Scalar", "Scalar"]))
+    emb = ok(
+        cost(
+            "aten::embedding", [[50304, 768], [8, 512], [], [], []], ["float", "longint", "Scalar", "Scalar", "Scalar"]
+        )
+    )
     assert emb.flops == 0 and emb.bytes == 4096 * 8 + 2 * 4096 * 768 * 4
-    embb = ok(cost("aten::embedding_dense_backward", [[8, 512, 768], [8, 512], [], [], []],
-                   ["float", "longint", "Scalar", "Scalar", "Scalar"], ["", "", "50304", "-1", "False"]))
+    embb = ok(
+        cost(
+            "aten::embedding_dense_backward",
+            [[8, 512, 768], [8, 512], [], [], []],
+            ["float", "longint", "Scalar", "Scalar", "Scalar"],
+            ["", "", "50304", "-1", "False"],
+        )
+    )
     assert embb.bytes == n * 4 + 4096 * 8 + 50304 * 768 * 4
-    bn = ok(cost("aten::cudnn_batch_norm", [[64, 256, 14, 14], [256], [256], [256], [256], [], [], []],
-                 ["float"] * 5 + ["Scalar"] * 3, ["", "", "", "", "", "True", "0.1", "1e-05"]))
+    bn = ok(
+        cost(
+            "aten::cudnn_batch_norm",
+            [[64, 256, 14, 14], [256], [256], [256], [256], [], [], []],
+            ["float"] * 5 + ["Scalar"] * 3,
+            ["", "", "", "", "", "True", "0.1", "1e-05"],
+        )
+    )
     x = 64 * 256 * 14 * 14
     assert bn.flops == 5 * x and bn.bytes == 2 * x * 4 + 4 * 256 * 4 + 2 * 256 * 4
 
@@ -216,10 +305,18 @@ def test_elementwise_and_reductions_count_bytes():
     drop = ok(cost("aten::native_dropout", [[10, 10], [], []], ["float", "Scalar", "Scalar"]))
     assert drop.bytes == 400 + 400 + 100
     # reductions: over the recorded dims, or all of them
-    s = ok(cost("aten::sum", [[4096, 768], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[0]", "False", ""]))
+    s = ok(
+        cost("aten::sum", [[4096, 768], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[0]", "False", ""])
+    )
     assert s.bytes == (4096 * 768 + 768) * 4
-    k = ok(cost("aten::mean", [[64, 2048, 7, 7], [], [], []], ["float", "ScalarList", "Scalar", ""],
-                ["", "[-1, -2]", "True", ""]))
+    k = ok(
+        cost(
+            "aten::mean",
+            [[64, 2048, 7, 7], [], [], []],
+            ["float", "ScalarList", "Scalar", ""],
+            ["", "[-1, -2]", "True", ""],
+        )
+    )
     assert k.bytes == (64 * 2048 * 49 + 64 * 2048) * 4
     assert ok(cost("aten::sum", [[10, 10], []], ["float", ""])).bytes == 404
     assert isinstance(cost("aten::sum", [[4096, 768], [], [], []], ["float", "ScalarList", "Scalar", ""]), Unknown)
@@ -229,8 +326,13 @@ def test_optimizer_kernels_need_recorded_lists():
     # an execution trace records every tensor of a list: the fused AdamW's traffic by hand
     shapes = [[[768, 768], [768]]] * 4 + [[]] + [[[], []]] + [[]] * 9
     lst = "GenericList[Tensor(float),Tensor(float)]"
-    types = [lst] * 4 + ["GenericList[]", "GenericList[Tensor(float),Tensor(float)]"] + ["Double"] * 5 + ["Bool"] * 2 \
+    types = (
+        [lst] * 4
+        + ["GenericList[]", "GenericList[Tensor(float),Tensor(float)]"]
+        + ["Double"] * 5
+        + ["Bool"] * 2
         + ["None"] * 2
+    )
     adam = ok(cost("aten::_fused_adamw_", shapes, types))
     n = 768 * 768 + 768
     assert adam.bytes == n * 4 * (4 + 3) and adam.flops == 16 * n
@@ -244,13 +346,17 @@ def test_optimizer_kernels_need_recorded_lists():
 def test_unknown_ops_say_why():
     assert cost("aten::cat", [[[8, 512, 768]] * 3, []], ["TensorList", "Scalar"]).reason == "no model for aten::cat"
     assert op_cost("aten::mm", None).reason == "input shapes not recorded"
-    bad = cost("aten::cudnn_convolution", [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7,
-               ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
-               ["", "", "[x]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"])
+    bad = cost(
+        "aten::cudnn_convolution",
+        [[1, 3, 8, 8], [4, 3, 3, 3]] + [[]] * 7,
+        ["float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "[x]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert isinstance(bad, Unknown)
 
 
 # ---- against torch.utils.flop_counter ------------------------------------------------------------
+
 
 def _recorded(fn) -> list[tuple[str, OpCost | Unknown]]:
     """Run ``fn`` under torch.profiler (CPU, shapes recorded) and cost every op it recorded."""
@@ -275,7 +381,10 @@ def _recorded(fn) -> list[tuple[str, OpCost | Unknown]]:
 
         def text(key: str, a: dict = a) -> str | None:
             return json.dumps(a[key], separators=(",", ":")).replace(" ", "") if key in a else None
-        out.append((e["name"], op_cost(e["name"], parse(text("Input Dims"), text("Input type"), text("Concrete Inputs")))))
+
+        out.append(
+            (e["name"], op_cost(e["name"], parse(text("Input Dims"), text("Input type"), text("Concrete Inputs"))))
+        )
     return out
 
 
@@ -349,17 +458,29 @@ def test_attention_flops_equal_flop_counter_and_causal_is_half():
         c = A._scaled_dot_product_cudnn_attention(q, q, q, None, True, 0.0, causal)
         return {
             "aten::_scaled_dot_product_efficient_attention": lambda: A._scaled_dot_product_efficient_attention(
-                q, q, q, None, True, 0.0, causal),
-            "aten::_scaled_dot_product_flash_attention": lambda: A._scaled_dot_product_flash_attention(q, q, q, 0.0, causal),
+                q, q, q, None, True, 0.0, causal
+            ),
+            "aten::_scaled_dot_product_flash_attention": lambda: A._scaled_dot_product_flash_attention(
+                q, q, q, 0.0, causal
+            ),
             "aten::_scaled_dot_product_cudnn_attention": lambda: A._scaled_dot_product_cudnn_attention(
-                q, q, q, None, True, 0.0, causal),
-            "aten::_scaled_dot_product_efficient_attention_backward":
-                lambda: A._scaled_dot_product_efficient_attention_backward(o, q, q, q, None, o, lse, seed, off, 0.0,
-                                                                           [True, True, True, False], causal),
-            "aten::_scaled_dot_product_flash_attention_backward": lambda: A._scaled_dot_product_flash_attention_backward(
-                r[0], q, q, q, r[0], r[1], r[2], r[3], r[4], r[5], 0.0, causal, r[6], r[7]),
-            "aten::_scaled_dot_product_cudnn_attention_backward": lambda: A._scaled_dot_product_cudnn_attention_backward(
-                c[0], q, q, q, c[0], c[1], c[6], c[7], None, c[2], c[3], c[4], c[5], 0.0, causal),
+                q, q, q, None, True, 0.0, causal
+            ),
+            "aten::_scaled_dot_product_efficient_attention_backward": (
+                lambda: A._scaled_dot_product_efficient_attention_backward(
+                    o, q, q, q, None, o, lse, seed, off, 0.0, [True, True, True, False], causal
+                )
+            ),
+            "aten::_scaled_dot_product_flash_attention_backward": (
+                lambda: A._scaled_dot_product_flash_attention_backward(
+                    r[0], q, q, q, r[0], r[1], r[2], r[3], r[4], r[5], 0.0, causal, r[6], r[7]
+                )
+            ),
+            "aten::_scaled_dot_product_cudnn_attention_backward": (
+                lambda: A._scaled_dot_product_cudnn_attention_backward(
+                    c[0], q, q, q, c[0], c[1], c[6], c[7], None, c[2], c[3], c[4], c[5], 0.0, causal
+                )
+            ),
         }
 
     fwd = sdpa_flop_count(q.shape, q.shape, q.shape)
@@ -376,14 +497,26 @@ def test_attention_flops_equal_flop_counter_and_causal_is_half():
     fe = A._efficient_attention_forward(qs, qs, qs, None, None, None, None, None, 0.0, 0, True)
     ff = A._flash_attention_forward(qs, qs, qs, None, None, 64, 64, 0.0, False, False)
     kernels = {
-        "aten::_efficient_attention_forward": (fwd, lambda: A._efficient_attention_forward(
-            qs, qs, qs, None, None, None, None, None, 0.0, 1, True)),
-        "aten::_flash_attention_forward": (fwd, lambda: A._flash_attention_forward(
-            qs, qs, qs, None, None, 64, 64, 0.0, True, False)),
-        "aten::_efficient_attention_backward": (bwd, lambda: A._efficient_attention_backward(
-            fe[0], qs, qs, qs, None, fe[0], None, None, 64, 64, fe[1], 0.0, fe[2], fe[3], 1, False)),
-        "aten::_flash_attention_backward": (bwd, lambda: A._flash_attention_backward(
-            ff[0], qs, qs, qs, ff[0], ff[1], None, None, 64, 64, 0.0, True, ff[2], ff[3])),
+        "aten::_efficient_attention_forward": (
+            fwd,
+            lambda: A._efficient_attention_forward(qs, qs, qs, None, None, None, None, None, 0.0, 1, True),
+        ),
+        "aten::_flash_attention_forward": (
+            fwd,
+            lambda: A._flash_attention_forward(qs, qs, qs, None, None, 64, 64, 0.0, True, False),
+        ),
+        "aten::_efficient_attention_backward": (
+            bwd,
+            lambda: A._efficient_attention_backward(
+                fe[0], qs, qs, qs, None, fe[0], None, None, 64, 64, fe[1], 0.0, fe[2], fe[3], 1, False
+            ),
+        ),
+        "aten::_flash_attention_backward": (
+            bwd,
+            lambda: A._flash_attention_backward(
+                ff[0], qs, qs, qs, ff[0], ff[1], None, None, 64, 64, 0.0, True, ff[2], ff[3]
+            ),
+        ),
     }
     for name, (full, fn) in kernels.items():
         assert _model_counts(fn, (name,))[name] * 2 == full, name  # all called causal
@@ -401,9 +534,13 @@ def test_attention_on_a_real_module_on_the_cpu():
         mha(x, x, x, need_weights=False)[0].sum().backward()
 
     shape = (3, 4, 40, 16)
-    for name, full in (("aten::_scaled_dot_product_flash_attention_for_cpu", sdpa_flop_count(shape, shape, shape)),
-                       ("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-                        sdpa_backward_flop_count(shape, shape, shape, shape))):
+    for name, full in (
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", sdpa_flop_count(shape, shape, shape)),
+        (
+            "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+            sdpa_backward_flop_count(shape, shape, shape, shape),
+        ),
+    ):
         got = _model_counts(step, (name,))
         assert got == {name: full}, name
     # the projections around it: nn.MultiheadAttention's in- and out-projection GEMMs, as flop_counter counts

@@ -27,18 +27,23 @@ def iterations(doc) -> list[tuple[int, int, int]]:
     steps = ref.profiler_steps(doc)
     if steps:
         return steps
-    ends = sorted(ref.ns(doc, e["ts"]) + _dur(e) for e in ref.events(doc, "user_annotation")
-                  if e["name"].startswith("Optimizer.step#"))
-    first = min(ref.ns(doc, e["ts"]) for c in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
-                for e in ref.events(doc, c))
+    ends = sorted(
+        ref.ns(doc, e["ts"]) + _dur(e)
+        for e in ref.events(doc, "user_annotation")
+        if e["name"].startswith("Optimizer.step#")
+    )
+    first = min(
+        ref.ns(doc, e["ts"])
+        for c in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+        for e in ref.events(doc, c)
+    )
     return [(i, s, t) for i, (s, t) in enumerate(zip([first] + ends[:-1], ends))]
 
 
 def expected(name: str) -> dict[str, dict]:
     doc = ref.load(fixture_path(name))
     steps = iterations(doc)
-    ops = [e for e in ref.events(doc, "cpu_op")
-           if any(s <= ref.ns(doc, e["ts"]) < t for _, s, t in steps)]
+    ops = [e for e in ref.events(doc, "cpu_op") if any(s <= ref.ns(doc, e["ts"]) < t for _, s, t in steps)]
     own: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # External id -> [ns, kernels]
     for cat in GPU_CATS:
         for e in ref.events(doc, cat):
@@ -106,17 +111,35 @@ def test_op_sum_equals_plain_python(name, tmp_path_factory):
 
 def test_gpu_time_climbs_the_nesting(tmp_path):
     # linear > addmm (launches a kernel) ; linear also launches one itself
-    ops = [dict(pid=1, tid=1, start_ns=0, end_ns=100 * US, name="aten::linear", op_id=0, external_id=10),
-           dict(pid=1, tid=1, start_ns=10 * US, end_ns=50 * US, name="aten::addmm", op_id=1, external_id=11),
-           dict(pid=1, tid=2, start_ns=0, end_ns=5 * US, name="aten::empty", op_id=2, external_id=12)]
-    api = [dict(pid=1, tid=1, start_ns=20 * US, end_ns=21 * US, name="cudaLaunchKernel", correlation_id=1, external_id=11),
-           dict(pid=1, tid=1, start_ns=60 * US, end_ns=61 * US, name="cudaLaunchKernel", correlation_id=2, external_id=10)]
-    k = [dict(device=0, stream=7, start_ns=30 * US, end_ns=70 * US, name="gemm", correlation_id=1, external_id=11),
-         dict(device=0, stream=7, start_ns=70 * US, end_ns=75 * US, name="bias", correlation_id=2, external_id=10)]
-    m = [dict(device=0, stream=7, start_ns=80 * US, end_ns=82 * US, bytes=8, copy_kind="DtoD", correlation_id=3,
-              external_id=11)]
-    rows = {r["name"]: r for r in op_sum.compute(make_profile(tmp_path, ops=ops, api=api, kernels=k, memcpy=m))
-            .table.to_pylist()}
+    ops = [
+        dict(pid=1, tid=1, start_ns=0, end_ns=100 * US, name="aten::linear", op_id=0, external_id=10),
+        dict(pid=1, tid=1, start_ns=10 * US, end_ns=50 * US, name="aten::addmm", op_id=1, external_id=11),
+        dict(pid=1, tid=2, start_ns=0, end_ns=5 * US, name="aten::empty", op_id=2, external_id=12),
+    ]
+    api = [
+        dict(pid=1, tid=1, start_ns=20 * US, end_ns=21 * US, name="cudaLaunchKernel", correlation_id=1, external_id=11),
+        dict(pid=1, tid=1, start_ns=60 * US, end_ns=61 * US, name="cudaLaunchKernel", correlation_id=2, external_id=10),
+    ]
+    k = [
+        dict(device=0, stream=7, start_ns=30 * US, end_ns=70 * US, name="gemm", correlation_id=1, external_id=11),
+        dict(device=0, stream=7, start_ns=70 * US, end_ns=75 * US, name="bias", correlation_id=2, external_id=10),
+    ]
+    m = [
+        dict(
+            device=0,
+            stream=7,
+            start_ns=80 * US,
+            end_ns=82 * US,
+            bytes=8,
+            copy_kind="DtoD",
+            correlation_id=3,
+            external_id=11,
+        )
+    ]
+    rows = {
+        r["name"]: r
+        for r in op_sum.compute(make_profile(tmp_path, ops=ops, api=api, kernels=k, memcpy=m)).table.to_pylist()
+    }
     assert rows["aten::addmm"]["self_gpu_ms"] == pytest.approx(0.042) and rows["aten::addmm"]["kernels"] == 1
     assert rows["aten::linear"]["self_gpu_ms"] == pytest.approx(0.005)
     assert rows["aten::linear"]["gpu_total_ms"] == pytest.approx(0.047)

@@ -35,7 +35,7 @@ class FakeGpu:
 
     def __init__(self) -> None:
         self.host_ns = 1_000_000_000
-        self.gpu_free_ns = 0        # host time at which the stream's queued work is done
+        self.gpu_free_ns = 0  # host time at which the stream's queued work is done
         self.initialized = True
         self.capturing = False
         self.syncs = 0
@@ -80,8 +80,14 @@ class FakeGpu:
         return self.host_ns
 
 
-def run_steps(gpu: FakeGpu, clock: PhaseGpuClock, steps: int, expected: list, host_ms: float = 2.0,
-              gpu_ms: dict[str, float] | None = None) -> None:
+def run_steps(
+    gpu: FakeGpu,
+    clock: PhaseGpuClock,
+    steps: int,
+    expected: list,
+    host_ms: float = 2.0,
+    gpu_ms: dict[str, float] | None = None,
+) -> None:
     """Each step: forward, backward, optimizer, each launching ``gpu_ms[phase]`` of work over
     ``host_ms`` of host time; the clock is polled at every step boundary."""
     gpu_ms = gpu_ms or {"forward": 3.0137, "backward": 6.0011, "optimizer": 0.5123}
@@ -156,7 +162,9 @@ def test_long_runs_keep_microsecond_precision_by_moving_the_anchor(tmp_path):
     clock.poll()
     rows = decoded(clock, tmp_path)
     assert len(rows) == len(expected)
-    err = max(max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge)) for r, (_, _, _, gs, ge) in zip(rows, expected))
+    err = max(
+        max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge)) for r, (_, _, _, gs, ge) in zip(rows, expected)
+    )
     assert err < 2_000, err
 
 
@@ -175,8 +183,9 @@ def _drifting_run(tmp_path: Path) -> tuple[PhaseGpuClock, int]:
     tmp_path.mkdir(exist_ok=True)
     rows = decoded(clock, tmp_path)
     assert len(rows) == len(expected)
-    return clock, max(max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge))
-                      for r, (_, _, _, gs, ge) in zip(rows, expected))
+    return clock, max(
+        max(abs(r["gpu_start_ns"] - gs), abs(r["gpu_end_ns"] - ge)) for r, (_, _, _, gs, ge) in zip(rows, expected)
+    )
 
 
 def test_clock_drift_is_corrected_whenever_the_gpu_is_idle_at_a_marker(tmp_path, monkeypatch):
@@ -244,9 +253,21 @@ def test_the_builder_gives_each_mark_its_step(tmp_path):
     rows = decoded(clock, tmp_path)
     b = ProfileBuilder()
     b.add("phase_gpu", pa.Table.from_pylist(rows))
-    b.add("steps", pa.table({"rank": [3] * 3, "step": [0, 1, 2], "start_ns": starts, "end_ns": ends,
-                             "pid": [42] * 3, "tid": [1] * 3, "source": ["dlscope"] * 3,
-                             "warmup": [False] * 3}))
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": [3] * 3,
+                "step": [0, 1, 2],
+                "start_ns": starts,
+                "end_ns": ends,
+                "pid": [42] * 3,
+                "tid": [1] * 3,
+                "source": ["dlscope"] * 3,
+                "warmup": [False] * 3,
+            }
+        ),
+    )
     out = b.build()["phase_gpu"].to_pylist()
     assert [r["step"] for r in out] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
@@ -274,7 +295,7 @@ def test_real_marks_hold_the_kernels_each_phase_launched():
     assert len(rows) == 15  # forward, backward, optimizer in each of the 5 traced steps after the first
     for name, step, n, head, tail, span, busy in rows:
         assert n > 50, (name, step)
-        assert -50_000 < tail < 50_000, (name, step, tail)   # the last kernel ends at the end marker
+        assert -50_000 < tail < 50_000, (name, step, tail)  # the last kernel ends at the end marker
         assert -50_000 < head < 300_000, (name, step, head)  # the first starts at (or soon after) the start
         assert busy <= span + 50_000 and (name == "optimizer" or busy > 0.85 * span), (name, step, busy, span)
 

@@ -20,8 +20,18 @@ STEPS = 14
 
 def _profile(tmp_path: Path) -> tuple[ProfileData, list[dict[str, list[int]]]]:
     out, hand = tmp_path / "h.dlscope", tmp_path / "hand.json"
-    r = run_dlscope("profile", "-o", out, "--quiet", "--", sys.executable, PROGRAMS / "hand_timed.py",
-                    str(STEPS), hand, cwd=tmp_path)
+    r = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--quiet",
+        "--",
+        sys.executable,
+        PROGRAMS / "hand_timed.py",
+        str(STEPS),
+        hand,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     return ProfileData.open(out), json.loads(hand.read_text())
 
@@ -77,8 +87,11 @@ def test_class_times_split_each_untraced_step(tmp_path):
     for i, step in enumerate(t["step"].tolist()):
         h = hand[step]
         assert steps[step] is not None and offset
-        for col, names in (("input_ns", ("dataloader",)), ("model_ns", ("forward", "backward")),
-                           ("optimizer_ns", ("optimizer",))):
+        for col, names in (
+            ("input_ns", ("dataloader",)),
+            ("model_ns", ("forward", "backward")),
+            ("optimizer_ns", ("optimizer",)),
+        ):
             want = sum(h[n][1] - h[n][0] for n in names)
             got = int(t[col][i])
             # a loaded machine can deschedule the program between its own timer and the hook: the

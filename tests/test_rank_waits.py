@@ -35,16 +35,35 @@ def _job(tmp_path, extra_input_ms: dict[int, np.ndarray], traced_skew_ms: float 
         work = {r: load[r] + 60.0 + skew[r] for r in (0, 1)}  # host work before the sync
         end = t + max(work.values()) + 2.0 + 10.0  # the slowest arrives, 2 ms of wait, 10 ms after
         for r in (0, 1):
-            steps.append(dict(rank=r, step=s, start_ns=int(t * MS), end_ns=int(end * MS), pid=10 + r, tid=1,
-                              traced=s < TRACED))
+            steps.append(
+                dict(rank=r, step=s, start_ns=int(t * MS), end_ns=int(end * MS), pid=10 + r, tid=1, traced=s < TRACED)
+            )
             a = t + skew[r]
             for name, dur in (("dataloader", load[r]), ("forward", 20.0), ("backward", 30.0), ("optimizer", 10.0)):
-                phases.append(dict(rank=r, pid=10 + r, tid=1, start_ns=int(a * MS), end_ns=int((a + dur) * MS),
-                                   name=name, source="hook"))
+                phases.append(
+                    dict(
+                        rank=r,
+                        pid=10 + r,
+                        tid=1,
+                        start_ns=int(a * MS),
+                        end_ns=int((a + dur) * MS),
+                        name=name,
+                        source="hook",
+                    )
+                )
                 a += dur
             sync_end = t + max(work.values()) + 2.0
-            phases.append(dict(rank=r, pid=10 + r, tid=1, start_ns=int(a * MS), end_ns=int(sync_end * MS),
-                               name="sync", source="hook"))
+            phases.append(
+                dict(
+                    rank=r,
+                    pid=10 + r,
+                    tid=1,
+                    start_ns=int(a * MS),
+                    end_ns=int(sync_end * MS),
+                    name="sync",
+                    source="hook",
+                )
+            )
         t = end
     return make_profile(tmp_path, steps=steps, phases=phases)
 
@@ -105,8 +124,9 @@ def _waits_by_hand(data) -> dict[int, dict[int, float]]:
     syncs = q(data.con, "SELECT rank, start_ns, end_ns FROM phases WHERE name = 'sync' AND source = 'hook'")
     out: dict[int, dict[int, float]] = {}
     for rank, step, s, e in steps:
-        out.setdefault(rank, {})[step] = sum(min(b, e) - max(a, s) for r, a, b in syncs
-                                             if r == rank and a < e and b > s) / 1e6
+        out.setdefault(rank, {})[step] = (
+            sum(min(b, e) - max(a, s) for r, a, b in syncs if r == rank and a < e and b > s) / 1e6
+        )
     return out
 
 
@@ -156,8 +176,11 @@ def test_gpu_waits_by_hand():
     from dlscope.analysis.reports.rank_waits import gpu_waits
 
     d = ProfileData.open(REAL / "lease3_fsdp2_straggler.dlscope")
-    marks = q(d.con, """SELECT rank, tid, step, name, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
-                       ORDER BY rank, tid, start_ns""")
+    marks = q(
+        d.con,
+        """SELECT rank, tid, step, name, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM phase_gpu
+                       ORDER BY rank, tid, start_ns""",
+    )
     span: dict[tuple[int, int, str], list[int]] = {}  # (rank, step, phase) -> [GPU span, host span, between]
     prev: dict[tuple[int, int], int] = {}
     for rank, tid, step, name, hs, he, gs, ge in marks:
@@ -214,7 +237,9 @@ def test_the_rank_waits_report_shows_the_verdicts_evidence():
     res = rank_waits.compute(data)
     rows = {r["rank"]: r for r in res.table.to_pylist()}
     v = untraced_straggler(data)
-    assert rows[v.rank]["lag_ms"] == pytest.approx(v.lag_ms) and rows[v.rank]["lag_jitter_ms"] == pytest.approx(v.jitter_ms)
+    assert rows[v.rank]["lag_ms"] == pytest.approx(v.lag_ms) and rows[v.rank]["lag_jitter_ms"] == pytest.approx(
+        v.jitter_ms
+    )
     assert rows[0]["lag_ms"] == pytest.approx(-v.lag_ms)  # two ranks: each one's lag is the other's, negated
     w = _waits_by_hand(data)
     common = sorted(set.intersection(*(set(x) for x in w.values())))
@@ -238,8 +263,11 @@ def test_balanced_jobs_whose_hosts_differ_are_not_stragglers(name):
     v = untraced_straggler(data)
     assert v is not None and v.basis == "GPU waits" and not v.significant and v.lag_ms < 0.1
     assert straggler.RULE.check(Context(data)) is None
-    spans = q(data.con, """SELECT name, rank, median(gpu_end_ns - gpu_start_ns) FROM phase_gpu
-                          WHERE name IN ('forward', 'backward') GROUP BY ALL""")
+    spans = q(
+        data.con,
+        """SELECT name, rank, median(gpu_end_ns - gpu_start_ns) FROM phase_gpu
+                          WHERE name IN ('forward', 'backward') GROUP BY ALL""",
+    )
     by = {}
     for n, _rank, x in spans:
         by.setdefault(n, []).append(x)
@@ -253,9 +281,19 @@ def test_a_rank_slower_in_every_phase_is_told_to_look_at_its_machine():
     from dlscope.analysis.reports.rank_waits import StragglerVerdict
 
     def verdict(**excess: float) -> StragglerVerdict:
-        return StragglerVerdict(rank=0, ranks=2, steps=40, lag_ms=3.0, others_wait_ms=3.0, step_ms=10.0,
-                                lagging_steps=40, p_value=1e-9, jitter_ms=0.3,
-                                excess_ms={HostClass[k.upper()]: x for k, x in excess.items()}, basis="GPU waits")
+        return StragglerVerdict(
+            rank=0,
+            ranks=2,
+            steps=40,
+            lag_ms=3.0,
+            others_wait_ms=3.0,
+            step_ms=10.0,
+            lagging_steps=40,
+            p_value=1e-9,
+            jitter_ms=0.3,
+            excess_ms={HostClass[k.upper()]: x for k, x in excess.items()},
+            basis="GPU waits",
+        )
 
     assert verdict(input=0.9, model=0.5, optimizer=0.3, other=-1.7).slower_everywhere
     assert not verdict(input=0.0, model=0.5, optimizer=0.3, other=25.0).slower_everywhere

@@ -19,8 +19,9 @@ from .conftest import EPOCH0, FakeClock, q
 
 def record(tmp_path, clock: FakeClock, body, **settings) -> tuple:
     """Run ``body(prof, clock)`` in a session on the fake clock; return (meta, connection)."""
-    session = Session(tmp_path / "p.dlscope", Settings(**settings), owner="api", collectors=[],
-                      clock=clock, wall_clock=clock.wall)
+    session = Session(
+        tmp_path / "p.dlscope", Settings(**settings), owner="api", collectors=[], clock=clock, wall_clock=clock.wall
+    )
     prof = api.Profile(session)
     prof.start()
     try:
@@ -158,8 +159,9 @@ def test_module_level_calls_are_noops_without_a_profile_and_decorator_records(tm
 
 
 def test_profile_joins_an_active_session_instead_of_starting_another(tmp_path, fake_clock):
-    session = Session(tmp_path / "outer.dlscope", Settings(), owner="api", collectors=[],
-                      clock=fake_clock, wall_clock=fake_clock.wall)
+    session = Session(
+        tmp_path / "outer.dlscope", Settings(), owner="api", collectors=[], clock=fake_clock, wall_clock=fake_clock.wall
+    )
     outer = api.Profile(session).start()
     try:
         with dlscope.profile(tmp_path / "inner.dlscope", batch_size=16) as inner:

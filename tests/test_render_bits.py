@@ -33,8 +33,13 @@ def test_ticks_are_round_and_labels_distinct():
 
 
 def test_chart_text_is_escaped():
-    chart = svg.line_chart([svg.Line("<b>x</b>", svg.color(0), [0, 1], [1, 2])], (0, 1), "a&b", "<s>",
-                           bands=[svg.Band("</svg><script>", "#fff", 0, 0.5)])
+    chart = svg.line_chart(
+        [svg.Line("<b>x</b>", svg.color(0), [0, 1], [1, 2])],
+        (0, 1),
+        "a&b",
+        "<s>",
+        bands=[svg.Band("</svg><script>", "#fff", 0, 0.5)],
+    )
     assert "<b>" not in chart and "<script>" not in chart and "&lt;/svg&gt;&lt;script&gt;" in chart
     assert chart.count("<svg") == 1 and chart.endswith("</svg>")
 
@@ -64,9 +69,13 @@ def test_findings_in_the_terminal_show_saving_evidence_and_names_verbatim():
 
     buf = io.StringIO()
     rows = [{"kernel": f"[bold]k{i}[/bold]", "ms": 1.5 * i} for i in range(8)]
-    render_findings([F("h2d", "Pageable copies", "high", rows, 4.7, 3.6, "Pin memory [red]now[/red]", "https://x.y"),
-                     F("sync", "Syncs", "low", "3 cudaDeviceSynchronize per step", None, None, "", "")],
-                    Console(file=buf, width=120))
+    render_findings(
+        [
+            F("h2d", "Pageable copies", "high", rows, 4.7, 3.6, "Pin memory [red]now[/red]", "https://x.y"),
+            F("sync", "Syncs", "low", "3 cudaDeviceSynchronize per step", None, None, "", ""),
+        ],
+        Console(file=buf, width=120),
+    )
     text = buf.getvalue()
     assert "HIGH Pageable copies (h2d)" in text and "up to 4.70 ms per step, 3.6% of step time" in text
     assert "[bold]k0[/bold]" in text and "Pin memory [red]now[/red]" in text  # markup in names shown, not applied

@@ -24,8 +24,13 @@ from .conftest import assert_one_line_error
 from .report_helpers import FakeFinding
 from .test_report_analysis import nvml_counters
 
-XSS = ["<img src=x onerror=alert(1)>", "</script><script>alert(2)</script>", "\"><svg onload=alert(3)>",
-       "x' onmouseover='alert(4)", "&lt;already-escaped&gt; & <b>bold</b>"]
+XSS = [
+    "<img src=x onerror=alert(1)>",
+    "</script><script>alert(2)</script>",
+    '"><svg onload=alert(3)>',
+    "x' onmouseover='alert(4)",
+    "&lt;already-escaped&gt; & <b>bold</b>",
+]
 EPOCH = 1_800_000_000_000_000_000
 
 
@@ -90,8 +95,13 @@ def test_report_is_self_contained(resnet_profile):
         for key in ("src", "href", "srcset", "data", "action"):
             v = attrs.get(key)
             # the advice's documentation links are the one way out: plain https anchors, never loaded
-            doc_link = tag == "a" and key == "href" and v is not None and v.startswith("https://") \
+            doc_link = (
+                tag == "a"
+                and key == "href"
+                and v is not None
+                and v.startswith("https://")
                 and attrs.get("rel") == "noreferrer"
+            )
             assert v is None or v.startswith("#") or doc_link, f"<{tag} {key}={v}> loads or links outside the page"
     assert not re.search(r"url\(|@import", html)
 
@@ -100,25 +110,83 @@ def nasty_profile(tmp_path: Path) -> Path:
     """A profile whose every name is an injection attempt."""
     n = len(XSS)
     b = ProfileBuilder()
-    b.add("steps", pa.table({"rank": [0, 0], "step": [0, 1], "start_ns": [EPOCH, EPOCH + 10**7],
-                             "end_ns": [EPOCH + 10**7, EPOCH + 2 * 10**7], "source": ["dlscope"] * 2,
-                             "warmup": [False, False], "pid": [1, 1], "tid": [1, 1]}))
-    b.add("phases", pa.table({"rank": [0] * n, "pid": [1] * n, "tid": [1] * n,
-                              "start_ns": [EPOCH + i * 10**6 for i in range(n)],
-                              "end_ns": [EPOCH + i * 10**6 + 5 * 10**5 for i in range(n)], "name": XSS,
-                              "kind": ["range"] * n, "source": ["dlscope"] * n}))
-    b.add("kernels", pa.table({"rank": [0] * n, "device": [0] * n, "stream": [7] * n,
-                               "start_ns": [EPOCH + i * 10**6 for i in range(n)],
-                               "end_ns": [EPOCH + i * 10**6 + 10**5 * (i + 1) for i in range(n)], "name": XSS}))
-    b.add("ops", pa.table({"rank": [0] * n, "pid": [1] * n, "tid": [1] * n,
-                           "start_ns": [EPOCH + i * 10**6 for i in range(n)],
-                           "end_ns": [EPOCH + i * 10**6 + 10**5 for i in range(n)], "name": XSS,
-                           "op_id": list(range(n))}))
-    b.add("counters", pa.table({"rank": [0] * n, "device": [0] * n, "ts_ns": [EPOCH + i * 10**6 for i in range(n)],
-                                "metric": XSS, "value": [1.0] * n}))
-    meta = Meta(source=XSS[1], command=["python", XSS[0]], host=XSS[2], notes=list(XSS),
-                devices=[{"rank": 0, "index": 0, "name": XSS[3]}],
-                collectors={XSS[4]: CollectorStatus("unavailable", XSS[0], {"x": XSS[1]})})
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": [0, 0],
+                "step": [0, 1],
+                "start_ns": [EPOCH, EPOCH + 10**7],
+                "end_ns": [EPOCH + 10**7, EPOCH + 2 * 10**7],
+                "source": ["dlscope"] * 2,
+                "warmup": [False, False],
+                "pid": [1, 1],
+                "tid": [1, 1],
+            }
+        ),
+    )
+    b.add(
+        "phases",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "pid": [1] * n,
+                "tid": [1] * n,
+                "start_ns": [EPOCH + i * 10**6 for i in range(n)],
+                "end_ns": [EPOCH + i * 10**6 + 5 * 10**5 for i in range(n)],
+                "name": XSS,
+                "kind": ["range"] * n,
+                "source": ["dlscope"] * n,
+            }
+        ),
+    )
+    b.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "device": [0] * n,
+                "stream": [7] * n,
+                "start_ns": [EPOCH + i * 10**6 for i in range(n)],
+                "end_ns": [EPOCH + i * 10**6 + 10**5 * (i + 1) for i in range(n)],
+                "name": XSS,
+            }
+        ),
+    )
+    b.add(
+        "ops",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "pid": [1] * n,
+                "tid": [1] * n,
+                "start_ns": [EPOCH + i * 10**6 for i in range(n)],
+                "end_ns": [EPOCH + i * 10**6 + 10**5 for i in range(n)],
+                "name": XSS,
+                "op_id": list(range(n)),
+            }
+        ),
+    )
+    b.add(
+        "counters",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "device": [0] * n,
+                "ts_ns": [EPOCH + i * 10**6 for i in range(n)],
+                "metric": XSS,
+                "value": [1.0] * n,
+            }
+        ),
+    )
+    meta = Meta(
+        source=XSS[1],
+        command=["python", XSS[0]],
+        host=XSS[2],
+        notes=list(XSS),
+        devices=[{"rank": 0, "index": 0, "name": XSS[3]}],
+        collectors={XSS[4]: CollectorStatus("unavailable", XSS[0], {"x": XSS[1]})},
+    )
     path = tmp_path / "nasty.dlscope"
     b.write(path, meta)
     return path
@@ -137,9 +205,16 @@ def test_names_are_escaped_in_the_html(tmp_path):
 
 def test_findings_of_any_evidence_shape_render_as_text(resnet_profile):
     findings = [
-        FakeFinding("pageable-h2d", "Copies from pageable memory", "high",
-                    [{"kernel": XSS[0], "ms": 14.17, "count": 3}], 4.7, 3.6, "Pin the memory: " + XSS[1],
-                    "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"),
+        FakeFinding(
+            "pageable-h2d",
+            "Copies from pageable memory",
+            "high",
+            [{"kernel": XSS[0], "ms": 14.17, "count": 3}],
+            4.7,
+            3.6,
+            "Pin the memory: " + XSS[1],
+            "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/",
+        ),
         FakeFinding("sync", XSS[2], "bogus-severity", "text evidence " + XSS[0], None, None, "", "javascript:alert(1)"),
     ]
     model = build_report(ProfileData.open(resnet_profile))
@@ -159,12 +234,17 @@ def test_findings_of_any_evidence_shape_render_as_text(resnet_profile):
 def test_report_opens_in_chromium_with_its_plots(resnet_profile, tmp_path):
     out = tmp_path / "report.html"
     write_report(build_report(ProfileData.open(resnet_profile)), out)
-    r = browser.open_page(out, {
-        "svgs": "document.querySelectorAll('svg.chart').length",
-        "drawn": "[...document.querySelectorAll('svg.chart')].map(s => {const b = s.getBoundingClientRect();"
-                 " return [Math.round(b.width), Math.round(b.height), s.querySelectorAll('rect,polyline,circle').length]})",
-        "title": "document.title",
-    })
+    r = browser.open_page(
+        out,
+        {
+            "svgs": "document.querySelectorAll('svg.chart').length",
+            "drawn": (
+                "[...document.querySelectorAll('svg.chart')].map(s => {const b = s.getBoundingClientRect(); return"
+                " [Math.round(b.width), Math.round(b.height), s.querySelectorAll('rect,polyline,circle').length]})"
+            ),
+            "title": "document.title",
+        },
+    )
     (screenshot_dir(tmp_path) / "report-resnet50.png").write_bytes(r.screenshot)
     assert r.errors == [] and r.dialogs == []
     assert r.values["title"] == "dlscope report: resnet.dlscope"
@@ -184,20 +264,31 @@ def test_counters_report_opens_in_chromium(tmp_path):
     r = browser.open_page(out, {"captions": "[...document.querySelectorAll('figcaption')].map(f => f.textContent)"})
     (screenshot_dir(tmp_path) / "report-nvml.png").write_bytes(r.screenshot)
     assert r.errors == [] and r.dialogs == []
-    assert [c.split(":")[0] for c in r.values["captions"]] == ["gpu_util", "mem_util", "mem_used", "power",
-                                                                 "sm_clock", "temperature"]
+    assert [c.split(":")[0] for c in r.values["captions"]] == [
+        "gpu_util",
+        "mem_util",
+        "mem_used",
+        "power",
+        "sm_clock",
+        "temperature",
+    ]
 
 
 @pytest.mark.browser
 def test_injected_names_execute_nothing_in_the_browser(tmp_path):
     out = tmp_path / "nasty.html"
     write_report(build_report(ProfileData.open(nasty_profile(tmp_path))), out)
-    r = browser.open_page(out, {
-        "injected": "document.querySelectorAll('img, script, iframe, object, embed, [onerror], [onload], "
-                    "[onmouseover]').length",
-        "text": "document.body.innerText",
-        "titles": "[...document.querySelectorAll('[title]')].map(e => e.getAttribute('title'))",
-    })
+    r = browser.open_page(
+        out,
+        {
+            "injected": (
+                "document.querySelectorAll('img, script, iframe, object, embed, [onerror], [onload], "
+                "[onmouseover]').length"
+            ),
+            "text": "document.body.innerText",
+            "titles": "[...document.querySelectorAll('[title]')].map(e => e.getAttribute('title'))",
+        },
+    )
     (screenshot_dir(tmp_path) / "report-xss.png").write_bytes(r.screenshot)
     assert r.dialogs == [] and r.errors == []
     assert r.values["injected"] == 0
@@ -231,12 +322,34 @@ def test_report_with_sampled_detail_times_untraced_steps_and_counts_gpu_per_trac
     durs = [20 * ms if s in (2, 3) else 10 * ms for s in range(n)]
     starts = [EPOCH + sum(durs[:i]) for i in range(n)]
     b = ProfileBuilder()
-    b.add("steps", pa.table({"rank": [0] * n, "step": list(range(n)), "start_ns": starts,
-                             "end_ns": [s + d for s, d in zip(starts, durs)], "source": ["dlscope"] * n,
-                             "warmup": [False] * n, "traced": [s in (2, 3) for s in range(n)]}))
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": [0] * n,
+                "step": list(range(n)),
+                "start_ns": starts,
+                "end_ns": [s + d for s, d in zip(starts, durs)],
+                "source": ["dlscope"] * n,
+                "warmup": [False] * n,
+                "traced": [s in (2, 3) for s in range(n)],
+            }
+        ),
+    )
     k = [starts[2] + ms, starts[2] + 5 * ms, starts[3] + ms]
-    b.add("kernels", pa.table({"rank": [0] * 3, "device": [0] * 3, "stream": [7] * 3, "start_ns": k,
-                               "end_ns": [t + 2 * ms for t in k], "name": ["gemm"] * 3}))
+    b.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": [0] * 3,
+                "device": [0] * 3,
+                "stream": [7] * 3,
+                "start_ns": k,
+                "end_ns": [t + 2 * ms for t in k],
+                "name": ["gemm"] * 3,
+            }
+        ),
+    )
     b.write(tmp_path / "s.dlscope", Meta(source="test"))
     text = " ".join(parse(render_report(build_report(ProfileData.open(tmp_path / "s.dlscope")))).text)
     assert "Distribution of 10 step times" in text and "10.000 ms" in text  # mean of the untraced steps

@@ -28,8 +28,14 @@ def nvml_counters(rank: int = 0, device: int = 0) -> pa.Table:
     """The NVML samples of the fixture as counter rows, in the schema's units (W, bytes, %)."""
     with open(NVML_CSV) as f:
         rows = list(csv.DictReader(f))
-    metrics = {"gpu_util": ("gpu_util", 1.0), "mem_util": ("mem_util", 1.0), "mem_used": ("mem_used_bytes", 1.0),
-               "power": ("power_mw", 1e-3), "sm_clock": ("sm_clock_mhz", 1.0), "temperature": ("temp_c", 1.0)}
+    metrics = {
+        "gpu_util": ("gpu_util", 1.0),
+        "mem_util": ("mem_util", 1.0),
+        "mem_used": ("mem_used_bytes", 1.0),
+        "power": ("power_mw", 1e-3),
+        "sm_clock": ("sm_clock_mhz", 1.0),
+        "temperature": ("temp_c", 1.0),
+    }
     out: dict[str, list] = {"rank": [], "device": [], "ts_ns": [], "metric": [], "value": []}
     for r in rows:
         for metric, (col, scale) in metrics.items():
@@ -56,8 +62,11 @@ def test_gpu_busy_is_the_union_of_gpu_intervals_per_bin(resnet_profile):
     got = gpu_busy(data, bins).column("busy_pct").to_numpy()
     # independent: mark every GPU interval on a ns-resolution boolean timeline per bin
     tables, _ = kineto_tables.tables(RESNET_TRACE)
-    ivs = sorted((s, e) for t in ("kernels", "memcpy", "memset")
-                 for s, e in zip(tables[t].column("start_ns").to_pylist(), tables[t].column("end_ns").to_pylist()))
+    ivs = sorted(
+        (s, e)
+        for t in ("kernels", "memcpy", "memset")
+        for s, e in zip(tables[t].column("start_ns").to_pylist(), tables[t].column("end_ns").to_pylist())
+    )
     merged: list[list[int]] = []
     for s, e in ivs:
         if merged and s <= merged[-1][1]:
@@ -98,8 +107,9 @@ def test_steps_split_into_phases_add_up(resnet_profile):
     for r in step_phases(data).to_pylist():
         parts[r["step"]][r["phase"]] = r["ns"]
     events, _ = kineto_tables.load_events(RESNET_TRACE)
-    pre = sorted(kineto_tables.ns(e["dur"]) for e in events
-                 if e.get("cat") == "user_annotation" and e["name"] == "preprocess")
+    pre = sorted(
+        kineto_tables.ns(e["dur"]) for e in events if e.get("cat") == "user_annotation" and e["name"] == "preprocess"
+    )
     assert sorted(p["preprocess"] for p in parts.values()) == pre
     for step, p in parts.items():
         assert set(p) == {"preprocess", "train_step", "postprocess", None}  # nested phases are not outermost

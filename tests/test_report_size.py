@@ -28,18 +28,49 @@ def long_profile(path):
     dur = np.tile(np.array([20_000_000, 60_000_000, 10_000_000], np.int64), STEPS)
     p_start = np.repeat(starts, 3) + off
     b = ProfileBuilder()
-    b.add("steps", pa.table({"rank": pa.array(np.zeros(STEPS, np.int32)), "step": pa.array(np.arange(STEPS, dtype=np.int32)),
-                             "start_ns": starts, "end_ns": starts + STEP_NS, "pid": np.full(STEPS, 1, np.int64),
-                             "tid": np.full(STEPS, 1, np.int64), "source": pa.array(["dlscope"] * STEPS),
-                             "warmup": pa.array(np.zeros(STEPS, bool))}))
-    b.add("phases", pa.table({"rank": pa.array(np.zeros(n, np.int32)), "pid": np.full(n, 1, np.int64),
-                              "tid": np.full(n, 1, np.int64), "start_ns": p_start, "end_ns": p_start + dur,
-                              "name": pa.array(["preprocess", "run", "postprocess"] * STEPS),
-                              "kind": pa.array(["range"] * n), "source": pa.array(["dlscope"] * n)}))
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": pa.array(np.zeros(STEPS, np.int32)),
+                "step": pa.array(np.arange(STEPS, dtype=np.int32)),
+                "start_ns": starts,
+                "end_ns": starts + STEP_NS,
+                "pid": np.full(STEPS, 1, np.int64),
+                "tid": np.full(STEPS, 1, np.int64),
+                "source": pa.array(["dlscope"] * STEPS),
+                "warmup": pa.array(np.zeros(STEPS, bool)),
+            }
+        ),
+    )
+    b.add(
+        "phases",
+        pa.table(
+            {
+                "rank": pa.array(np.zeros(n, np.int32)),
+                "pid": np.full(n, 1, np.int64),
+                "tid": np.full(n, 1, np.int64),
+                "start_ns": p_start,
+                "end_ns": p_start + dur,
+                "name": pa.array(["preprocess", "run", "postprocess"] * STEPS),
+                "kind": pa.array(["range"] * n),
+                "source": pa.array(["dlscope"] * n),
+            }
+        ),
+    )
     ts = np.arange(T0, T0 + STEPS * STEP_NS, 50_000_000, dtype=np.int64)
-    b.add("counters", pa.table({"rank": pa.array(np.zeros(len(ts), np.int32)), "device": pa.array(np.zeros(len(ts), np.int32)),
-                                "ts_ns": ts, "metric": pa.array(["gpu_util"] * len(ts)),
-                                "value": (np.arange(len(ts)) % 100).astype(np.float64)}))
+    b.add(
+        "counters",
+        pa.table(
+            {
+                "rank": pa.array(np.zeros(len(ts), np.int32)),
+                "device": pa.array(np.zeros(len(ts), np.int32)),
+                "ts_ns": ts,
+                "metric": pa.array(["gpu_util"] * len(ts)),
+                "value": (np.arange(len(ts)) % 100).astype(np.float64),
+            }
+        ),
+    )
     meta = Meta(source="test")
     meta.start_ns, meta.end_ns = T0, T0 + STEPS * STEP_NS
     b.write(path, meta)

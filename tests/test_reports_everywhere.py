@@ -45,9 +45,23 @@ def test_every_report_on_the_fixtures_and_a_narrow_selection(cli, tmp_path_facto
     assert all(isinstance(v, list) and v for v in ran.values()), {k: v for k, v in ran.items() if not v}
     # no counters, no ncu, one rank without collectives; the GPT traces were recorded without shapes
     no_shapes = {"roofline"} if "gpt6" in name else set()
-    assert set(out) - set(ran) <= {"step_sum", "gpu_metrics", "kernel_metrics", "comm_sum", "overlap", "straggler", "fsdp_units",
-                                   "memory_by_rank", "rank_waits", "collective_overlap",
-                                   "rank_balance"} | no_shapes
+    assert (
+        set(out) - set(ran)
+        <= {
+            "step_sum",
+            "gpu_metrics",
+            "kernel_metrics",
+            "comm_sum",
+            "overlap",
+            "straggler",
+            "fsdp_units",
+            "memory_by_rank",
+            "rank_waits",
+            "collective_overlap",
+            "rank_balance",
+        }
+        | no_shapes
+    )
     if no_shapes:
         assert "--mode full" in out["roofline"]["skipped"]
     # one step only, then a selection with no steps at all: reports still answer

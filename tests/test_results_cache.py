@@ -18,9 +18,13 @@ from dlscope.store.results_cache import CACHE_DIR, DISABLE_ENV
 
 DATA = Path(__file__).parent / "data"
 # profiles whose advice holds what-if chains, alternatives, symptoms, negligible and untraced findings
-PROFILES = ["advice_truth/cnn_baseline_default.dlscope", "advice_truth/gpt_baseline_default.dlscope",
-            "advice_truth_hooks/gpt_no_item_default.dlscope", "advice_truth_dist/ddp2_straggler.dlscope",
-            "gpu_h100/torch_ncu.dlscope"]
+PROFILES = [
+    "advice_truth/cnn_baseline_default.dlscope",
+    "advice_truth/gpt_baseline_default.dlscope",
+    "advice_truth_hooks/gpt_no_item_default.dlscope",
+    "advice_truth_dist/ddp2_straggler.dlscope",
+    "gpu_h100/torch_ncu.dlscope",
+]
 
 
 @pytest.fixture
@@ -77,8 +81,9 @@ def test_a_changed_file_is_evaluated_again(profile: Path, monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"findings": [{"id": 1}]}', "[]", '"x"'])
-def test_a_damaged_or_foreign_cache_is_evaluated_again(profile: Path, content: str,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_damaged_or_foreign_cache_is_evaluated_again(
+    profile: Path, content: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(DISABLE_ENV, raising=False)
     fresh = advise_case.advise(ProfileData.open(profile))
     [kept] = (profile / CACHE_DIR).glob("advice-*.json")

@@ -30,31 +30,49 @@ DEFAULT_MODE = DATA / "advice_truth" / "gpt_baseline_default.dlscope"
 
 # ---- the peak table ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,sms,want", [
-    ("NVIDIA H100 80GB HBM3", 132, "H100 SXM"), ("NVIDIA H100 PCIe", 114, "H100 PCIe"), ("NVIDIA H100 NVL", None, "H100 NVL"),
-    ("NVIDIA H200", 132, "H200"), ("NVIDIA H200 NVL", None, "H200 NVL"), ("Tesla V100-SXM2-16GB", 80, "V100 SXM2"),
-    ("Tesla V100-SXM2-32GB", None, "V100 SXM2"), ("NVIDIA A100-SXM4-40GB", 108, "A100 SXM 40GB"),
-    ("NVIDIA A100-SXM4-80GB", None, "A100 SXM 80GB"), ("NVIDIA A100 80GB PCIe", None, "A100 PCIe 80GB"),
-    ("NVIDIA A100-PCIE-40GB", None, "A100 PCIe 40GB"), ("NVIDIA L4", 58, "L4"), ("NVIDIA L40S", 142, "L40S"),
-    ("NVIDIA L40", None, "L40"), ("Tesla T4", 40, "T4"), ("NVIDIA A10", 72, "A10"),
-    ("AMD Instinct MI250X", 110, "MI250X (one GCD)"), ("AMD Instinct MI300X", 304, "MI300X"),
-])
+
+@pytest.mark.parametrize(
+    "name,sms,want",
+    [
+        ("NVIDIA H100 80GB HBM3", 132, "H100 SXM"),
+        ("NVIDIA H100 PCIe", 114, "H100 PCIe"),
+        ("NVIDIA H100 NVL", None, "H100 NVL"),
+        ("NVIDIA H200", 132, "H200"),
+        ("NVIDIA H200 NVL", None, "H200 NVL"),
+        ("Tesla V100-SXM2-16GB", 80, "V100 SXM2"),
+        ("Tesla V100-SXM2-32GB", None, "V100 SXM2"),
+        ("NVIDIA A100-SXM4-40GB", 108, "A100 SXM 40GB"),
+        ("NVIDIA A100-SXM4-80GB", None, "A100 SXM 80GB"),
+        ("NVIDIA A100 80GB PCIe", None, "A100 PCIe 80GB"),
+        ("NVIDIA A100-PCIE-40GB", None, "A100 PCIe 40GB"),
+        ("NVIDIA L4", 58, "L4"),
+        ("NVIDIA L40S", 142, "L40S"),
+        ("NVIDIA L40", None, "L40"),
+        ("Tesla T4", 40, "T4"),
+        ("NVIDIA A10", 72, "A10"),
+        ("AMD Instinct MI250X", 110, "MI250X (one GCD)"),
+        ("AMD Instinct MI300X", 304, "MI300X"),
+    ],
+)
 def test_names_decide_the_gpu(name, sms, want):
     found = hw.lookup(name, sms)
     assert found.peaks is not None and found.peaks.name == want, found
 
 
-@pytest.mark.parametrize("name,sms,why", [
-    ("NVIDIA GH200 480GB", None, "not in dlscope's table"),
-    ("NVIDIA A100-PG509-200", 108, "not in dlscope's table"),
-    ("NVIDIA A10G", None, "not in dlscope's table"),
-    ("AMD Radeon Graphics", None, "not in dlscope's table"),
-    ("AMD Instinct MI250X / MI250", None, "does not say which GPU"),
-    ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None, "MIG slice"),
-    ("NVIDIA H100 80GB HBM3", 16, "a partition or another variant"),
-    ("AMD Instinct MI300X", 38, "a partition or another variant"),
-    (None, None, "does not name its GPU"),
-])
+@pytest.mark.parametrize(
+    "name,sms,why",
+    [
+        ("NVIDIA GH200 480GB", None, "not in dlscope's table"),
+        ("NVIDIA A100-PG509-200", 108, "not in dlscope's table"),
+        ("NVIDIA A10G", None, "not in dlscope's table"),
+        ("AMD Radeon Graphics", None, "not in dlscope's table"),
+        ("AMD Instinct MI250X / MI250", None, "does not say which GPU"),
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None, "MIG slice"),
+        ("NVIDIA H100 80GB HBM3", 16, "a partition or another variant"),
+        ("AMD Instinct MI300X", 38, "a partition or another variant"),
+        (None, None, "does not name its GPU"),
+    ],
+)
 def test_unknown_gpus_get_no_peaks_and_say_why(name, sms, why):
     found = hw.lookup(name, sms)
     assert found.peaks is None and why in found.why_not
@@ -62,11 +80,22 @@ def test_unknown_gpus_get_no_peaks_and_say_why(name, sms, why):
 
 def test_peaks_are_the_datasheets_dense_figures():
     h = hw.H100_SXM
-    assert (h.fp32, h.tf32, h.bf16, h.fp16, h.fp8, h.int8, h.hbm_tbs) == (67, 989 / 2, 1979 / 2, 1979 / 2, 3958 / 2,
-                                                                        3958 / 2, 3.35)
+    assert (h.fp32, h.tf32, h.bf16, h.fp16, h.fp8, h.int8, h.hbm_tbs) == (
+        67,
+        989 / 2,
+        1979 / 2,
+        1979 / 2,
+        3958 / 2,
+        3958 / 2,
+        3.35,
+    )
     assert (hw.H100_PCIE.bf16, hw.H100_PCIE.hbm_tbs, hw.H200_SXM.hbm_tbs) == (1513 / 2, 2.0, 4.8)
-    assert (hw.A100_SXM_80.tf32, hw.A100_SXM_80.bf16, hw.A100_SXM_40.hbm_tbs, hw.A100_SXM_80.hbm_tbs) == (156, 312, 1.555,
-                                                                                                         2.039)
+    assert (hw.A100_SXM_80.tf32, hw.A100_SXM_80.bf16, hw.A100_SXM_40.hbm_tbs, hw.A100_SXM_80.hbm_tbs) == (
+        156,
+        312,
+        1.555,
+        2.039,
+    )
     assert (hw.V100_SXM2.fp16, hw.V100_SXM2.tf32, hw.V100_SXM2.bf16) == (125, None, None)
     assert (hw.L4.bf16, hw.L4.fp8, hw.L40S.bf16, hw.L40S.fp8) == (242 / 2, 485 / 2, 362.05, 733)
     # an MI250X package is two dies, each its own device: half of the package's figures
@@ -81,11 +110,23 @@ def test_peaks_are_the_datasheets_dense_figures():
 
 def test_the_advice_reads_the_same_ratios_as_before():
     # the rules' ratios by compute capability, derived from the table, are what they always were
-    assert hw.NVIDIA_RATIOS == {(7, 0): (None, 8.0), (7, 5): (None, 8.0), (8, 0): (8.0, 16.0), (8, 6): (2.0, 4.0),
-                                (8, 9): (2.0, 4.0), (9, 0): (7.4, 14.8)}
+    assert hw.NVIDIA_RATIOS == {
+        (7, 0): (None, 8.0),
+        (7, 5): (None, 8.0),
+        (8, 0): (8.0, 16.0),
+        (8, 6): (2.0, 4.0),
+        (8, 9): (2.0, 4.0),
+        (9, 0): (7.4, 14.8),
+    }
     assert hw.DEFAULT_NVIDIA == (8.0, 16.0) and hw.AMD_LOW_OVER_FP32_MATRIX == 4.0
-    for name, cap in (("NVIDIA H100 80GB HBM3", (9, 0)), ("NVIDIA H100 PCIe", (9, 0)), ("NVIDIA H200", (9, 0)),
-                      ("NVIDIA A100-SXM4-40GB", (8, 0)), ("NVIDIA L4", (8, 9)), ("NVIDIA RTX 4090", (8, 9))):
+    for name, cap in (
+        ("NVIDIA H100 80GB HBM3", (9, 0)),
+        ("NVIDIA H100 PCIe", (9, 0)),
+        ("NVIDIA H200", (9, 0)),
+        ("NVIDIA A100-SXM4-40GB", (8, 0)),
+        ("NVIDIA L4", (8, 9)),
+        ("NVIDIA RTX 4090", (8, 9)),
+    ):
         d = hw.Device(name, "nvidia", cap, None)
         assert (d.tf32_speedup(), d.low_speedup(False)) == hw.NVIDIA_RATIOS[cap], name
     assert hw.Device("AMD Instinct MI300X", "amd", None, None).low_speedup(False) == 8.0  # 1307.4 / 163.4
@@ -104,6 +145,7 @@ def test_compute_peak_picks_the_path_the_kernels_took():
 
 
 # ---- the report on real profiles -----------------------------------------------------------------
+
 
 def _q(sql: str) -> list[tuple]:
     return duckdb.connect().execute(sql).fetchall()
@@ -153,13 +195,21 @@ def test_bf16_gpt_gemm_and_attention_against_duckdb_and_the_datasheet():
     assert r["ridge"] == pytest.approx(989.5 / 4.8) and r["bound"] == "compute" and r["peak"] == "BF16 tensor 989.5"
     assert r["saving_ms_per_step"] == pytest.approx(max(0.0, ns / 1e9 - roof_s / 0.7) / steps * 1e3, abs=1e-9)
     # causal cuDNN attention's backward: half of 2*b*h*s*s*(3d + 2d)
-    shapes = "[[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,1],[],[],[],[],[],[],[],[],[],[]]"
+    shapes = (
+        "[[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,64],[8,12,512,1],"
+        "[],[],[],[],[],[],[],[],[],[]]"
+    )
     r = _row(rows, "aten::_cudnn_attention_backward", shapes)
     assert r["flops"] == 2 * 96 * 512 * 512 * (5 * 64) // 2 and "causal" in r["detail"]
     assert r["gpu_ms"] == pytest.approx(launched[("aten::_cudnn_attention_backward", shapes)][1] / 1e6)
     # autocast's cast of the logits back to fp32: a copy, read bf16 and written fp32
-    (r,) = [r for r in rows if r["op"] == "aten::copy_" and r["input_shapes"] == "[[4096,50304],[4096,50304],[]]"
-            and r["detail"] == "bfloat16->float32"]
+    (r,) = [
+        r
+        for r in rows
+        if r["op"] == "aten::copy_"
+        and r["input_shapes"] == "[[4096,50304],[4096,50304],[]]"
+        and r["detail"] == "bfloat16->float32"
+    ]
     assert r["flops"] == 0 and r["bytes"] == 4096 * 50304 * (2 + 4) and r["bound"] == "memory"
     assert r["peak_pct"] == pytest.approx(100 * r["bytes"] * r["calls"] / 4.8e12 / (r["gpu_ms"] / 1e3))
 
@@ -206,11 +256,15 @@ def test_resnet_convolutions_from_an_imported_trace(tmp_path_factory):
     shapes = "[[64,3,224,224],[64,3,7,7],[],[],[],[],[],[],[]]"
     r = _row(rows, "aten::cudnn_convolution", shapes)
     calls, ns = launched[("aten::cudnn_convolution", shapes)]
-    assert r["flops"] == 2 * 64 * 64 * 112 * 112 * 3 * 7 * 7 and (r["calls"], r["gpu_ms"]) == (calls, pytest.approx(ns / 1e6))
+    assert r["flops"] == 2 * 64 * 64 * 112 * 112 * 3 * 7 * 7 and (r["calls"], r["gpu_ms"]) == (
+        calls,
+        pytest.approx(ns / 1e6),
+    )
     assert r["peak"] == "TF32 tensor 494.5"  # cuDNN's kernels are tf32 xmma ones
     # the first layer's backward computes only the weight gradient (output_mask recorded)
-    first = _row(rows, "aten::convolution_backward",
-                 "[[64,64,112,112],[64,3,224,224],[64,3,7,7],[],[],[],[],[],[],[],[]]")
+    first = _row(
+        rows, "aten::convolution_backward", "[[64,64,112,112],[64,3,224,224],[64,3,7,7],[],[],[],[],[],[],[],[]]"
+    )
     assert first["flops"] == r["flops"] and first["detail"] == "grads: weight"
     pool = [x for x in rows if x["op"] == "aten::max_pool2d_with_indices"]
     assert pool and pool[0]["why"] == "no model for aten::max_pool2d_with_indices"
@@ -239,8 +293,10 @@ def test_without_shapes_the_report_says_full_mode(cli):
 
 def test_an_unknown_gpu_gets_no_roofline(tmp_path):
     need_file(MM_PROBE)
-    for name, sms, why in (("NVIDIA A100-PG509-200", 108, "not in dlscope's table"),
-                           ("NVIDIA H200", 66, "a partition or another variant")):
+    for name, sms, why in (
+        ("NVIDIA A100-PG509-200", 108, "not in dlscope's table"),
+        ("NVIDIA H200", 66, "a partition or another variant"),
+    ):
         copy = tmp_path / f"p{sms}.dlscope"
         shutil.copytree(MM_PROBE, copy)
         meta = json.loads((copy / "meta.json").read_text())
@@ -259,23 +315,68 @@ def _synthetic(tmp_path: Path) -> ProfileData:
     softmax kernel the model does not know; an embedding whose index_select lacks its dim."""
     f32 = '"float"'
     ops = [
-        dict(op_id=1, name="aten::scaled_dot_product_attention", start_ns=0, end_ns=100,
-             input_shapes="[[2,4,16,8],[2,4,16,8],[2,4,16,8],[],[],[],[],[]]",
-             input_types=f'[{f32},{f32},{f32},"","Scalar","Scalar","","Scalar"]',
-             input_values='["","","","","0.","False","","False"]'),
-        dict(op_id=2, parent_id=1, name="aten::bmm", start_ns=10, end_ns=20, external_id=2,
-             input_shapes="[[8,16,8],[8,8,16]]", input_types=f"[{f32},{f32}]"),
-        dict(op_id=3, parent_id=1, name="aten::_safe_softmax", start_ns=30, end_ns=40, external_id=3,
-             input_shapes="[[2,4,16,16],[]]", input_types=f'[{f32},"Scalar"]'),
-        dict(op_id=4, name="aten::embedding", start_ns=200, end_ns=300,
-             input_shapes="[[100,8],[32],[],[],[]]", input_types=f'[{f32},"longint","Scalar","Scalar","Scalar"]'),
-        dict(op_id=5, parent_id=4, name="aten::index_select", start_ns=210, end_ns=290, external_id=5,
-             input_shapes="[[100,8],[],[32]]", input_types=f'[{f32},"Scalar","longint"]'),
+        dict(
+            op_id=1,
+            name="aten::scaled_dot_product_attention",
+            start_ns=0,
+            end_ns=100,
+            input_shapes="[[2,4,16,8],[2,4,16,8],[2,4,16,8],[],[],[],[],[]]",
+            input_types=f'[{f32},{f32},{f32},"","Scalar","Scalar","","Scalar"]',
+            input_values='["","","","","0.","False","","False"]',
+        ),
+        dict(
+            op_id=2,
+            parent_id=1,
+            name="aten::bmm",
+            start_ns=10,
+            end_ns=20,
+            external_id=2,
+            input_shapes="[[8,16,8],[8,8,16]]",
+            input_types=f"[{f32},{f32}]",
+        ),
+        dict(
+            op_id=3,
+            parent_id=1,
+            name="aten::_safe_softmax",
+            start_ns=30,
+            end_ns=40,
+            external_id=3,
+            input_shapes="[[2,4,16,16],[]]",
+            input_types=f'[{f32},"Scalar"]',
+        ),
+        dict(
+            op_id=4,
+            name="aten::embedding",
+            start_ns=200,
+            end_ns=300,
+            input_shapes="[[100,8],[32],[],[],[]]",
+            input_types=f'[{f32},"longint","Scalar","Scalar","Scalar"]',
+        ),
+        dict(
+            op_id=5,
+            parent_id=4,
+            name="aten::index_select",
+            start_ns=210,
+            end_ns=290,
+            external_id=5,
+            input_shapes="[[100,8],[],[32]]",
+            input_types=f'[{f32},"Scalar","longint"]',
+        ),
     ]
     for o in ops:
         o.update(pid=1, tid=1)
-    kernels = [dict(device=0, stream=7, start_ns=1000 + 100 * i, end_ns=1050 + 100 * i, external_id=x,
-                    correlation_id=x, name=f"k{x}") for i, x in enumerate((2, 3, 5))]
+    kernels = [
+        dict(
+            device=0,
+            stream=7,
+            start_ns=1000 + 100 * i,
+            end_ns=1050 + 100 * i,
+            external_id=x,
+            correlation_id=x,
+            name=f"k{x}",
+        )
+        for i, x in enumerate((2, 3, 5))
+    ]
     meta = Meta(devices=[{"name": "NVIDIA H100 80GB HBM3", "sms": 132, "compute_capability": "9.0"}])
     return make_profile(tmp_path, meta, ops=ops, kernels=kernels)
 
@@ -293,10 +394,13 @@ def test_a_known_op_never_owns_kernels_beside_known_ops_inside_it(tmp_path):
 
 def test_the_kineto_importer_keeps_argument_values(tmp_path_factory):
     path = imported(fixture_path("h100_resnet50_phases"), tmp_path_factory)
-    (n, vals), = _q(f"""SELECT count(*), any_value(s.value) FROM '{path}/ops.parquet' o
+    ((n, vals),) = _q(
+        f"""SELECT count(*), any_value(s.value) FROM '{path}/ops.parquet' o
                        JOIN '{path}/strings.parquet' n ON n.id = o.name_id
                        JOIN '{path}/strings.parquet' s ON s.id = o.input_values_id
-                       WHERE n.value = 'aten::cudnn_convolution' AND s.value LIKE '%[2,2]%' AND s.value LIKE '%[3,3]%'""")
+                       WHERE n.value = 'aten::cudnn_convolution'
+                         AND s.value LIKE '%[2,2]%' AND s.value LIKE '%[3,3]%'"""
+    )
     assert n == 3 and json.loads(vals)[2:4] == ["[3,3]", "[2,2]"]  # the stem: padding 3, stride 2
 
 

@@ -165,11 +165,13 @@ def test_the_rule_fires_on_its_problem(rule_id: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("rule_id", list(CASES))
 def test_the_rule_runs_and_stays_silent_without_it(rule_id: str, tmp_path: Path) -> None:
     run = _advice(_profile(CASES[rule_id][1], tmp_path))
-    assert rule_id in run.clean, f"{rule_id}: found={rule_id in {f.id for f in run.findings}} " \
-                                 f"skipped={run.skipped.get(rule_id)}"
+    assert rule_id in run.clean, (
+        f"{rule_id}: found={rule_id in {f.id for f in run.findings}} skipped={run.skipped.get(rule_id)}"
+    )
 
 
 # ---- the profile's files, read without dlscope ---------------------------------------------------------------
+
 
 def _db(profile: Path) -> duckdb.DuckDBPyConnection:
     """The profile's Parquet files as DuckDB views, read here without dlscope: each table under its own name,
@@ -180,8 +182,9 @@ def _db(profile: Path) -> duckdb.DuckDBPyConnection:
         if f.stem == "strings":
             continue
         cols = pq.read_schema(f).names
-        extra = "".join(f", (SELECT value FROM strings WHERE id = t.{c}_id) AS {c}" for c in ("name", "metric")
-                        if f"{c}_id" in cols)
+        extra = "".join(
+            f", (SELECT value FROM strings WHERE id = t.{c}_id) AS {c}" for c in ("name", "metric") if f"{c}_id" in cols
+        )
         con.execute(f"CREATE VIEW {f.stem} AS SELECT t.*{extra} FROM read_parquet('{f}') t")
     # the steps timed without the tracer (after warm-up), and the traced ones that hold GPU work: the steps that
     # the per-step figures of the traced data (kernels, runtime calls, collectives) are averaged over
@@ -222,12 +225,16 @@ def _selected_peak(profile: Path, metric: str) -> float:
     steps = [s for s in pq.read_table(profile / "steps.parquet").to_pylist() if not s["warmup"]]
     metric_id = _metric_ids(profile, {metric})[metric]
     samples = [c for c in pq.read_table(profile / "counters.parquet").to_pylist() if c["metric_id"] == metric_id]
-    inside = [c["value"] for c in samples
-              if any(s["rank"] == c["rank"] and s["start_ns"] <= c["ts_ns"] < s["end_ns"] for s in steps)]
+    inside = [
+        c["value"]
+        for c in samples
+        if any(s["rank"] == c["rank"] and s["start_ns"] <= c["ts_ns"] < s["end_ns"] for s in steps)
+    ]
     return max(inside)
 
 
 # ---- the made cases' figures against the fact that was changed ----------------------------------------------
+
 
 def test_memory_near_limit_quotes_the_peak_and_the_capacity(tmp_path: Path) -> None:
     f = _finding(CASES["memory_near_limit"][0], "memory_near_limit", tmp_path)
@@ -264,11 +271,16 @@ def test_throttling_names_the_power_cap_and_the_clock_it_cost(tmp_path: Path) ->
     assert row["steps"] == f"steps {timed[0][1]}-{timed[-1][1]}"
     # the GPU's busy time per step: NVML's mean utilization in the timed steps times their mean step time; at
     # 1500 instead of 1980 MHz its work would take (1 - 1500/1980) less
-    util = [v for ts, v in db.execute("SELECT ts_ns, value FROM counters WHERE metric = 'gpu_util'").fetchall()
-            if any(a <= ts < b for _, _, a, b in timed)]
+    util = [
+        v
+        for ts, v in db.execute("SELECT ts_ns, value FROM counters WHERE metric = 'gpu_util'").fetchall()
+        if any(a <= ts < b for _, _, a, b in timed)
+    ]
     busy_ms = float(np.mean(util)) / 100 * float(np.mean([b - a for _, _, a, b in timed])) / 1e6
     slow = 1 - CAPPED_MHZ / top
-    assert f"busy time ({ms(busy_ms)} per step)" in f.evidence.saving and f"{100 * slow:.0f}% slower" in f.evidence.saving
+    assert (
+        f"busy time ({ms(busy_ms)} per step)" in f.evidence.saving and f"{100 * slow:.0f}% slower" in f.evidence.saving
+    )
     # the step shrinks by at most what the host waited for the GPU: less than the GPU's saving here, and no more
     # than the traced steps' blocking runtime calls (pageable copies, synchronizations) took per step
     gpu_saving = busy_ms * slow
@@ -300,6 +312,7 @@ def test_kernel_bound_quotes_nsight_computes_throughputs() -> None:
 
 # ---- the stored cases' figures against the profile's files --------------------------------------------------
 
+
 def test_high_step_variance_quotes_the_spread_of_the_timed_steps() -> None:
     """The CNN's 23 steps timed without the tracer: their spread, median and the slowest, from steps.parquet."""
     f = _finding(CNN, "high_step_variance")
@@ -313,8 +326,10 @@ def test_high_step_variance_quotes_the_spread_of_the_timed_steps() -> None:
     slowest = max(timed, key=lambda r: r[3] - r[2])
     assert f.evidence.rows[0]["step"] == slowest[1] and f.evidence.rows[0]["step_ms"] == pytest.approx(t.max())
     assert f.evidence.rows[0]["over_median_ms"] == pytest.approx(t.max() - med)
-    assert (f"over {len(t)} timed steps the step time has a standard deviation of {ms(float(t.std(ddof=1)))} "
-            f"({100 * t.std(ddof=1) / t.mean():.0f}% of the {ms(float(t.mean()))} mean)") in f.evidence.text
+    assert (
+        f"over {len(t)} timed steps the step time has a standard deviation of {ms(float(t.std(ddof=1)))} "
+        f"({100 * t.std(ddof=1) / t.mean():.0f}% of the {ms(float(t.mean()))} mean)" in f.evidence.text
+    )
     assert f"against a median of {ms(med)}" in f.evidence.text
 
 
@@ -331,8 +346,10 @@ def test_memory_underused_quotes_the_peak_the_capacity_and_the_batch_that_fits()
     # the GPU's busy share of the traced steps: the union of its kernels, copies and sets over their time
     db = _db(DATA / CNN)
     windows = _gpu_windows(db)
-    work = db.execute("SELECT start_ns, end_ns FROM kernels UNION ALL SELECT start_ns, end_ns FROM memcpy "
-                      "UNION ALL SELECT start_ns, end_ns FROM memset").fetchall()
+    work = db.execute(
+        "SELECT start_ns, end_ns FROM kernels UNION ALL SELECT start_ns, end_ns FROM memcpy "
+        "UNION ALL SELECT start_ns, end_ns FROM memset"
+    ).fetchall()
     busy = sum(_union_ns([(max(a, s), min(b, e)) for a, b in work if b > s and a < e]) for _, _, s, e in windows)
     assert row["gpu_busy_pct"] == pytest.approx(100 * busy / sum(e - s for _, _, s, e in windows))
     assert row["gpu_busy_pct"] < 70
@@ -359,8 +376,10 @@ def test_straggler_names_the_slowed_rank_and_its_lag() -> None:
     assert abs(f.bound_ms_per_step - 25.0) < 1.0  # the Python it was given
     assert f.bound_pct == pytest.approx(100 * float(np.median(lag)) / step_ms)
     assert f.severity == "high"  # 20-50% of the step
-    assert (f"over {len(steps)} steps measured without tracing" in f.evidence.text
-            and f"rank 1 waited less in {int((lag > 0).sum())} of {len(steps)} steps" in f.evidence.text)
+    assert (
+        f"over {len(steps)} steps measured without tracing" in f.evidence.text
+        and f"rank 1 waited less in {int((lag > 0).sum())} of {len(steps)} steps" in f.evidence.text
+    )
     assert f"of the {ms(step_ms)} step" in f.evidence.text
 
 
@@ -399,9 +418,12 @@ def test_fsdp_exposed_gathers_counts_what_no_compute_covered_after_the_first_gat
     windows = _gpu_windows(db)
     for rank in sorted({w[0] for w in windows}):
         steps = [w[1] for w in windows if w[0] == rank]
-        kernels = db.execute("""SELECT k.step, k.start_ns, k.end_ns, lower(k.name)
+        kernels = db.execute(
+            """SELECT k.step, k.start_ns, k.end_ns, lower(k.name)
                                 FROM kernels k SEMI JOIN windows w ON w.rank = k.rank AND w.step = k.step
-                                WHERE k.rank = ? ORDER BY k.start_ns""", [rank]).fetchall()
+                                WHERE k.rank = ? ORDER BY k.start_ns""",
+            [rank],
+        ).fetchall()
         compute = [(a, b) for _, a, b, n in kernels if "nccl" not in n]
         gathers = [(st, a, b) for st, a, b, n in kernels if "nccl" in n and "allgather" in n]
         exposed = [(st, (b - a) - _covered_ns(a, b, compute)) for st, a, b in gathers]
@@ -426,17 +448,27 @@ def test_small_collectives_counts_the_messages_under_1_mib() -> None:
     per_rank = {}
     for rank in (0, 1):
         n_steps = sum(1 for w in _gpu_windows(db) if w[0] == rank)
-        small = db.execute("""SELECT c.end_ns - c.start_ns, c.in_bytes
+        small = db.execute(
+            """SELECT c.end_ns - c.start_ns, c.in_bytes
                               FROM comms c SEMI JOIN windows w ON w.rank = c.rank AND w.step = c.step
-                              WHERE c.rank = ? AND c.in_bytes < 1024 * 1024""", [rank]).fetchall()
+                              WHERE c.rank = ? AND c.in_bytes < 1024 * 1024""",
+            [rank],
+        ).fetchall()
         total, longest = sum(d for d, _ in small), max(d for d, _ in small)
         # fused into one message, at least the longest would remain in each step
-        per_rank[rank] = (len(small), n_steps, total, (total - longest * n_steps) / 1e6 / n_steps,
-                          sum(b for _, b in small) / len(small))
+        per_rank[rank] = (
+            len(small),
+            n_steps,
+            total,
+            (total - longest * n_steps) / 1e6 / n_steps,
+            sum(b for _, b in small) / len(small),
+        )
     rank = min(per_rank, key=lambda r: per_rank[r][3])  # every rank must gain for the step to
     n, steps, total, saving, mean_bytes = per_rank[rank]
     assert f.bound_ms_per_step == pytest.approx(saving)
-    assert f.evidence.text.startswith(f"{n / steps:.0f} collectives under 1 MiB per step on rank {rank} "
-                                      f"({mean_bytes / 1024:.0f} KiB on average), {ms(total / 1e6 / steps)} per step")
+    assert f.evidence.text.startswith(
+        f"{n / steps:.0f} collectives under 1 MiB per step on rank {rank} "
+        f"({mean_bytes / 1024:.0f} KiB on average), {ms(total / 1e6 / steps)} per step"
+    )
     assert f.evidence.rows[0]["operation"] == "allreduce" and f.evidence.rows[0]["count"] == n
     assert f.evidence.rows[0]["mean_bytes"] == pytest.approx(mean_bytes)

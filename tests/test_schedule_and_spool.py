@@ -18,7 +18,15 @@ def test_default_schedule_flags_first_step_as_warmup():
 def test_window_with_warmup():
     s = StepSchedule.from_options("2:5", 1)
     assert [s.action(i).value for i in range(8)] == [
-        "skip", "skip", "warmup", "record", "record", "record", "skip", "skip"]
+        "skip",
+        "skip",
+        "warmup",
+        "record",
+        "record",
+        "record",
+        "skip",
+        "skip",
+    ]
     assert StepSchedule.from_options("2:5", None).warmup == 0
     assert StepSchedule.from_options("3:", None).action(10**6) is Action.RECORD
 
@@ -38,7 +46,10 @@ def test_spool_roundtrip_and_torn_tail(tmp_path):
     blocks, torn = spool.read_event_blocks(p)
     assert not torn
     assert [(b.kind, b.a, b.b, b.values.tolist()) for b in blocks] == [
-        (spool.PHASE, 3, 77, [10, -20, 30]), (spool.STEP, 0, 77, [25]), (spool.MARK, 4, 78, [40, 50, 60, 70])]
+        (spool.PHASE, 3, 77, [10, -20, 30]),
+        (spool.STEP, 0, 77, [25]),
+        (spool.MARK, 4, 78, [40, 50, 60, 70]),
+    ]
     # a kill in the middle of the last block: keep its whole values, say it was torn
     data = p.read_bytes()
     p.write_bytes(data[:-13])

@@ -23,8 +23,9 @@ from dlscope.analysis.compare.tries import Run
 DRIFT = 0.10
 
 
-def _tries(fixes: int, effect: float, noise: float, seed: int, rounds: int = 8,
-           drift_sd: float = DRIFT) -> tuple[np.ndarray, np.ndarray]:
+def _tries(
+    fixes: int, effect: float, noise: float, seed: int, rounds: int = 8, drift_sd: float = DRIFT
+) -> tuple[np.ndarray, np.ndarray]:
     """(baseline medians, fixed medians), fixes x rounds."""
     rng = np.random.default_rng(seed)
     drift = np.exp(drift_sd * rng.standard_normal((fixes, rounds)))
@@ -145,20 +146,33 @@ def test_boundaries_against_independent_computations():
     logs = np.log(np.array(f) / np.array(b))
     half = plan.critical_t(5) * stats.sem(logs)
     seen = look(plan, b, f)
-    assert (seen.low_pct, seen.high_pct) == pytest.approx((100 * (1 - math.exp(logs.mean() + half)),
-                                                            100 * (1 - math.exp(logs.mean() - half))))
+    assert (seen.low_pct, seen.high_pct) == pytest.approx(
+        (100 * (1 - math.exp(logs.mean() + half)), 100 * (1 - math.exp(logs.mean() - half)))
+    )
     assert seen.p_value == pytest.approx(stats.ttest_1samp(logs, 0.0).pvalue, rel=1e-6)
     assert seen.verdict is Verdict.SAVES and seen.p_value < seen.level
 
 
 # ---- Trial's rounds, with runs faked --------------------------------------------------------------
-FACTORS = {"baseline": 1.0, "bf16": 0.6, "tf32": 0.8, "channels_last": 1.0, "cudnn_benchmark": 1.0,
-           "combined": 0.5, "batch": 1.9}  # batch: twice the samples a step, 0.95x the time per sample
+FACTORS = {
+    "baseline": 1.0,
+    "bf16": 0.6,
+    "tf32": 0.8,
+    "channels_last": 1.0,
+    "cudnn_benchmark": 1.0,
+    "combined": 0.5,
+    "batch": 1.9,
+}  # batch: twice the samples a step, 0.95x the time per sample
 NOISE = {"channels_last": 0.002, "cudnn_benchmark": 0.25, "batch": 0.05}
 
 
-def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int = 6,
-                asked: str = "bf16,tf32,channels_last,cudnn_benchmark"):
+def _fake_trial(
+    tmp_path: Path,
+    monkeypatch,
+    repeat: int | None,
+    max_rounds: int = 6,
+    asked: str = "bf16,tf32,channels_last,cudnn_benchmark",
+):
     from dlscope.application.try_fixes import Trial, fix_names
 
     rng = np.random.default_rng(1)
@@ -167,8 +181,14 @@ def _fake_trial(tmp_path: Path, monkeypatch, repeat: int | None, max_rounds: int
         noise = NOISE.get(label, 0.01)
         median = 100.0 * (1 + 0.05 * math.sin(rnd)) * FACTORS[label] * math.exp(noise * rng.standard_normal())
         detail = {"samples_factor": 2} if label == "batch" else {}
-        r = Run(label, rnd, 0, [median * (1 + d) for d in (-0.01, 0.0, 0.01)], losses=[1.0],
-                fixes={f: {"applied": True, "detail": detail} for f in fixes})
+        r = Run(
+            label,
+            rnd,
+            0,
+            [median * (1 + d) for d in (-0.01, 0.0, 0.01)],
+            losses=[1.0],
+            fixes={f: {"applied": True, "detail": detail} for f in fixes},
+        )
         self.runs.append(r)
         return r
 
@@ -270,19 +290,48 @@ def test_try_stops_by_verdict_from_the_command_line(tmp_path):
     from .conftest import run_dlscope
     from .test_try import PROBE
 
-    r = run_dlscope("try", "--fixes", "tf32", "--steps", "3", "--max-rounds", "2", "-o", tmp_path / "t.try",
-                    "--format", "json", "--", sys.executable, PROBE, tmp_path / "probe.jsonl", cwd=tmp_path)
+    r = run_dlscope(
+        "try",
+        "--fixes",
+        "tf32",
+        "--steps",
+        "3",
+        "--max-rounds",
+        "2",
+        "-o",
+        tmp_path / "t.try",
+        "--format",
+        "json",
+        "--",
+        sys.executable,
+        PROBE,
+        tmp_path / "probe.jsonl",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["sequential"] and out["max_rounds"] == 2 and out["repeat"] is None
     fix = out["fixes"][0]
     assert fix["rounds"] == 2 and fix["verdict"] in {v.value for v in Verdict if v is not Verdict.CONTINUE}
     assert len([x for x in out["runs"] if x["label"] == "tf32"]) == 2
-    q = run_dlscope("sql", tmp_path / "t.try" / "baseline.0.dlscope", "select fix, verdict, rounds from tries",
-                    "--format", "json")
+    q = run_dlscope(
+        "sql", tmp_path / "t.try" / "baseline.0.dlscope", "select fix, verdict, rounds from tries", "--format", "json"
+    )
     assert json.loads(q.stdout) == [{"fix": "tf32", "verdict": fix["verdict"], "rounds": 2}]
-    both = run_dlscope("try", "--repeat", "3", "--max-rounds", "4", "-o", tmp_path / "u.try", "--",
-                       sys.executable, PROBE, tmp_path / "p2.jsonl", cwd=tmp_path)
+    both = run_dlscope(
+        "try",
+        "--repeat",
+        "3",
+        "--max-rounds",
+        "4",
+        "-o",
+        tmp_path / "u.try",
+        "--",
+        sys.executable,
+        PROBE,
+        tmp_path / "p2.jsonl",
+        cwd=tmp_path,
+    )
     assert both.returncode != 0 and "give one" in both.stderr
 
 

@@ -22,8 +22,10 @@ def _last_line(probe: str) -> str:
 
 
 def test_command_line_and_import_path_load_no_pyarrow_or_numpy():
-    probe = ("import sys, dlscope.cli, dlscope.importers.run, dlscope.store.build; "
-             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'numpy', 'pandas', 'rich'}))")
+    probe = (
+        "import sys, dlscope.cli, dlscope.importers.run, dlscope.store.build; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyarrow', 'numpy', 'pandas', 'rich'}))"
+    )
     assert _last_line(probe) == "[]"
 
 
@@ -32,10 +34,12 @@ def test_analysis_commands_run_without_pandas(tmp_path):
     advice, replay and plots use pyarrow and numpy) runs and never loads it. A command that runs
     the user's program does not block it."""
     profile = Path(__file__).parent / "data" / "advice_truth" / "mlp_baseline_full.dlscope"
-    probe = ("import sys; from dlscope.cli import main, COMMANDS; "
-             f"sys.argv = ['dlscope', 'report', {str(profile)!r}, '-o', {str(tmp_path / 'r.html')!r}]; "
-             "rc = main(); print(rc, 'pandas' in sys.modules, 'pyarrow' in sys.modules, "
-             "[c.name for c in COMMANDS if not c.without_pandas])")
+    probe = (
+        "import sys; from dlscope.cli import main, COMMANDS; "
+        f"sys.argv = ['dlscope', 'report', {str(profile)!r}, '-o', {str(tmp_path / 'r.html')!r}]; "
+        "rc = main(); print(rc, 'pandas' in sys.modules, 'pyarrow' in sys.modules, "
+        "[c.name for c in COMMANDS if not c.without_pandas])"
+    )
     assert _last_line(probe) == "0 False True ['profile', 'ncu', 'try']"
     assert (tmp_path / "r.html").stat().st_size > 10_000
 
@@ -44,11 +48,13 @@ def test_the_summary_through_the_python_api_loads_no_pandas():
     """A library user's summary (the import benchmark's job) hands DuckDB numpy arrays, not
     pyarrow arrays built with pa.array(), which imports pandas (0.3 s) on its first call."""
     profile = Path(__file__).parent / "data" / "advice_truth" / "gpt_baseline_full.dlscope"
-    probe = ("import sys; from dlscope.analysis import REPORTS; from dlscope.analysis.core.context import ProfileData; "
-             "from dlscope.analysis.core.summary import summarize; "
-             f"d = ProfileData.open({str(profile)!r}); s = summarize(d); "
-             "[REPORTS[n].compute(d) for n in ('gpu_time_breakdown', 'cuda_gpu_kern_sum')]; "
-             "print(s.steps.count > 0, 'pandas' in sys.modules)")
+    probe = (
+        "import sys; from dlscope.analysis import REPORTS; from dlscope.analysis.core.context import ProfileData; "
+        "from dlscope.analysis.core.summary import summarize; "
+        f"d = ProfileData.open({str(profile)!r}); s = summarize(d); "
+        "[REPORTS[n].compute(d) for n in ('gpu_time_breakdown', 'cuda_gpu_kern_sum')]; "
+        "print(s.steps.count > 0, 'pandas' in sys.modules)"
+    )
     assert _last_line(probe) == "True False"
 
 

@@ -37,10 +37,21 @@ def test_causes_and_waits_on_a_hand_made_step(tmp_path):
     rows = step_idle(lp.open(tmp_path)).to_pylist()
     assert [r["step"] for r in rows] == [0]
     ms = {k: v / 1e6 for k, v in rows[0].items() if k.endswith("_ns") and k not in ("start_ns", "end_ns")}
-    assert ms == pytest.approx({"window_ns": 100, "busy_ns": 19.9 + 9.9 + 5 + 0.5, "queued_ns": 5,
-                                "input_ns": 30, "sync_ns": 10, "launch_ns": 10.01 + 0.02 + 1.5,
-                                "other_ns": 0.09 + 0.08 + 5 + 3, "wait_ns": 19 + 2,
-                                "sync_wait_ns": 19, "pageable_wait_ns": 2}, abs=1e-6)
+    assert ms == pytest.approx(
+        {
+            "window_ns": 100,
+            "busy_ns": 19.9 + 9.9 + 5 + 0.5,
+            "queued_ns": 5,
+            "input_ns": 30,
+            "sync_ns": 10,
+            "launch_ns": 10.01 + 0.02 + 1.5,
+            "other_ns": 0.09 + 0.08 + 5 + 3,
+            "wait_ns": 19 + 2,
+            "sync_wait_ns": 19,
+            "pageable_wait_ns": 2,
+        },
+        abs=1e-6,
+    )
 
 
 def test_resnet_idle_under_preprocess_and_sync_waits_match_the_json(tmp_path_factory):

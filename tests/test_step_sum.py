@@ -39,7 +39,9 @@ def covered_ns(profile: Path) -> dict[tuple[int, int], int]:
             else:
                 merged.append([s, e])
     out = {}
-    for rank, step, s, e in con.execute(f"SELECT rank, step, start_ns, end_ns FROM '{profile}/steps.parquet'").fetchall():
+    for rank, step, s, e in con.execute(
+        f"SELECT rank, step, start_ns, end_ns FROM '{profile}/steps.parquet'"
+    ).fetchall():
         out[(rank, step)] = sum(max(0, min(e, ie) - max(s, is_)) for is_, ie in islands.get(rank, []))
     return out
 
@@ -76,8 +78,20 @@ def check(profile: Path) -> list[dict]:
 def demo_profile(tmp_path_factory) -> Path:
     """The demo's profile: examples/train_cpu.py as scripts/demo.sh profiles it (fewer steps)."""
     out = tmp_path_factory.mktemp("demo") / "train_cpu.dlscope"
-    r = run_dlscope("profile", "-o", out, "--quiet", "--batch-size", "64", "--", sys.executable,
-                    REPO / "examples" / "train_cpu.py", "--steps", "12", cwd=out.parent)
+    r = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--quiet",
+        "--batch-size",
+        "64",
+        "--",
+        sys.executable,
+        REPO / "examples" / "train_cpu.py",
+        "--steps",
+        "12",
+        cwd=out.parent,
+    )
     assert r.returncode == 0, r.stderr
     return out
 

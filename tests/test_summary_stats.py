@@ -17,9 +17,19 @@ def make_profile(tmp_path, durations, phase_durations, batch_size=32):
     ends = starts + np.asarray(durations, np.int64)
     n = len(durations)
     b = ProfileBuilder()
-    b.add("steps", pa.table({"rank": np.zeros(n, np.int32), "step": np.arange(n, dtype=np.int32),
-                             "start_ns": starts, "end_ns": ends, "source": ["dlscope"] * n,
-                             "warmup": [i == 0 for i in range(n)]}))
+    b.add(
+        "steps",
+        pa.table(
+            {
+                "rank": np.zeros(n, np.int32),
+                "step": np.arange(n, dtype=np.int32),
+                "start_ns": starts,
+                "end_ns": ends,
+                "source": ["dlscope"] * n,
+                "warmup": [i == 0 for i in range(n)],
+            }
+        ),
+    )
     names, ps, pe = [], [], []
     for i in range(n):
         t = starts[i]
@@ -29,8 +39,21 @@ def make_profile(tmp_path, durations, phase_durations, batch_size=32):
             pe.append(t + d)
             t += d
     m = len(names)
-    b.add("phases", pa.table({"rank": np.zeros(m, np.int32), "pid": [1] * m, "tid": [1] * m, "start_ns": ps,
-                              "end_ns": pe, "name": names, "kind": ["range"] * m, "source": ["dlscope"] * m}))
+    b.add(
+        "phases",
+        pa.table(
+            {
+                "rank": np.zeros(m, np.int32),
+                "pid": [1] * m,
+                "tid": [1] * m,
+                "start_ns": ps,
+                "end_ns": pe,
+                "name": names,
+                "kind": ["range"] * m,
+                "source": ["dlscope"] * m,
+            }
+        ),
+    )
     meta = Meta(batch_size=batch_size, warmup_steps=1)
     b.write(tmp_path / "s.dlscope", meta)
     return tmp_path / "s.dlscope"

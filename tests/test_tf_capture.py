@@ -41,9 +41,14 @@ def test_tf_layer_records_steps_phases_and_graph_ops(tf_run):
     data = ProfileData.open(tf_run)
     assert q(data.con, "SELECT step, warmup FROM steps ORDER BY step") == [(i, i == 0) for i in range(5)]
     assert dict(q(data.con, "SELECT name, count(*) FROM phases WHERE name IN ('data', 'compute') GROUP BY 1")) == {
-        "data": 5, "compute": 5}
+        "data": 5,
+        "compute": 5,
+    }
     # each step: two forward _FusedMatMul (one per Dense layer), three backward MatMul
-    per_step = q(data.con, """SELECT step, count(*) FILTER (WHERE name LIKE '%:\\_FusedMatMul' ESCAPE '\\'),
+    per_step = q(
+        data.con,
+        """SELECT step, count(*) FILTER (WHERE name LIKE '%:\\_FusedMatMul' ESCAPE '\\'),
                                      count(*) FILTER (WHERE name LIKE '%:MatMul')
-                              FROM ops WHERE category = 'tf_op' AND step IS NOT NULL GROUP BY 1 ORDER BY 1""")
+                              FROM ops WHERE category = 'tf_op' AND step IS NOT NULL GROUP BY 1 ORDER BY 1""",
+    )
     assert per_step == [(i, 2, 3) for i in range(5)]

@@ -25,8 +25,20 @@ def profile(request, tmp_path_factory) -> Path:
             tar.extractall(tmp, filter="data")
         return tmp / "h100_resnet50.dlscope"
     out = tmp / "train_cpu.dlscope"
-    r = run_dlscope("profile", "-o", out, "--quiet", "--batch-size", "64", "--", sys.executable,
-                    REPO / "examples" / "train_cpu.py", "--steps", "16", cwd=tmp)
+    r = run_dlscope(
+        "profile",
+        "-o",
+        out,
+        "--quiet",
+        "--batch-size",
+        "64",
+        "--",
+        sys.executable,
+        REPO / "examples" / "train_cpu.py",
+        "--steps",
+        "16",
+        cwd=tmp,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -34,9 +46,13 @@ def profile(request, tmp_path_factory) -> Path:
 def expected(profile: Path) -> tuple[float, float, float]:
     """(steps/s, samples/s, median-based steps/s) of the statistics steps: warm-up and traced
     steps left out, as dlscope's summary says."""
-    mean, p50 = duckdb.connect().execute(f"""
+    mean, p50 = (
+        duckdb.connect()
+        .execute(f"""
         SELECT avg(end_ns - start_ns) / 1e6, quantile_cont(end_ns - start_ns, 0.5) / 1e6
-        FROM '{profile}/steps.parquet' WHERE NOT warmup AND NOT traced""").fetchall()[0]
+        FROM '{profile}/steps.parquet' WHERE NOT warmup AND NOT traced""")
+        .fetchall()[0]
+    )
     batch = json.loads((profile / "meta.json").read_text())["batch_size"]
     assert batch == 64
     return 1e3 / mean, batch * 1e3 / mean, 1e3 / p50

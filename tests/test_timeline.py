@@ -109,8 +109,9 @@ def test_steps_window_keeps_only_those_steps(resnet_profile, tmp_path):
     assert non_meta and all(e["args"]["step"] == 3 for e in non_meta)
     (kernels_in_3,) = q(data.con, "SELECT count(*) FROM kernels WHERE step = 3")[0]
     assert sum(e.get("cat") == "kernel" for e in events) == kernels_in_3 > 0
-    assert [e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("Profiler")] \
-        == ["ProfilerStep#3"]
+    assert [e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("Profiler")] == [
+        "ProfilerStep#3"
+    ]
 
 
 def test_max_events_keeps_the_beginning(resnet_profile, tmp_path):
@@ -152,13 +153,33 @@ def _profile(tmp_path: Path, **tables: pa.Table) -> ProfileData:
 
 
 def test_names_that_need_escaping_stay_valid_json(tmp_path):
-    names = ['</script><script>alert(1)</script>', 'say "hi"\\', "tab\tnew\nline", "ünïcødé ✓", "\x01ctl"]
+    names = ["</script><script>alert(1)</script>", 'say "hi"\\', "tab\tnew\nline", "ünïcødé ✓", "\x01ctl"]
     n = len(names)
-    data = _profile(tmp_path, kernels=pa.table({
-        "rank": [0] * n, "device": [0] * n, "stream": [7] * n, "start_ns": [EPOCH + 1000 * i for i in range(n)],
-        "end_ns": [EPOCH + 1000 * i + 500 for i in range(n)], "name": names}),
-        ops=pa.table({"rank": [0], "pid": [1], "tid": [1], "start_ns": [EPOCH], "end_ns": [EPOCH + 10],
-                      "name": ["op"], "op_id": [0], "input_shapes": ["not json ["]}))
+    data = _profile(
+        tmp_path,
+        kernels=pa.table(
+            {
+                "rank": [0] * n,
+                "device": [0] * n,
+                "stream": [7] * n,
+                "start_ns": [EPOCH + 1000 * i for i in range(n)],
+                "end_ns": [EPOCH + 1000 * i + 500 for i in range(n)],
+                "name": names,
+            }
+        ),
+        ops=pa.table(
+            {
+                "rank": [0],
+                "pid": [1],
+                "tid": [1],
+                "start_ns": [EPOCH],
+                "end_ns": [EPOCH + 10],
+                "name": ["op"],
+                "op_id": [0],
+                "input_shapes": ["not json ["],
+            }
+        ),
+    )
     out = tmp_path / "t.json"
     export_timeline(data, out)
     _, events, _ = timeline_checks.read(out)
@@ -179,8 +200,15 @@ def test_overlapping_kernels_go_to_an_overlap_track_and_ranks_get_processes(tmp_
             rows["start_ns"].append(EPOCH + s * 1000)
             rows["end_ns"].append(EPOCH + e * 1000)
             rows["name"].append("ABCD"[i])
-    counters = pa.table({"rank": [0, 0], "device": [0, 0], "ts_ns": [EPOCH, EPOCH + 100_000],
-                         "metric": ["gpu_util", "gpu_util"], "value": [12.5, 80.0]})
+    counters = pa.table(
+        {
+            "rank": [0, 0],
+            "device": [0, 0],
+            "ts_ns": [EPOCH, EPOCH + 100_000],
+            "metric": ["gpu_util", "gpu_util"],
+            "value": [12.5, 80.0],
+        }
+    )
     data = _profile(tmp_path, kernels=pa.table(rows), counters=counters)
     out = tmp_path / "t.json"
     res = export_timeline(data, out)
@@ -191,8 +219,9 @@ def test_overlapping_kernels_go_to_an_overlap_track_and_ranks_get_processes(tmp_
     by_track: dict[tuple, list] = {}
     for e in events:
         if e["ph"] == "X":
-            by_track.setdefault((found["processes"][e["pid"]], found["threads"][(e["pid"], e["tid"])]),
-                                []).append(e["name"])
+            by_track.setdefault((found["processes"][e["pid"]], found["threads"][(e["pid"], e["tid"])]), []).append(
+                e["name"]
+            )
     assert by_track[("rank 0 GPU 0 (GPU X)", "stream 7")] == ["A", "D"]
     assert by_track[("rank 0 GPU 0 (GPU X)", "stream 7 overlap 1")] == ["B", "C"]
     util = [e for e in events if e["ph"] == "C"]
@@ -200,13 +229,16 @@ def test_overlapping_kernels_go_to_an_overlap_track_and_ranks_get_processes(tmp_
     assert found["processes"][util[0]["pid"]] == "rank 0 GPU 0 (GPU X)"
 
 
-@pytest.mark.parametrize("argv, expect", [
-    (["--steps", "7:9"], "selects no step"),
-    (["--steps", "x"], "--steps"),
-    (["-o", "t.txt"], ".json or .json.gz"),
-    (["--max-events", "0"], "positive"),
-    (["-t", "csv", "--max-events", "5"], "perfetto timeline only"),
-])
+@pytest.mark.parametrize(
+    "argv, expect",
+    [
+        (["--steps", "7:9"], "selects no step"),
+        (["--steps", "x"], "--steps"),
+        (["-o", "t.txt"], ".json or .json.gz"),
+        (["--max-events", "0"], "positive"),
+        (["-t", "csv", "--max-events", "5"], "perfetto timeline only"),
+    ],
+)
 def test_bad_export_arguments(cli, resnet_profile, tmp_path, argv, expect):
     argv = [a if a != "t.txt" else str(tmp_path / a) for a in argv]
     if "-o" not in argv:
@@ -284,26 +316,104 @@ def test_every_table_becomes_well_formed_events(tmp_path):
     t = EPOCH
     data = _profile(
         tmp_path,
-        steps=pa.table({"rank": [0], "step": [5], "start_ns": [t], "end_ns": [t + 10_000], "pid": [1], "tid": [1],
-                        "source": ["dlscope"], "warmup": [True]}),
-        phases=pa.table({"rank": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [t, t + 500],
-                         "end_ns": [t + 9_000, t + 500], "name": ["run", "checkpoint"], "kind": ["range", "mark"],
-                         "source": ["dlscope", "dlscope"]}),
-        ops=pa.table({"rank": [0], "pid": [1], "tid": [1], "start_ns": [t + 100], "end_ns": [t + 2_000],
-                      "name": ["aten::mm"], "op_id": [0], "external_id": [7], "input_shapes": ["[[64, 32], [32, 8]]"],
-                      "input_types": ['["float", "float"]'], "input_values": ['["", ""]']}),
-        api=pa.table({"rank": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [t + 200, t + 300],
-                      "end_ns": [t + 250, t + 350], "name": ["cudaMemcpyAsync", "cudaMemsetAsync"],
-                      "correlation_id": [11, 12], "kind": ["runtime", "runtime"]}),
-        memcpy=pa.table({"rank": [0], "device": [0], "stream": [3], "start_ns": [t + 400], "end_ns": [t + 900],
-                         "correlation_id": [11], "bytes": [4096], "copy_kind": ["HtoD"], "src_kind": ["pinned"],
-                         "dst_kind": ["device"]}),
-        memset=pa.table({"rank": [0], "device": [0], "stream": [3], "start_ns": [t + 950], "end_ns": [t + 990],
-                         "correlation_id": [12], "bytes": [64], "mem_kind": ["device"]}),
-        sync=pa.table({"rank": [0], "pid": [1], "tid": [1], "device": [0], "stream": [3], "start_ns": [t + 1000],
-                       "end_ns": [t + 1500], "kind": ["stream"]}),
-        counters=pa.table({"rank": [0, 0, 0], "device": [0, -1, 0], "ts_ns": [t, t, t + 5],
-                           "metric": ["power", "torch_allocated", "sm_clock"], "value": [250.0, 1e9, float("nan")]}),
+        steps=pa.table(
+            {
+                "rank": [0],
+                "step": [5],
+                "start_ns": [t],
+                "end_ns": [t + 10_000],
+                "pid": [1],
+                "tid": [1],
+                "source": ["dlscope"],
+                "warmup": [True],
+            }
+        ),
+        phases=pa.table(
+            {
+                "rank": [0, 0],
+                "pid": [1, 1],
+                "tid": [1, 1],
+                "start_ns": [t, t + 500],
+                "end_ns": [t + 9_000, t + 500],
+                "name": ["run", "checkpoint"],
+                "kind": ["range", "mark"],
+                "source": ["dlscope", "dlscope"],
+            }
+        ),
+        ops=pa.table(
+            {
+                "rank": [0],
+                "pid": [1],
+                "tid": [1],
+                "start_ns": [t + 100],
+                "end_ns": [t + 2_000],
+                "name": ["aten::mm"],
+                "op_id": [0],
+                "external_id": [7],
+                "input_shapes": ["[[64, 32], [32, 8]]"],
+                "input_types": ['["float", "float"]'],
+                "input_values": ['["", ""]'],
+            }
+        ),
+        api=pa.table(
+            {
+                "rank": [0, 0],
+                "pid": [1, 1],
+                "tid": [1, 1],
+                "start_ns": [t + 200, t + 300],
+                "end_ns": [t + 250, t + 350],
+                "name": ["cudaMemcpyAsync", "cudaMemsetAsync"],
+                "correlation_id": [11, 12],
+                "kind": ["runtime", "runtime"],
+            }
+        ),
+        memcpy=pa.table(
+            {
+                "rank": [0],
+                "device": [0],
+                "stream": [3],
+                "start_ns": [t + 400],
+                "end_ns": [t + 900],
+                "correlation_id": [11],
+                "bytes": [4096],
+                "copy_kind": ["HtoD"],
+                "src_kind": ["pinned"],
+                "dst_kind": ["device"],
+            }
+        ),
+        memset=pa.table(
+            {
+                "rank": [0],
+                "device": [0],
+                "stream": [3],
+                "start_ns": [t + 950],
+                "end_ns": [t + 990],
+                "correlation_id": [12],
+                "bytes": [64],
+                "mem_kind": ["device"],
+            }
+        ),
+        sync=pa.table(
+            {
+                "rank": [0],
+                "pid": [1],
+                "tid": [1],
+                "device": [0],
+                "stream": [3],
+                "start_ns": [t + 1000],
+                "end_ns": [t + 1500],
+                "kind": ["stream"],
+            }
+        ),
+        counters=pa.table(
+            {
+                "rank": [0, 0, 0],
+                "device": [0, -1, 0],
+                "ts_ns": [t, t, t + 5],
+                "metric": ["power", "torch_allocated", "sm_clock"],
+                "value": [250.0, 1e9, float("nan")],
+            }
+        ),
     )
     out = tmp_path / "t.json"
     res = export_timeline(data, out)
@@ -322,8 +432,10 @@ def test_every_table_becomes_well_formed_events(tmp_path):
     assert by[("X", "cuda_sync", "Stream Sync")]["args"]["cuda_sync_kind"] == "Stream Sync"
     assert res.flows == found["flows"] == 2
     counters = [(found["processes"][e["pid"]], e["name"], e["args"]) for e in events if e["ph"] == "C"]
-    assert sorted(counters) == [("rank 0 GPU 0 (GPU X)", "power", {"W": 250.0}),
-                                ("rank 0 host", "torch_allocated", {"value": 1e9})]  # NaN left out
+    assert sorted(counters) == [
+        ("rank 0 GPU 0 (GPU X)", "power", {"W": 250.0}),
+        ("rank 0 host", "torch_allocated", {"value": 1e9}),
+    ]  # NaN left out
     # times are relative to a whole second, so that microseconds keep their nanoseconds in a double
     doc, _, _ = timeline_checks.read(out)
     base = doc["baseTimeNanoseconds"]

@@ -65,14 +65,28 @@ def test_microseconds_are_exact_text_of_nanoseconds():
     range where a double holds them exactly (the fast path's limit)."""
     base = 1_700_000_000_000_000_000
     rng = np.random.default_rng(1)
-    offsets = [0, 1, 999, 1000, 1001, 2**50 - 1, 2**50, 2**50 + 1, 2**53 + 7, 10**16 + 123_456,
-               *rng.integers(0, 2**50, 2000).tolist(), *rng.integers(2**50, 2**60, 200).tolist()]
+    offsets = [
+        0,
+        1,
+        999,
+        1000,
+        1001,
+        2**50 - 1,
+        2**50,
+        2**50 + 1,
+        2**53 + 7,
+        10**16 + 123_456,
+        *rng.integers(0, 2**50, 2000).tolist(),
+        *rng.integers(2**50, 2**60, 200).tolist(),
+    ]
     con = duckdb.connect()
     con.execute("CREATE TABLE strings (id INTEGER, value VARCHAR)")
     define_macros(con, base)
-    got = con.execute("""SELECT tl_us(x + $b), tl_dur(x) FROM (
+    got = con.execute(
+        """SELECT tl_us(x + $b), tl_dur(x) FROM (
         SELECT unnest($x::BIGINT[]) AS x, unnest(range(len($x::BIGINT[]))) AS i) ORDER BY i""",
-                      {"b": base, "x": offsets}).fetchall()
+        {"b": base, "x": offsets},
+    ).fetchall()
     want = [f"{x // 1000}.{x % 1000:03d}" for x in offsets]
     assert [g[0] for g in got] == want and [g[1] for g in got] == want
     assert con.execute("SELECT tl_dur(-5)").fetchall()[0][0] == "0.000"
@@ -104,17 +118,33 @@ def test_export_starts_without_collectors_reports_or_rich(resnet_profile, tmp_pa
     or rich (stderr is no terminal here), which would only add to its start-up."""
     out = tmp_path / "t.json.gz"
     # as the console script runs it: main() reads sys.argv
-    code = ("import sys; from dlscope.cli import main; sys.argv = ['dlscope', 'export', *sys.argv[1:]]; rc = main(); "
-            "print(' '.join(sorted(sys.modules))); sys.exit(rc)")
+    code = (
+        "import sys; from dlscope.cli import main; sys.argv = ['dlscope', 'export', *sys.argv[1:]]; rc = main(); "
+        "print(' '.join(sorted(sys.modules))); sys.exit(rc)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(dlscope.__file__).parents[1]), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", code, str(resnet_profile), "-o", str(out)], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(resnet_profile), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
     assert "dlscope.render.timeline" in loaded and out.exists()
-    unwanted = {"dlscope.api", "dlscope.capture.cupti", "dlscope.capture.torch", "dlscope.capture.session",
-                "dlscope.analysis.reports.step_sum", "dlscope.analysis.reports.op_sum", "dlscope.importers", "rich", "pandas"}
+    unwanted = {
+        "dlscope.api",
+        "dlscope.capture.cupti",
+        "dlscope.capture.torch",
+        "dlscope.capture.session",
+        "dlscope.analysis.reports.step_sum",
+        "dlscope.analysis.reports.op_sum",
+        "dlscope.importers",
+        "rich",
+        "pandas",
+    }
     assert not unwanted & loaded
 
 

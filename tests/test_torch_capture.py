@@ -20,8 +20,9 @@ PROGRAMS = Path(__file__).parent / "programs"
 
 def profile(tmp_path: Path, *args: str, script: str = "unmodified_train.py", script_args: tuple[str, ...] = ()):
     out = tmp_path / "p.dlscope"
-    r = run_dlscope("profile", "-o", out, "--quiet", *args, "--", sys.executable, PROGRAMS / script, *script_args,
-                    cwd=tmp_path)
+    r = run_dlscope(
+        "profile", "-o", out, "--quiet", *args, "--", sys.executable, PROGRAMS / script, *script_args, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     return r, ProfileData.open(out)
 
@@ -33,12 +34,19 @@ def test_unmodified_script_gets_steps_ops_and_derived_phases(tmp_path):
     names = {p.name for p in summarize(data).phases}
     assert {"dataloader", "forward", "backward", "optimizer"} <= names
     # each step ends inside an optimizer step (the post-hook runs within PyTorch's annotation)
-    inside = q(data.con, """SELECT count(DISTINCT s.step) FROM steps s JOIN phases p
-                            ON p.name = 'Optimizer.step#SGD.step' AND p.start_ns <= s.end_ns AND s.end_ns <= p.end_ns""")
+    inside = q(
+        data.con,
+        """SELECT count(DISTINCT s.step) FROM steps s JOIN phases p
+                            ON p.name = 'Optimizer.step#SGD.step' AND p.start_ns <= s.end_ns
+                                AND s.end_ns <= p.end_ns""",
+    )
     assert inside == [(6,)]
     # forward comes before backward in every step
-    bad = q(data.con, """SELECT count(*) FROM phases f JOIN phases b ON f.step = b.step
-                         WHERE f.name = 'forward' AND b.name = 'backward' AND f.end_ns > b.start_ns""")
+    bad = q(
+        data.con,
+        """SELECT count(*) FROM phases f JOIN phases b ON f.step = b.step
+                         WHERE f.name = 'forward' AND b.name = 'backward' AND f.end_ns > b.start_ns""",
+    )
     assert bad == [(0,)]
     assert data.meta.collectors["torch"].status == "ok"
 
@@ -52,8 +60,11 @@ def test_program_output_is_unchanged(tmp_path):
 
 def test_torch_ops_lie_inside_the_dlscope_phase_around_them(tmp_path):
     _, data = profile(tmp_path, script="phase_around_op.py")
-    rows = q(data.con, """SELECT count(*) FROM ops o JOIN phases p ON p.name = 'matmul_phase' AND p.step = o.step
-                          WHERE o.name = 'aten::mm' AND o.start_ns >= p.start_ns AND o.end_ns <= p.end_ns""")
+    rows = q(
+        data.con,
+        """SELECT count(*) FROM ops o JOIN phases p ON p.name = 'matmul_phase' AND p.step = o.step
+                          WHERE o.name = 'aten::mm' AND o.start_ns >= p.start_ns AND o.end_ns <= p.end_ns""",
+    )
     assert rows == [(3,)]
 
 
@@ -85,7 +96,9 @@ def test_default_mode_traces_a_window_and_times_the_rest_untraced(tmp_path):
     s = summarize(data)
     assert s.steps.traced_excluded == [t for t in traced if t >= 1]
     assert s.steps.count == 13 - len(s.steps.traced_excluded)
-    untraced = q(data.con, "SELECT list(end_ns - start_ns ORDER BY step) FROM steps WHERE NOT traced AND NOT warmup")[0][0]
+    untraced = q(data.con, "SELECT list(end_ns - start_ns ORDER BY step) FROM steps WHERE NOT traced AND NOT warmup")[
+        0
+    ][0]
     import numpy as np
 
     assert s.steps.mean_ms == __import__("pytest").approx(np.mean(untraced) / 1e6)
@@ -106,9 +119,26 @@ def test_traced_window_survives_sigkill_after_it_closed(tmp_path):
     many steps later keeps its ops, and the steps run up to the last flush."""
     out = tmp_path / "k.dlscope"
     env = {k: v for k, v in os.environ.items() if k != "DLSCOPE_SESSION"}
-    proc = subprocess.Popen([sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--quiet", "--",
-                             sys.executable, str(PROGRAMS / "torch_until_killed.py")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "profile",
+            "-o",
+            str(out),
+            "--quiet",
+            "--",
+            sys.executable,
+            str(PROGRAMS / "torch_until_killed.py"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     first = proc.stdout.readline()
     assert first.startswith("pid "), first + proc.stderr.read()
     while True:  # well past the window

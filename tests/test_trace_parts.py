@@ -130,7 +130,9 @@ def test_a_traced_window_read_in_parts_at_finalize(tmp_path, monkeypatch):
     whole = decode()
     files = []
     real = kineto.create_in_order
-    monkeypatch.setattr(kineto, "create_in_order", lambda con, name, fs, select: files.append(len(fs)) or real(con, name, fs, select))
+    monkeypatch.setattr(
+        kineto, "create_in_order", lambda con, name, fs, select: files.append(len(fs)) or real(con, name, fs, select)
+    )
     monkeypatch.setattr(trace_json, "MIN_PART_BYTES", 64 << 10)
     monkeypatch.setattr(kineto.db, "default_threads", lambda: 2)
     parted = decode()

@@ -28,11 +28,27 @@ ALL = "bf16,tf32,workers,channels_last,cudnn_benchmark,fused_opt"
 
 def _try(tmp_path: Path, fixes: str, env: dict[str, str] | None = None, steps: int = 4, repeat: int = 1):
     records = tmp_path / "probe.jsonl"
-    old = {k: os.environ.get(k) for k in (env or {})}
+    old = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
     try:
-        r = run_dlscope("try", "--fixes", fixes, "--steps", str(steps), "--repeat", str(repeat), "-o",
-                        tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path)
+        r = run_dlscope(
+            "try",
+            "--fixes",
+            fixes,
+            "--steps",
+            str(steps),
+            "--repeat",
+            str(repeat),
+            "-o",
+            tmp_path / "t.try",
+            "--format",
+            "json",
+            "--",
+            sys.executable,
+            PROBE,
+            records,
+            cwd=tmp_path,
+        )
     finally:
         for k, v in old.items():
             if v is None:
@@ -53,8 +69,14 @@ def test_each_fix_applies_in_its_own_runs_only(tmp_path):
     out = json.loads(r.stdout)
     fixes = {f["name"]: f for f in out["fixes"]}
     base = runs["baseline"]
-    assert base and all(x["workers"] == 0 and not x["autocast"] and x["matmul_precision"] == "highest"
-                        and not x["cudnn_benchmark"] and not x["weight_channels_last"] for x in base)
+    assert base and all(
+        x["workers"] == 0
+        and not x["autocast"]
+        and x["matmul_precision"] == "highest"
+        and not x["cudnn_benchmark"]
+        and not x["weight_channels_last"]
+        for x in base
+    )
     assert all(x["workers"] >= 1 and x["persistent"] for x in runs["workers"])
     assert all(x["autocast"] and x["out_dtype"] == "torch.bfloat16" for x in runs["bf16"])
     # the autocast cache is left at each step's end: outputs match the weights the optimizer just updated
@@ -75,8 +97,13 @@ def test_each_fix_applies_in_its_own_runs_only(tmp_path):
         assert not f["loss_diverged"], (name, f["loss_note"])
     assert fixes["bf16"]["changes_precision"] and fixes["tf32"]["changes_precision"]
     # the tries table of the first run's profile, read back with SQL over the try folder
-    q = run_dlscope("sql", tmp_path / "t.try" / "baseline.0.dlscope",
-                    "select fix, applied from tries order by fix", "--format", "json")
+    q = run_dlscope(
+        "sql",
+        tmp_path / "t.try" / "baseline.0.dlscope",
+        "select fix, applied from tries order by fix",
+        "--format",
+        "json",
+    )
     assert {row["fix"]: row["applied"] for row in json.loads(q.stdout)} == {n: fixes[n]["applied"] for n in fixes}
 
 
@@ -118,9 +145,29 @@ def test_a_program_that_ends_before_the_measured_steps(tmp_path):
 
 def test_ctrl_c_stops_every_run(tmp_path):
     env = dict(os.environ, PROBE_STEPS="100000")
-    p = subprocess.Popen([sys.executable, "-m", "dlscope", "try", "--fixes", "tf32", "--steps", "100000", "-o",
-                          str(tmp_path / "t.try"), "--", sys.executable, str(PROBE), str(tmp_path / "p.jsonl")],
-                         cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "try",
+            "--fixes",
+            "tf32",
+            "--steps",
+            "100000",
+            "-o",
+            str(tmp_path / "t.try"),
+            "--",
+            sys.executable,
+            str(PROBE),
+            str(tmp_path / "p.jsonl"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not (tmp_path / "p.jsonl").exists():
         time.sleep(0.2)
@@ -140,8 +187,9 @@ def test_ctrl_c_stops_every_run(tmp_path):
 # ---- the statistics, against independent computations -------------------------------------------
 def _runs(label: str, medians: list[float], n: int = 15, spread: float = 0.5, seed: int = 0) -> list[Run]:
     rng = np.random.default_rng(seed)
-    return [Run(label, i, 0, list(m + rng.uniform(-spread, spread, n)), losses=[1.0, 1.01])
-            for i, m in enumerate(medians)]
+    return [
+        Run(label, i, 0, list(m + rng.uniform(-spread, spread, n)), losses=[1.0, 1.01]) for i, m in enumerate(medians)
+    ]
 
 
 def test_measured_saving_is_the_pooled_median_change():
@@ -168,7 +216,10 @@ def test_agreement_and_numerics():
     assert agrees(30.0, 5.0, False, (-20.0, 40.0)) is None  # the measurement cannot tell
     assert agrees(30.0, 2.0, False, (-8.0, 12.0)) is False  # it rules out half the prediction
     ok = [Run("baseline", 0, 0, [1.0], losses=[2.0, 2.1])]
-    assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.02, 2.08])]) == (False, "mean loss 2.05 against the baseline's 2.05")
+    assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.02, 2.08])]) == (
+        False,
+        "mean loss 2.05 against the baseline's 2.05",
+    )
     assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[2.6, 2.7])])[0]
     assert loss_check(ok, [Run("x", 0, 0, [1.0], losses=[float("nan")])])[0]
 
@@ -185,7 +236,9 @@ def test_fixes_that_act_at_the_outermost_forward_leave_the_submodules_on_the_fas
     from dlscope.capture.fix_injector import FixInjector
     from dlscope.capture.session import Session
 
-    s = Session(tmp_path / "x.dlscope", Settings(try_run=TryRun(fixes=["channels_last"])), collectors=[FixInjector]).start()
+    s = Session(
+        tmp_path / "x.dlscope", Settings(try_run=TryRun(fixes=["channels_last"])), collectors=[FixInjector]
+    ).start()
     try:
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
         model(torch.randn(1, 3, 8, 8))
@@ -223,18 +276,25 @@ def test_fused_optimizer_injection_sets_fused_and_the_step_runs(monkeypatch):
     finally:
         for n, init in originals.items():
             getattr(torch.optim, n).__init__ = init
-    assert "fused" not in torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults or \
-        not torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults["fused"]
+    assert (
+        "fused" not in torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults
+        or not torch.optim.Adam([torch.nn.Parameter(torch.ones(1))]).defaults["fused"]
+    )
 
 
 def _lease_runs(folder: str, name: str) -> tuple[list[Run], list[Run]]:
     import json
     from pathlib import Path
 
-    got = json.loads((Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / folder
-                      / f"try_{name}_steps.json").read_text())["runs"]
-    return ([Run("baseline", r["round"], 0, r["steps_ms"]) for r in got if r["label"] == "baseline"],
-            [Run("fix", r["round"], 0, r["steps_ms"]) for r in got if r["label"] != "baseline"])
+    got = json.loads(
+        (
+            Path(__file__).parents[1] / "bench" / "advice_truth" / "results" / folder / f"try_{name}_steps.json"
+        ).read_text()
+    )["runs"]
+    return (
+        [Run("baseline", r["round"], 0, r["steps_ms"]) for r in got if r["label"] == "baseline"],
+        [Run("fix", r["round"], 0, r["steps_ms"]) for r in got if r["label"] != "baseline"],
+    )
 
 
 def test_the_interval_is_students_t_over_the_rounds():
@@ -289,7 +349,9 @@ def test_the_spread_of_the_unchanged_runs():
     got = json.loads((Path(__file__).parents[1] / "bench" / "heldout" / "results_lease11" / "try_vit.json").read_text())
     base = [Run("baseline", r["round"], 0, [r["median_ms"]]) for r in got["runs"] if r["label"] == "baseline"]
     medians = [r.median_ms for r in base]
-    assert run_spread_pct(base) == pytest.approx(100 * (max(medians) / min(medians) - 1)) == pytest.approx(32.2, abs=0.1)
+    assert (
+        run_spread_pct(base) == pytest.approx(100 * (max(medians) / min(medians) - 1)) == pytest.approx(32.2, abs=0.1)
+    )
     assert run_spread_pct(base[:1]) is None
 
 
@@ -364,8 +426,15 @@ def _table(outcomes) -> str:
 def test_a_weaker_fix_never_calls_the_prediction_off():
     """The issue's run: 1 worker where the advice (76%) needs 4 measured +2.8%, printed as
     "prediction off". The fix applied was weaker than the advised one: say that, and show the count."""
-    info = {"workers": {"applied": True, "reason": "", "applied_as": "1 worker",
-                        "detail": {"num_workers": 1, "needed": 4}, "weaker": "1 worker where the advised saving needs 4"}}
+    info = {
+        "workers": {
+            "applied": True,
+            "reason": "",
+            "applied_as": "1 worker",
+            "detail": {"num_workers": 1, "needed": 4},
+            "weaker": "1 worker where the advised saving needs 4",
+        }
+    }
     base = _runs("baseline", [100, 101, 99])
     fixed = [Run(r.label, r.round, 0, r.steps_ms, r.losses, info) for r in _runs("workers", [97, 98, 96], seed=1)]
     o = measure("workers", ["input_bound"], base, fixed, predicted_pct=76.0)
@@ -376,7 +445,9 @@ def test_a_weaker_fix_never_calls_the_prediction_off():
     assert "workers: 1 worker" in text and "prediction off" not in text
     assert "the fix applied was weaker than advised: 1 worker where the advised saving needs 4" in text
     # the same measurement of the advised fix is a prediction that is off
-    full = measure("workers", ["input_bound"], base, [Run(r.label, r.round, 0, r.steps_ms, r.losses) for r in fixed], 76.0)
+    full = measure(
+        "workers", ["input_bound"], base, [Run(r.label, r.round, 0, r.steps_ms, r.losses) for r in fixed], 76.0
+    )
     assert full.agrees is False and "prediction off" in _table([full])
 
 
@@ -404,9 +475,26 @@ def test_the_tries_table_is_declared_once_and_read_back():
     names = {f.name for f in fields(FixOutcome)}
     assert all(c.name in names or c.name in TRIES_DERIVED for c in TRIES.columns)
     assert set(TRIES_DERIVED) <= {c.name for c in TRIES.columns}
-    done = FixOutcome("tf32", ["no_tensor_cores", "amp_not_enabled"], True, "", True, 30.0, 25.5, (20.0, 31.0),
-                      0.004, alpha=0.021, significant=True, agrees=True, baseline_ms=10.0, fixed_ms=7.45, runs=3,
-                      steps=60, verdict=Verdict.SAVES, rounds=3)
+    done = FixOutcome(
+        "tf32",
+        ["no_tensor_cores", "amp_not_enabled"],
+        True,
+        "",
+        True,
+        30.0,
+        25.5,
+        (20.0, 31.0),
+        0.004,
+        alpha=0.021,
+        significant=True,
+        agrees=True,
+        baseline_ms=10.0,
+        fixed_ms=7.45,
+        runs=3,
+        steps=60,
+        verdict=Verdict.SAVES,
+        rounds=3,
+    )
     failed = FixOutcome("bf16", ["amp_not_enabled"], False, "the run crashed", True, None, runs=1)
     table = tries_table([done, failed])
     want = conform("tries", table).schema  # the schema's own types, in its order
@@ -416,8 +504,13 @@ def test_the_tries_table_is_declared_once_and_read_back():
         for c in TRIES.columns:
             if c.name not in TRIES_DERIVED:
                 assert getattr(after, c.name) == getattr(before, c.name), c.name
-        assert (after.name, after.rules, after.reason, after.measured_interval_pct, after.verdict) == \
-            (before.name, before.rules, before.reason, before.measured_interval_pct, before.verdict)
+        assert (after.name, after.rules, after.reason, after.measured_interval_pct, after.verdict) == (
+            before.name,
+            before.rules,
+            before.reason,
+            before.measured_interval_pct,
+            before.verdict,
+        )
 
 
 def test_a_try_run_crosses_the_process_boundary_typed():
@@ -426,8 +519,11 @@ def test_a_try_run_crosses_the_process_boundary_typed():
 
     from dlscope.capture.base import Settings, TryRun
 
-    s = Settings(warmup=6, detail_steps=0, try_run=TryRun(["workers"], {"workers": {"predicted_saving_pct": 76.0}},
-                                                           stop_after_step=26, record_loss=True))
+    s = Settings(
+        warmup=6,
+        detail_steps=0,
+        try_run=TryRun(["workers"], {"workers": {"predicted_saving_pct": 76.0}}, stop_after_step=26, record_loss=True),
+    )
     back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))
     assert back == s and isinstance(back.try_run, TryRun)
     assert Settings.from_dict({"extra": {"fixes": ["bf16"]}}).try_run is None  # an older profile's settings

@@ -35,6 +35,9 @@ def test_every_type_ignore_names_its_code_and_says_why():
 
 
 def test_the_check_finds_a_bare_ignore():
-    planted = [("x.py", 1, "y = f()  # type: ignore"), ("x.py", 2, "y = f()  # type: ignore[arg-type]"),
-               ("x.py", 3, "y = f()  # type: ignore[arg-type]  # f takes Any")]
+    planted = [
+        ("x.py", 1, "y = f()  # type: ignore"),
+        ("x.py", 2, "y = f()  # type: ignore[arg-type]"),
+        ("x.py", 3, "y = f()  # type: ignore[arg-type]  # f takes Any"),
+    ]
     assert [b.split(":")[1] for b in unexplained(planted)] == ["1", "2"]

@@ -37,8 +37,12 @@ def test_warmup_excluded_says_how_many_steps(tmp_path):
 
 
 def _statuses(tmp_path, **settings) -> dict[str, tuple[str, str]]:
-    s = Session(tmp_path / "o.dlscope", Settings(**settings), owner="api",
-                collectors=[TorchCollector, NvtxEmitter, FixInjector, LiveStatus])
+    s = Session(
+        tmp_path / "o.dlscope",
+        Settings(**settings),
+        owner="api",
+        collectors=[TorchCollector, NvtxEmitter, FixInjector, LiveStatus],
+    )
     with api.Profile(s):
         pass
     return {k: (v.status, v.reason) for k, v in open_profile(tmp_path / "o.dlscope").meta.collectors.items()}

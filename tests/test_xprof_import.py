@@ -68,8 +68,11 @@ def _base_ns() -> int:
 
 
 def test_jax_steps_match_jax_own_conversion(jax_profile):
-    ref = sorted((int(e["args"]["step_num"]), round(e["ts"] * 1000), round(e["dur"] * 1000))
-                 for e in _jax_json() if "step_num" in e.get("args", {}))
+    ref = sorted(
+        (int(e["args"]["step_num"]), round(e["ts"] * 1000), round(e["dur"] * 1000))
+        for e in _jax_json()
+        if "step_num" in e.get("args", {})
+    )
     assert [r[0] for r in ref] == [0, 1, 2, 3]
     base = _base_ns()
     data = ProfileData.open(jax_profile)
@@ -89,18 +92,25 @@ def test_jax_hlo_ops_match_jax_own_conversion(jax_profile):
             ref_ns[op] += round(e["dur"] * 1000)
     assert len(ref_n) >= 20 and set(ref_n.values()) == {4}  # every HLO op of the MLP ran once per step
     data = ProfileData.open(jax_profile)
-    got = q(data.con, "SELECT name, count(*), sum(end_ns - start_ns)::BIGINT FROM ops WHERE category = 'hlo_op' GROUP BY 1")
+    got = q(
+        data.con, "SELECT name, count(*), sum(end_ns - start_ns)::BIGINT FROM ops WHERE category = 'hlo_op' GROUP BY 1"
+    )
     assert {n: c for n, c, _ in got} == dict(ref_n)
     for name, count, ns in got:
         assert abs(ns - ref_ns[name]) <= count, name  # each event's ns rounded once
     # each module run encloses its HLO ops: the jitted train step, next_batch's add
     modules = q(data.con, "SELECT name, count(*) FROM ops WHERE category = 'xla_module' GROUP BY 1 ORDER BY 1")
     assert modules == [("jit_next_batch", 4), ("jit_train_step", 4)]
-    assert q(data.con, """SELECT count(*) FROM ops o JOIN ops p ON p.op_id = o.parent_id
-                          WHERE o.category = 'hlo_op' AND p.category = 'xla_module'""") == [(sum(ref_n.values()),)]
+    assert q(
+        data.con,
+        """SELECT count(*) FROM ops o JOIN ops p ON p.op_id = o.parent_id
+                          WHERE o.category = 'hlo_op' AND p.category = 'xla_module'""",
+    ) == [(sum(ref_n.values()),)]
     # the jitted function calls, once per call (PjitFunction nests a second event of its own name)
     assert q(data.con, "SELECT name, count(*) FROM ops WHERE category = 'jax_function' GROUP BY 1 ORDER BY 1") == [
-        ("jit(next_batch)", 4), ("jit(train_step)", 4)]
+        ("jit(next_batch)", 4),
+        ("jit(train_step)", 4),
+    ]
 
 
 def test_jax_phases_are_the_program_annotations(jax_profile):
@@ -132,8 +142,12 @@ def test_jax_ops_carry_their_source_line(jax_profile):
 
 
 def test_jax_reports_timeline_and_advice_run(jax_profile, cli, tmp_path):
-    for args in (("stats", jax_profile, "--report", "all", "--format", "json"), ("advise", jax_profile),
-                 ("summary", jax_profile), ("export", jax_profile, "-o", tmp_path / "t.json")):
+    for args in (
+        ("stats", jax_profile, "--report", "all", "--format", "json"),
+        ("advise", jax_profile),
+        ("summary", jax_profile),
+        ("export", jax_profile, "-o", tmp_path / "t.json"),
+    ):
         r = cli(*args)
         assert r.code == 0, (args, r.err)
     trace = json.loads((tmp_path / "t.json").read_text())
@@ -153,21 +167,32 @@ def test_tf_steps_phases_and_graph_ops(tf_profile):
     assert cats["tf_function"] == 4 and cats["tf_op"] > 100
     # per step: Dense(128) and Dense(10) forward as two _FusedMatMul; backward: Dense(10)'s input and
     # weight gradients, Dense(128)'s weight gradient only (its input needs none): three MatMul
-    per_step = q(data.con, """SELECT step, count(*) FILTER (WHERE name LIKE '%:\\_FusedMatMul' ESCAPE '\\'),
+    per_step = q(
+        data.con,
+        """SELECT step, count(*) FILTER (WHERE name LIKE '%:\\_FusedMatMul' ESCAPE '\\'),
                                      count(*) FILTER (WHERE name LIKE '%:MatMul')
-                              FROM ops WHERE category = 'tf_op' GROUP BY 1 ORDER BY 1""")
+                              FROM ops WHERE category = 'tf_op' GROUP BY 1 ORDER BY 1""",
+    )
     assert per_step == [(i, 2, 3) for i in range(4)]
     # graph ops run inside the train_step function call of their step
-    assert q(data.con, """SELECT count(*) FROM ops o WHERE o.category = 'tf_op' AND NOT EXISTS (
+    assert q(
+        data.con,
+        """SELECT count(*) FROM ops o WHERE o.category = 'tf_op' AND NOT EXISTS (
                               SELECT 1 FROM ops f WHERE f.category = 'tf_function'
-                              AND o.start_ns >= f.start_ns AND o.end_ns <= f.end_ns)""") == [(0,)]
+                              AND o.start_ns >= f.start_ns AND o.end_ns <= f.end_ns)""",
+    ) == [(0,)]
     assert q(data.con, "SELECT name FROM ops WHERE category = 'tf_eager_op' GROUP BY 1 ORDER BY 1") == [
-        ("AddV2",), ("_EagerConst",)]
+        ("AddV2",),
+        ("_EagerConst",),
+    ]
 
 
 def test_tf_reports_timeline_and_advice_run(tf_profile, cli, tmp_path):
-    for args in (("stats", tf_profile, "--report", "all", "--format", "json"), ("advise", tf_profile),
-                 ("export", tf_profile, "-o", tmp_path / "t.json")):
+    for args in (
+        ("stats", tf_profile, "--report", "all", "--format", "json"),
+        ("advise", tf_profile),
+        ("export", tf_profile, "-o", tmp_path / "t.json"),
+    ):
         r = cli(*args)
         assert r.code == 0, (args, r.err)
     data = ProfileData.open(tf_profile)
@@ -193,30 +218,92 @@ def _gpu_xspace() -> bytes:
     from .xspace_writer import Ev, Ln, Pl, hlo_proto, xspace
 
     t0 = 1_800_000_000_000_000_000
-    host = Pl(1, "/host:CPU", [Ln(11, "python", [Ev("train", 0, 1_000_000, {"step_num": 3}),
-                                                 Ev("compute", 10_000, 900_000),
-                                                 Ev("PjitFunction(train_step)", 20_000, 50_000)])],
-              {"process_id": 4242})
+    host = Pl(
+        1,
+        "/host:CPU",
+        [
+            Ln(
+                11,
+                "python",
+                [
+                    Ev("train", 0, 1_000_000, {"step_num": 3}),
+                    Ev("compute", 10_000, 900_000),
+                    Ev("PjitFunction(train_step)", 20_000, 50_000),
+                ],
+            )
+        ],
+        {"process_id": 4242},
+    )
     gemm = {"hlo_op": "cublas-gemm.1", "hlo_module": "jit_train_step", "tf_op": "jit(train_step)/dot_general"}
-    gpu = Pl(2, "/device:GPU:0", [
-        Ln(7, "Stream #7(Compute)", [
-            Ev("sm90_xmma_gemm_bf16", 100_000, 40_000, {**gemm, "correlation_id": 101,
-                                                       "kernel_details": "regs:168 static_shared:0 dynamic_shared:"
-                                                                         "213504 grid:66,1,1 block:384,1,1"}),
-            Ev("splitk_reduce", 141_000, 4_000, {**gemm, "correlation_id": 102}),
-            Ev("loop_add_fusion", 150_000, 6_000, {"hlo_op": "add.3", "hlo_module": "jit_train_step",
-                                                   "correlation_id": 103}),
-            Ev("MemcpyD2H", 160_000, 2_000, {"memcpy_details": "kind_src:device kind_dst:pinned size:4096",
-                                             "correlation_id": 104}),
-            Ev("stray_kernel", 170_000, 1_000, {"correlation_id": 105}),
-        ])], {"compute_cap_major": 9, "compute_cap_minor": 0})
-    cupti = Pl(3, "/host:CUPTI", [Ln(11, "thread 11", [
-        Ev("cuLaunchKernelEx", 60_000 + 5_000 * i, 3_000, {"correlation_id": c}) for i, c in
-        enumerate((101, 102, 103))] + [Ev("cuMemcpyDtoHAsync_v2", 80_000, 2_000, {"correlation_id": 104}),
-                                        Ev("cuLaunchKernel", 85_000, 2_000, {"correlation_id": 105})])])
+    gpu = Pl(
+        2,
+        "/device:GPU:0",
+        [
+            Ln(
+                7,
+                "Stream #7(Compute)",
+                [
+                    Ev(
+                        "sm90_xmma_gemm_bf16",
+                        100_000,
+                        40_000,
+                        {
+                            **gemm,
+                            "correlation_id": 101,
+                            "kernel_details": (
+                                "regs:168 static_shared:0 dynamic_shared:213504 grid:66,1,1 block:384,1,1"
+                            ),
+                        },
+                    ),
+                    Ev("splitk_reduce", 141_000, 4_000, {**gemm, "correlation_id": 102}),
+                    Ev(
+                        "loop_add_fusion",
+                        150_000,
+                        6_000,
+                        {"hlo_op": "add.3", "hlo_module": "jit_train_step", "correlation_id": 103},
+                    ),
+                    Ev(
+                        "MemcpyD2H",
+                        160_000,
+                        2_000,
+                        {"memcpy_details": "kind_src:device kind_dst:pinned size:4096", "correlation_id": 104},
+                    ),
+                    Ev("stray_kernel", 170_000, 1_000, {"correlation_id": 105}),
+                ],
+            )
+        ],
+        {"compute_cap_major": 9, "compute_cap_minor": 0},
+    )
+    cupti = Pl(
+        3,
+        "/host:CUPTI",
+        [
+            Ln(
+                11,
+                "thread 11",
+                [
+                    Ev("cuLaunchKernelEx", 60_000 + 5_000 * i, 3_000, {"correlation_id": c})
+                    for i, c in enumerate((101, 102, 103))
+                ]
+                + [
+                    Ev("cuMemcpyDtoHAsync_v2", 80_000, 2_000, {"correlation_id": 104}),
+                    Ev("cuLaunchKernel", 85_000, 2_000, {"correlation_id": 105}),
+                ],
+            )
+        ],
+    )
     env = Pl(4, "Task Environment", [], {"profile_start_time": t0})
-    meta = Pl(5, "/host:metadata", [], {}, {"jit_train_step(7)": hlo_proto("jit_train_step", {
-        "cublas-gemm.1": ("jit(train_step)/dot_general", "/home/u/train.py", "loss_fn", 26)})})
+    meta = Pl(
+        5,
+        "/host:metadata",
+        [],
+        {},
+        {
+            "jit_train_step(7)": hlo_proto(
+                "jit_train_step", {"cublas-gemm.1": ("jit(train_step)/dot_general", "/home/u/train.py", "loss_fn", 26)}
+            )
+        },
+    )
     return xspace([meta, host, gpu, cupti, env])
 
 
@@ -230,21 +317,33 @@ def test_gpu_side_of_an_xspace(tmp_path, cli):
     data = ProfileData.open(tmp_path / "g.dlscope")
     t0 = 1_800_000_000_000_000_000
     # kernels with their launch shape, linked to their HLO op and to their launch
-    ks = q(data.con, f"""SELECT k.name, k.start_ns - {t0}, k.grid_x, k.block_x, k.registers, k.shared_bytes, o.name,
+    ks = q(
+        data.con,
+        f"""SELECT k.name, k.start_ns - {t0}, k.grid_x, k.block_x, k.registers, k.shared_bytes, o.name,
                                o.source, a.name, k.step
                         FROM kernels k LEFT JOIN ops o ON o.external_id = k.external_id
-                        LEFT JOIN api a ON a.correlation_id = k.correlation_id ORDER BY k.start_ns""")
+                        LEFT JOIN api a ON a.correlation_id = k.correlation_id ORDER BY k.start_ns""",
+    )
     assert ks == [
         ("sm90_xmma_gemm_bf16", 100_000, 66, 384, 168, 213504, "cublas-gemm.1", SRC, "cuLaunchKernelEx", 3),
         ("splitk_reduce", 141_000, None, None, None, None, "cublas-gemm.1", SRC, "cuLaunchKernelEx", 3),
         ("loop_add_fusion", 150_000, None, None, None, None, "add.3", None, "cuLaunchKernelEx", 3),
-        ("stray_kernel", 170_000, None, None, None, None, None, None, "cuLaunchKernel", 3)]
+        ("stray_kernel", 170_000, None, None, None, None, None, None, "cuLaunchKernel", 3),
+    ]
     # the GEMM's two kernels are one op call spanning both; the module run encloses both ops
-    ops = q(data.con, f"""SELECT name, category, start_ns - {t0}, end_ns - start_ns, depth FROM ops
-                         WHERE category IN ('hlo_op', 'xla_module') ORDER BY start_ns, depth""")
-    assert ops == [("jit_train_step", "xla_module", 100_000, 56_000, 0),
-                   ("cublas-gemm.1", "hlo_op", 100_000, 45_000, 1), ("add.3", "hlo_op", 150_000, 6_000, 1)]
-    assert q(data.con, "SELECT copy_kind, src_kind, dst_kind, bytes FROM memcpy") == [("DtoH", "device", "pinned", 4096)]
+    ops = q(
+        data.con,
+        f"""SELECT name, category, start_ns - {t0}, end_ns - start_ns, depth FROM ops
+                         WHERE category IN ('hlo_op', 'xla_module') ORDER BY start_ns, depth""",
+    )
+    assert ops == [
+        ("jit_train_step", "xla_module", 100_000, 56_000, 0),
+        ("cublas-gemm.1", "hlo_op", 100_000, 45_000, 1),
+        ("add.3", "hlo_op", 150_000, 6_000, 1),
+    ]
+    assert q(data.con, "SELECT copy_kind, src_kind, dst_kind, bytes FROM memcpy") == [
+        ("DtoH", "device", "pinned", 4096)
+    ]
     # op_sum: the GEMM op's GPU time is its two kernels; 1 us of kernel time has no op
     rows = {r["name"]: r for r in op_sum(data).table.to_pylist()}
     assert rows["cublas-gemm.1"]["self_gpu_ms"] == pytest.approx(0.044)
@@ -288,10 +387,13 @@ def test_tf1_session_runs_are_the_iterations(tmp_path, cli):
     assert [(s, e) for _, s, e, _ in steps] == runs and len(runs) == 5
     assert {src for *_, src in steps} == {"session_run"}
     # each training run applies the gradient to both variables: two ApplyGradientDescent per run
-    per_step = q(data.con, """SELECT step, count(*) FILTER (WHERE name LIKE '%:ResourceApplyGradientDescent'
+    per_step = q(
+        data.con,
+        """SELECT step, count(*) FILTER (WHERE name LIKE '%:ResourceApplyGradientDescent'
                                                              OR name LIKE '%:ApplyGradientDescent'),
                                      count(*) FILTER (WHERE name LIKE '%:MatMul')
-                              FROM ops WHERE category = 'tf_op' AND step IS NOT NULL GROUP BY 1 ORDER BY 1""")
+                              FROM ops WHERE category = 'tf_op' AND step IS NOT NULL GROUP BY 1 ORDER BY 1""",
+    )
     assert [r[1] for r in per_step] == [0, 2, 2, 2, 2]
     assert all(r[2] >= 4 for r in per_step[1:])  # 2 forward and at least 2 backward matmuls
     assert q(data.con, "SELECT count(*) FROM phases WHERE name IN ('SessionRun', 'ExecutorDoneCallback')") == [(0,)]

@@ -81,8 +81,12 @@ def check_structure(events: list[dict[str, Any]]) -> dict[str, Any]:
         assert ((s["pid"], s["tid"]), round(s["ts"] * 1000)) in starts, f"flow {fid} starts on no slice"
         assert ((f["pid"], f["tid"]), round(f["ts"] * 1000)) in gpu_starts, f"flow {fid} ends on no GPU slice"
         assert f["ts"] >= s["ts"], f"flow {fid} goes back in time"
-    return {"processes": procs, "threads": threads, "flows": len(flows),
-            "slices_by_track": {threads[k]: len(v) for k, v in slices.items()}}
+    return {
+        "processes": procs,
+        "threads": threads,
+        "flows": len(flows),
+        "slices_by_track": {threads[k]: len(v) for k, v in slices.items()},
+    }
 
 
 def counts(events: list[dict[str, Any]]) -> Counter:

@@ -123,8 +123,10 @@ def hlo_proto(module: str, ops: dict[str, tuple[str, str, str, int]]) -> bytes:
         funcs += _bytes(2, func.encode())
         locs += _bytes(3, _int(1, i) + _int(2, i) + _int(3, line))
         frames += _bytes(4, _int(1, i))
-        instrs += _bytes(2, _bytes(1, name.encode()) + _bytes(2, b"fusion")
-                         + _bytes(7, _bytes(2, op_name.encode()) + _int(15, i)))
-    module_proto = (_bytes(1, module.encode()) + _bytes(3, _bytes(1, b"main") + instrs)
-                    + _bytes(17, files + funcs + locs + frames))
+        instrs += _bytes(
+            2, _bytes(1, name.encode()) + _bytes(2, b"fusion") + _bytes(7, _bytes(2, op_name.encode()) + _int(15, i))
+        )
+    module_proto = (
+        _bytes(1, module.encode()) + _bytes(3, _bytes(1, b"main") + instrs) + _bytes(17, files + funcs + locs + frames)
+    )
     return _bytes(1, module_proto)

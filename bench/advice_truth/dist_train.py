@@ -46,22 +46,45 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block) instead of DDP")
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--python-ms", type=float, default=25.0)
-    ap.add_argument("--slow-where", choices=("before", "forward"), default="before",
-                    help="where the slow rank spends its Python: before the forward (outside every phase), or "
-                         "inside it, in a hook on the middle block (its host then launches the forward late)")
+    ap.add_argument(
+        "--slow-where",
+        choices=("before", "forward"),
+        default="before",
+        help=(
+            "where the slow rank spends its Python: before the forward (outside every phase), or "
+            "inside it, in a hook on the middle block (its host then launches the forward late)"
+        ),
+    )
     ap.add_argument("--times-out", metavar="PATH")
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--grad-sync", choices=("ddp", "naive", "bucketed"), default="ddp")
-    ap.add_argument("--prefetch", type=int, default=0,
-                    help="FSDP2: each block prefetches the next N blocks' all-gathers in forward and backward "
-                         "(explicit prefetch; 0 = FSDP2's implicit one-ahead)")
-    ap.add_argument("--gpu-offset", type=int, default=0,
-                    help="use GPU LOCAL_RANK + N: a launch that plays a second host on one machine, with every GPU "
-                         "visible (NCCL's peer-to-peer path needs the peers' GPUs visible; hiding them with "
-                         "CUDA_VISIBLE_DEVICES sends the collectives through host memory)")
-    ap.add_argument("--keep-last", action="store_true",
-                    help="FSDP2: the last block keeps its parameters gathered between forward and backward "
-                         "(reshard_after_forward=False)")
+    ap.add_argument(
+        "--prefetch",
+        type=int,
+        default=0,
+        help=(
+            "FSDP2: each block prefetches the next N blocks' all-gathers in forward and backward "
+            "(explicit prefetch; 0 = FSDP2's implicit one-ahead)"
+        ),
+    )
+    ap.add_argument(
+        "--gpu-offset",
+        type=int,
+        default=0,
+        help=(
+            "use GPU LOCAL_RANK + N: a launch that plays a second host on one machine, with every GPU "
+            "visible (NCCL's peer-to-peer path needs the peers' GPUs visible; hiding them with "
+            "CUDA_VISIBLE_DEVICES sends the collectives through host memory)"
+        ),
+    )
+    ap.add_argument(
+        "--keep-last",
+        action="store_true",
+        help=(
+            "FSDP2: the last block keeps its parameters gathered between forward and backward "
+            "(reshard_after_forward=False)"
+        ),
+    )
     return ap.parse_args()
 
 
@@ -79,7 +102,7 @@ def sync_grads(params: list[torch.Tensor], how: str, world: int) -> None:
         offset = 0
         for g in grads:
             n = g.numel()
-            g.copy_(flat[offset:offset + n].view_as(g))
+            g.copy_(flat[offset : offset + n].view_as(g))
             offset += n
 
 
@@ -115,14 +138,15 @@ def main() -> None:
         fully_shard(model)
         if a.prefetch > 0:  # the fix fsdp_exposed_gathers advises, as FSDP2's documentation writes it
             for i, block in enumerate(blocks):
-                block.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + a.prefetch])
-                block.set_modules_to_backward_prefetch(blocks[max(0, i - a.prefetch):i][::-1])
+                block.set_modules_to_forward_prefetch(blocks[i + 1 : i + 1 + a.prefetch])
+                block.set_modules_to_backward_prefetch(blocks[max(0, i - a.prefetch) : i][::-1])
         train_model = model
     elif a.grad_sync != "ddp":
         train_model = model
     else:
         train_model = nn.parallel.DistributedDataParallel(model)
     if rank == a.slow_rank and a.slow_where == "forward":
+
         def slow_block(*_: object) -> None:
             busy_python(a.python_ms)  # (a pre-hook's result, unless None, replaces the block's input)
 

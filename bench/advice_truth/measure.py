@@ -40,8 +40,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cuda",
-            variants: list[str] | None = None, on_round=None) -> dict:
+def measure(
+    model: str,
+    rounds: int,
+    block: int,
+    warmup: int,
+    device: str = "cuda",
+    variants: list[str] | None = None,
+    on_round=None,
+) -> dict:
     """Per variant, the summary of :func:`summarize`; ``on_round(summary)`` after every round (so a
     run stopped by a time limit keeps the rounds it finished)."""
     names = ["baseline", *(variants or programs.MODEL_FIXES[model])]
@@ -66,7 +73,7 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
         print(f"  {model}: {block} steps per block", flush=True)
     out: dict = {}
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for v in order:
             t = kept.get(v) or programs.build(model, v, device)
             for _ in range(warmup):
@@ -88,14 +95,18 @@ def measure(model: str, rounds: int, block: int, warmup: int, device: str = "cud
         if on_round is not None:
             on_round(out)
     for v, o in out.items():
-        print(f"  {model}/{v}: {o['step_ms']:.2f} ms/step (IQR {o['iqr_pct']:.1f}%), "
-              f"saving {o['saving_pct']:.1f}%; median step {o['median_step_ms']:.2f} ms, "
-              f"saving {o['median_saving_pct']:.1f}%", flush=True)
+        print(
+            f"  {model}/{v}: {o['step_ms']:.2f} ms/step (IQR {o['iqr_pct']:.1f}%), "
+            f"saving {o['saving_pct']:.1f}%; median step {o['median_step_ms']:.2f} ms, "
+            f"saving {o['median_saving_pct']:.1f}%",
+            flush=True,
+        )
     return out
 
 
-def summarize(model: str, names: list[str], times: dict[str, list[float]], steps: dict[str, list[float]],
-              block: int) -> dict:
+def summarize(
+    model: str, names: list[str], times: dict[str, list[float]], steps: dict[str, list[float]], block: int
+) -> dict:
     base_per_sample = statistics.median(times["baseline"]) / programs.samples(model, "baseline")
     base_step = statistics.median(steps["baseline"]) / programs.samples(model, "baseline")
     out = {}
@@ -103,16 +114,20 @@ def summarize(model: str, names: list[str], times: dict[str, list[float]], steps
         med = statistics.median(times[v])
         per_sample = med / programs.samples(model, v)
         q = statistics.quantiles(times[v], n=4) if len(times[v]) >= 4 else [min(times[v]), med, max(times[v])]
-        out[v] = {"step_ms": med, "rounds_ms": times[v], "iqr_pct": 100 * (q[-1] - q[0]) / med,
-                  "noise_pct": 100 * (max(times[v]) - min(times[v])) / med,
-                  "samples": programs.samples(model, v),
-                  "saving_pct": 100 * (1 - per_sample / base_per_sample),
-                  "saving_ms": (base_per_sample - per_sample) * programs.samples(model, "baseline"),
-                  "block_steps": block,
-                  "median_step_ms": statistics.median(steps[v]),
-                  "mean_step_ms": statistics.fmean(steps[v]),
-                  "median_saving_pct": 100 * (1 - statistics.median(steps[v]) / programs.samples(model, v) / base_step),
-                  "steps_ms": [round(x, 3) for x in steps[v]]}
+        out[v] = {
+            "step_ms": med,
+            "rounds_ms": times[v],
+            "iqr_pct": 100 * (q[-1] - q[0]) / med,
+            "noise_pct": 100 * (max(times[v]) - min(times[v])) / med,
+            "samples": programs.samples(model, v),
+            "saving_pct": 100 * (1 - per_sample / base_per_sample),
+            "saving_ms": (base_per_sample - per_sample) * programs.samples(model, "baseline"),
+            "block_steps": block,
+            "median_step_ms": statistics.median(steps[v]),
+            "mean_step_ms": statistics.fmean(steps[v]),
+            "median_saving_pct": 100 * (1 - statistics.median(steps[v]) / programs.samples(model, v) / base_step),
+            "steps_ms": [round(x, 3) for x in steps[v]],
+        }
     return out
 
 
@@ -123,8 +138,14 @@ def main() -> int:
     p.add_argument("--block", type=int, default=0, help="steps per block; 0: about 1 s of baseline steps")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--variants", default="", help="comma-separated variants (default: the model's suite fixes); "
-                   "any of programs.config's, e.g. workers_fix, compile_graphs_fix, bf16_fix")
+    p.add_argument(
+        "--variants",
+        default="",
+        help=(
+            "comma-separated variants (default: the model's suite fixes); "
+            "any of programs.config's, e.g. workers_fix, compile_graphs_fix, bf16_fix"
+        ),
+    )
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args()
     for v in (v for v in a.variants.split(",") if v):
@@ -132,9 +153,15 @@ def main() -> int:
             programs.config(a.model, v)
         except KeyError as e:
             p.error(str(e))
-    res: dict = {"model": a.model, "method": "fresh variant per block", "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
-           "torch": torch.__version__, "rounds": a.rounds, "block": a.block,
-           "rounds_done": 0}
+    res: dict = {
+        "model": a.model,
+        "method": "fresh variant per block",
+        "device": torch.cuda.get_device_name(0) if a.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "rounds": a.rounds,
+        "block": a.block,
+        "rounds_done": 0,
+    }
 
     def write(variants: dict) -> None:
         res["variants"] = variants

@@ -57,18 +57,32 @@ EXPECTED_RULES: dict[str, tuple[str, ...]] = {
 # Not in MODEL_FIXES (the suite's own fixes, whose results are recorded); ask for them with
 # ``measure.py --variants``. Each maps to the suite's variant that fixes the same problem.
 TRY_FIXES: dict[str, str] = {
-    "workers_fix": "try's 'workers': DataLoader(num_workers=min(8, CPUs-1), pin_memory=True on CUDA, "
-                   "persistent_workers=True, prefetch_factor=2); the copy stays blocking",
-    "compile_graphs_fix": "try's 'compile_graphs': model.forward = torch.compile(model.forward, "
-                          "mode='reduce-overhead'); the loss stays outside",
+    "workers_fix": (
+        "try's 'workers': DataLoader(num_workers=min(8, CPUs-1), pin_memory=True on CUDA, "
+        "persistent_workers=True, prefetch_factor=2); the copy stays blocking"
+    ),
+    "compile_graphs_fix": (
+        "try's 'compile_graphs': model.forward = torch.compile(model.forward, "
+        "mode='reduce-overhead'); the loss stays outside"
+    ),
     "compile_fix": "try's 'compile': model.forward = torch.compile(model.forward) (default mode)",
-    "bf16_fix": "try's 'bf16': bf16 autocast from the step's start (the batch's loading included) to "
-                "the loss, closed before backward, and the program's own autocast switch turned on",
+    "bf16_fix": (
+        "try's 'bf16': bf16 autocast from the step's start (the batch's loading included) to "
+        "the loss, closed before backward, and the program's own autocast switch turned on"
+    ),
 }
-TRY_FIX_OF: dict[str, str] = {"workers_fix": "workers", "compile_graphs_fix": "compile_graphs",
-                              "compile_fix": "compile", "bf16_fix": "bf16"}
-SUITE_VARIANT_OF: dict[str, str] = {"workers_fix": "workers", "compile_graphs_fix": "compile",
-                                    "compile_fix": "compile", "bf16_fix": "bf16"}
+TRY_FIX_OF: dict[str, str] = {
+    "workers_fix": "workers",
+    "compile_graphs_fix": "compile_graphs",
+    "compile_fix": "compile",
+    "bf16_fix": "bf16",
+}
+SUITE_VARIANT_OF: dict[str, str] = {
+    "workers_fix": "workers",
+    "compile_graphs_fix": "compile",
+    "compile_fix": "compile",
+    "bf16_fix": "bf16",
+}
 # the try workers fix: at most this many workers, one CPU left to the training process
 TRY_MAX_WORKERS = 8
 
@@ -92,10 +106,10 @@ class Config:
     channels_last: bool = False
     compile: bool = False
     # fields the try-fix variants set (the defaults keep every older variant as it was)
-    prefetch: int = 4                  # prefetch_factor when workers > 0
-    pin_memory: bool | None = None     # the DataLoader's pin_memory; None: as ``pin`` (which also sets non_blocking)
+    prefetch: int = 4  # prefetch_factor when workers > 0
+    pin_memory: bool | None = None  # the DataLoader's pin_memory; None: as ``pin`` (which also sets non_blocking)
     compile_mode: str | None = "reduce-overhead"
-    compile_forward: bool = False      # compile model.forward in place (try's fix), not torch.compile(model)
+    compile_forward: bool = False  # compile model.forward in place (try's fix), not torch.compile(model)
     bf16_from_step_start: bool = False  # an outer autocast region from the step's start to the loss (try's fix)
 
 
@@ -207,7 +221,7 @@ class TensorBatches(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         j = (i % 64) * self.batch
-        return self.x[j:j + self.batch], self.y[j:j + self.batch]
+        return self.x[j : j + self.batch], self.y[j : j + self.batch]
 
 
 # ---- models ------------------------------------------------------------------------------------
@@ -271,14 +285,20 @@ class Trainer:
         if c.channels_last:
             model = model.to(memory_format=torch.channels_last)
         if c.model in ("gpt", "gpt2"):
-            opt = torch.optim.AdamW(model.parameters(), lr=3e-4,
-                                    **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+            opt = torch.optim.AdamW(
+                model.parameters(), lr=3e-4, **({"fused": True} if c.optimizer == "fused" else {"foreach": False})
+            )
         elif c.model == "cnn":
-            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
-                                  **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+            opt = torch.optim.SGD(
+                model.parameters(),
+                lr=0.01,
+                momentum=0.9,
+                **({"fused": True} if c.optimizer == "fused" else {"foreach": False}),
+            )
         else:
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3,
-                                   **({"fused": True} if c.optimizer == "fused" else {"foreach": False}))
+            opt = torch.optim.Adam(
+                model.parameters(), lr=1e-3, **({"fused": True} if c.optimizer == "fused" else {"foreach": False})
+            )
         self.model, self.opt = model, opt
         mode = {"mode": c.compile_mode} if c.compile_mode else {}
         if c.compile and c.compile_forward:
@@ -289,9 +309,13 @@ class Trainer:
         else:
             self.forward = torch.compile(model, **mode) if c.compile else model
         loader = torch.utils.data.DataLoader(
-            data, batch_size=None if c.model == "mlp" else c.batch, num_workers=c.workers,
+            data,
+            batch_size=None if c.model == "mlp" else c.batch,
+            num_workers=c.workers,
             pin_memory=c.pin if c.pin_memory is None else c.pin_memory,
-            persistent_workers=c.workers > 0, prefetch_factor=c.prefetch if c.workers else None)
+            persistent_workers=c.workers > 0,
+            prefetch_factor=c.prefetch if c.workers else None,
+        )
         self.batches = iter(loader)
         self.n = 0
         self.losses: list[torch.Tensor] = []

@@ -26,8 +26,22 @@ SKIP = 8
 
 
 def per_sample_ms(model: str, batch: int, steps: int, path: Path) -> float:
-    subprocess.run([sys.executable, str(HERE / "train.py"), "--model", model, "--batch", str(batch),
-                    "--steps", str(steps), "--times-out", str(path)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "train.py"),
+            "--model",
+            model,
+            "--batch",
+            str(batch),
+            "--steps",
+            str(steps),
+            "--times-out",
+            str(path),
+        ],
+        check=True,
+        timeout=300,
+    )
     times = json.loads(path.read_text())["step_ms"][SKIP:]
     return statistics.median(times) / batch
 
@@ -47,10 +61,19 @@ def main() -> int:
         got = {b: per_sample_ms(a.model, b, a.steps, Path(f"/tmp/bt_{a.model}_{b}_{r}.json")) for b in order}
         saving = 100 * (got[small] - got[large]) / got[small]
         rows.append({"small_ms_per_sample": got[small], "large_ms_per_sample": got[large], "saving_pct": saving})
-        print(f"{a.model} {small}->{large}, run {r + 1}: {got[small]:.4f} -> {got[large]:.4f} ms/sample, "
-              f"saving {saving:+.1f}%", flush=True)
-    res = {"model": a.model, "batches": [small, large], "steps": a.steps, "skip": SKIP, "runs": rows,
-           "saving_pct": statistics.median(r["saving_pct"] for r in rows)}
+        print(
+            f"{a.model} {small}->{large}, run {r + 1}: {got[small]:.4f} -> {got[large]:.4f} ms/sample, "
+            f"saving {saving:+.1f}%",
+            flush=True,
+        )
+    res = {
+        "model": a.model,
+        "batches": [small, large],
+        "steps": a.steps,
+        "skip": SKIP,
+        "runs": rows,
+        "saving_pct": statistics.median(r["saving_pct"] for r in rows),
+    }
     (OUT / f"batch_truth_{a.model}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "runs"}))
     return 0

@@ -77,7 +77,7 @@ def main() -> int:
 
     variants = [("balanced", [])] + ([("straggler", slow)] if a.straggler else [])
     for rnd in range(2):
-        for name, extra in (variants if rnd == 0 else variants[::-1]):
+        for name, extra in variants if rnd == 0 else variants[::-1]:
             times = WORK / f"bare_{name}_{rnd}.json"
             run([*launch, *program, *extra, "--times-out", str(times)])
             res["truth"].setdefault(name, []).append(median_step(times))
@@ -91,20 +91,41 @@ def main() -> int:
     for name, extra in runs:
         path = WORK / f"{kind}_{name}.dlscope"
         times = WORK / f"prof_{name}.json"
-        run([sys.executable, "-m", "dlscope", "profile", "-o", str(path), "-f", "--quiet", "--",
-             *launch, *program, *extra, "--times-out", str(times)], 300)
+        run(
+            [
+                sys.executable,
+                "-m",
+                "dlscope",
+                "profile",
+                "-o",
+                str(path),
+                "-f",
+                "--quiet",
+                "--",
+                *launch,
+                *program,
+                *extra,
+                "--times-out",
+                str(times),
+            ],
+            300,
+        )
         r: dict = {"untraced_median_step_ms": median_step(times)}
         if path.exists():
             p = run([sys.executable, "-m", "dlscope", "advise", str(path), "--format", "json"], 120)
             try:
                 found = json.loads(p.stdout) if p and p.returncode == 0 else []
                 found = found.get("findings", found) if isinstance(found, dict) else found
-                r["advice"] = [{k: f.get(k) for k in ("id", "severity", "saving_ms_per_step", "saving_pct", "evidence")}
-                               for f in found]
+                r["advice"] = [
+                    {k: f.get(k) for k in ("id", "severity", "saving_ms_per_step", "saving_pct", "evidence")}
+                    for f in found
+                ]
             except ValueError:
                 r["advice"] = "not JSON"
             for report in ("straggler", "rank_balance"):
-                p = run([sys.executable, "-m", "dlscope", "stats", str(path), "--report", report, "--format", "json"], 120)
+                p = run(
+                    [sys.executable, "-m", "dlscope", "stats", str(path), "--report", report, "--format", "json"], 120
+                )
                 try:
                     r[report] = json.loads(p.stdout) if p and p.returncode == 0 else None
                 except ValueError:

@@ -60,9 +60,28 @@ def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess | None:
 
 def profile(model: str, variant: str, mode: str, steps: int, advise: dict, timeout: float) -> None:
     path = WORK / f"{model}_{variant}_{mode}.dlscope"
-    p = run([sys.executable, "-m", "dlscope", "profile", "-o", str(path), "--mode", mode, "--",
-             sys.executable, str(HERE / "train.py"), "--model", model, "--variant", variant, "--steps", str(steps)],
-            timeout)
+    p = run(
+        [
+            sys.executable,
+            "-m",
+            "dlscope",
+            "profile",
+            "-o",
+            str(path),
+            "--mode",
+            mode,
+            "--",
+            sys.executable,
+            str(HERE / "train.py"),
+            "--model",
+            model,
+            "--variant",
+            variant,
+            "--steps",
+            str(steps),
+        ],
+        timeout,
+    )
     if p is None or not path.exists():
         return
     a = run([sys.executable, "-m", "dlscope", "advise", str(path), "--format", "json"], 120)
@@ -113,9 +132,20 @@ def main() -> int:
     full = a.full.split(",") if a.full else models
     advise: dict = json.loads((OUT / "advise.json").read_text()) if (OUT / "advise.json").exists() else {}
     if "measure" in parts:
-        for m in (a.measure_models.split(",") if a.measure_models else models):
-            run([sys.executable, str(HERE / "measure.py"), "--model", m, "--rounds", str(a.rounds),
-                 "-o", str(OUT / f"measure_{m}.json")], 300)
+        for m in a.measure_models.split(",") if a.measure_models else models:
+            run(
+                [
+                    sys.executable,
+                    str(HERE / "measure.py"),
+                    "--model",
+                    m,
+                    "--rounds",
+                    str(a.rounds),
+                    "-o",
+                    str(OUT / f"measure_{m}.json"),
+                ],
+                300,
+            )
     if "profile" in parts:
         for m in models:
             if time.monotonic() - T0 > a.budget:

@@ -23,8 +23,11 @@ OUT = Path(os.environ.get("OUT", "/tmp/out"))
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--jobs", default="gpt2:baseline:2,mlp:baseline:3,gpt2:bf16:2",
-                    help="MODEL:VARIANT:REPEAT[:FIXES] (FIXES: names joined by '+', default auto)")
+    ap.add_argument(
+        "--jobs",
+        default="gpt2:baseline:2,mlp:baseline:3,gpt2:bf16:2",
+        help="MODEL:VARIANT:REPEAT[:FIXES] (FIXES: names joined by '+', default auto)",
+    )
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--budget", type=float, default=540.0)
     a = ap.parse_args()
@@ -37,15 +40,40 @@ def main() -> int:
             if time.monotonic() - t0 > a.budget:
                 log.write(f"budget spent: {job} not run\n")
                 continue
-            cmd = [sys.executable, "-m", "dlscope", "try", "--fixes", fixes, "--steps", str(a.steps), "--repeat", repeat,
-                   "-o", f"/tmp/try_{model}_{variant}", "-f", "--format", "json", "--",
-                   sys.executable, str(HERE / "train.py"), "--model", model, "--variant", variant, "--steps", "100000"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "dlscope",
+                "try",
+                "--fixes",
+                fixes,
+                "--steps",
+                str(a.steps),
+                "--repeat",
+                repeat,
+                "-o",
+                f"/tmp/try_{model}_{variant}",
+                "-f",
+                "--format",
+                "json",
+                "--",
+                sys.executable,
+                str(HERE / "train.py"),
+                "--model",
+                model,
+                "--variant",
+                variant,
+                "--steps",
+                "100000",
+            ]
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
             t = time.monotonic()
             p = subprocess.run(cmd, capture_output=True, text=True)
             # '-' between fix names: the device tool brings back only names of letters, digits, '.', '_' and '-'
-            (OUT / f"try_{model}_{variant}{'_' + fixes.replace(',', '-') if fixes != 'auto' else ''}.json").write_text(p.stdout)
+            (OUT / f"try_{model}_{variant}{'_' + fixes.replace(',', '-') if fixes != 'auto' else ''}.json").write_text(
+                p.stdout
+            )
             log.write(p.stderr[-3000:] + f"\nrc={p.returncode} in {time.monotonic() - t:.0f} s\n")
             log.flush()
             print(f"{job}: rc={p.returncode} in {time.monotonic() - t:.0f} s", flush=True)

@@ -20,13 +20,18 @@ def cell(v: rw.StragglerVerdict | None, others: bool) -> str:
     if v is None:
         return "-"
     dev = v.lag_ms / v.jitter_ms if v.jitter_ms else float("inf")
-    return (f"r{v.rank}, {v.lag_ms:.2f}" + (f", {v.others_wait_ms:.2f}" if others else "")
-            + f", {dev:.1f}, {'STRAGGLER' if v.significant else 'no'}")
+    return (
+        f"r{v.rank}, {v.lag_ms:.2f}"
+        + (f", {v.others_wait_ms:.2f}" if others else "")
+        + f", {dev:.1f}, {'STRAGGLER' if v.significant else 'no'}"
+    )
 
 
 def main(folder: Path) -> int:
-    print("| profile | host waits: rank, lag ms, deviations, verdict "
-          "| GPU waits: rank, lag ms, others' wait ms, deviations, verdict | finding |")
+    print(
+        "| profile | host waits: rank, lag ms, deviations, verdict "
+        "| GPU waits: rank, lag ms, others' wait ms, deviations, verdict | finding |"
+    )
     print("|---|---|---|---|")
     for p in sorted(folder.rglob("*.dlscope")):
         d = ProfileData.open(p)
@@ -34,9 +39,11 @@ def main(folder: Path) -> int:
             continue
         host, gpu = rw.untraced_straggler(d, "host waits"), rw.untraced_straggler(d)
         f = straggler.RULE.check(Context(d))
-        print(f"| {p.relative_to(folder)} | {cell(host, False)} | "
-              f"{cell(gpu if gpu is not None and gpu.basis == 'GPU waits' else None, True)} | "
-              f"{'-' if f is None else f'{f.severity} {f.saving_ms_per_step:.1f} ms'} |")
+        print(
+            f"| {p.relative_to(folder)} | {cell(host, False)} | "
+            f"{cell(gpu if gpu is not None and gpu.basis == 'GPU waits' else None, True)} | "
+            f"{'-' if f is None else f'{f.severity} {f.saving_ms_per_step:.1f} ms'} |"
+        )
     return 0
 
 

@@ -63,7 +63,11 @@ def measured(results: Path, model: str) -> dict[str, dict[str, Any]]:
     for v, vals in per.items():
         mean = statistics.fmean(vals)
         between = (max(vals) - min(vals)) / 2 if len(vals) > 1 else 0.0
-        out[v] = {"leases": vals, "real_pct": mean, "noise_pp": max(between, statistics.fmean(spread[v]) / len(vals) ** 0.5)}
+        out[v] = {
+            "leases": vals,
+            "real_pct": mean,
+            "noise_pp": max(between, statistics.fmean(spread[v]) / len(vals) ** 0.5),
+        }
     return out
 
 
@@ -84,7 +88,11 @@ def rows_for(model: str, findings: list[dict[str, Any]], real: dict[str, dict[st
         est = hit["saving_pct"] if hit else None
         w = (hit or {}).get("what_if") or {}
         pred = 100 * (1 - w["fixed_step_ms"] / w["step_ms"]) if w.get("step_ms") else None
-        after = (100 * w["saving_after_above_ms"] / w["step_ms"]) if w.get("step_ms") and "saving_after_above_ms" in w else None
+        after = (
+            (100 * w["saving_after_above_ms"] / w["step_ms"])
+            if w.get("step_ms") and "saving_after_above_ms" in w
+            else None
+        )
         r, noise = m["real_pct"], m["noise_pp"]
         clear = abs(r) > noise
         checks = []
@@ -93,10 +101,22 @@ def rows_for(model: str, findings: list[dict[str, Any]], real: dict[str, dict[st
             checks.append(("estimate 0.5x..2x", est is not None and 0.5 * r <= est <= 2 * r))
         if r < SMALL_PCT:
             checks.append(("no finding >= 5%", est is None or est < NAMED_PCT))
-        rows.append({"model": model, "fix": fix, "rule": hit["id"] if hit else "/".join(rules),
-                     "real_pct": r, "leases": m["leases"], "noise_pp": noise, "clear": clear, "rank": rank,
-                     "estimate_pct": est, "what_if_pct": pred, "after_above_pct": after,
-                     "checks": [{"criterion": c, "ok": ok} for c, ok in checks]})
+        rows.append(
+            {
+                "model": model,
+                "fix": fix,
+                "rule": hit["id"] if hit else "/".join(rules),
+                "real_pct": r,
+                "leases": m["leases"],
+                "noise_pp": noise,
+                "clear": clear,
+                "rank": rank,
+                "estimate_pct": est,
+                "what_if_pct": pred,
+                "after_above_pct": after,
+                "checks": [{"criterion": c, "ok": ok} for c, ok in checks],
+            }
+        )
     return rows
 
 
@@ -117,14 +137,18 @@ def variant_rows(profiles: Path, model: str, results: Path) -> list[dict[str, An
         path = profiles / f"{model}_{fix}_default.dlscope"
         if not path.exists():
             continue
-        found = [f for f in advised(path) if f["id"] in programs.EXPECTED_RULES[fix]
-                 and (f["saving_pct"] or 0) >= SMALL_PCT]
+        found = [
+            f for f in advised(path) if f["id"] in programs.EXPECTED_RULES[fix] and (f["saving_pct"] or 0) >= SMALL_PCT
+        ]
         confirmed = [f for f in found if f["confirmed"]]
         # a finding the untraced steps do not confirm is LOW and says so: listed, not counted
-        row = {"model": model, "variant": fix,
-               "advised_again": [(f["id"], round(f["saving_pct"], 1)) for f in confirmed],
-               "unconfirmed": [(f["id"], f["severity"], round(f["saving_pct"], 1)) for f in found if not f["confirmed"]],
-               "ok": not confirmed}
+        row = {
+            "model": model,
+            "variant": fix,
+            "advised_again": [(f["id"], round(f["saving_pct"], 1)) for f in confirmed],
+            "unconfirmed": [(f["id"], f["severity"], round(f["saving_pct"], 1)) for f in found if not f["confirmed"]],
+            "ok": not confirmed,
+        }
         again = further_batch_truth(results, model) if fix == "batch2x" and confirmed else None
         if again is not None:
             real, est = again["saving_pct"], confirmed[0]["saving_pct"]
@@ -135,8 +159,10 @@ def variant_rows(profiles: Path, model: str, results: Path) -> list[dict[str, An
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    head = ("| model | fix | rule | real saving (leases) | noise | rank | estimate | what-if | after the fixes above | criteria |\n"
-            "|---|---|---|---|---:|---:|---:|---:|---:|---|")
+    head = (
+        "| model | fix | rule | real saving (leases) | noise | rank | estimate | what-if | after the fixes above |"
+        " criteria |\n|---|---|---|---|---:|---:|---:|---:|---:|---|"
+    )
     lines = [head]
 
     def p(v: float | None) -> str:
@@ -145,9 +171,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         leases = ", ".join(f"{v:.1f}" for v in r["leases"])
         crit = "; ".join(f"{c['criterion']}: {'ok' if c['ok'] else 'MISS'}" for c in r["checks"]) or (
-            "–" if r["clear"] else "within noise")
-        lines.append(f"| {r['model']} | {r['fix']} | {r['rule']} | {r['real_pct']:.1f}% ({leases}) | ±{r['noise_pp']:.1f} | "
-                     f"{r['rank'] or '–'} | {p(r['estimate_pct'])} | {p(r['what_if_pct'])} | {p(r['after_above_pct'])} | {crit} |")
+            "–" if r["clear"] else "within noise"
+        )
+        lines.append(
+            f"| {r['model']} | {r['fix']} | {r['rule']} | {r['real_pct']:.1f}% ({leases}) | ±{r['noise_pp']:.1f} |"
+            f" {r['rank'] or '–'} | {p(r['estimate_pct'])} | {p(r['what_if_pct'])} | {p(r['after_above_pct'])} |"
+            f" {crit} |"
+        )
     return "\n".join(lines)
 
 
@@ -173,14 +203,18 @@ def main() -> int:
         print(f"\n{sum(len(r['checks']) for r in rows)} checks, {len(misses)} missed")
         if variants:
             bad = [v for v in variants if not v["ok"]]
-            print(f"\nFixed variants whose own fix is advised again: {len(bad)} of {len(variants)}"
-                  + "".join(f"\n- {v['model']}/{v['variant']}: {v['advised_again']}" for v in bad))
+            print(
+                f"\nFixed variants whose own fix is advised again: {len(bad)} of {len(variants)}"
+                + "".join(f"\n- {v['model']}/{v['variant']}: {v['advised_again']}" for v in bad)
+            )
             for v in variants:
                 if v.get("measured_again"):
                     m = v["measured_again"]
-                    print(f"- {v['model']}/{v['variant']}: advised again {v['advised_again']}; measured, batch "
-                          f"{m['batches'][0]} -> {m['batches'][1]} saves {m['real_pct']:.1f}% per sample (estimate "
-                          f"{m['estimate_pct']:.1f}%): {'a true finding' if v['ok'] else 'MISS'}")
+                    print(
+                        f"- {v['model']}/{v['variant']}: advised again {v['advised_again']}; measured, batch "
+                        f"{m['batches'][0]} -> {m['batches'][1]} saves {m['real_pct']:.1f}% per sample (estimate "
+                        f"{m['estimate_pct']:.1f}%): {'a true finding' if v['ok'] else 'MISS'}"
+                    )
                 if v["unconfirmed"]:
                     print(f"- {v['model']}/{v['variant']}: unconfirmed, at most LOW: {v['unconfirmed']}")
     return 0

@@ -1,6 +1,6 @@
 """One (model, variant) of the suite as an ordinary training script, for ``dlscope profile``:
 
-    python bench/advice_truth/train.py --model cnn --variant baseline --steps 30
+python bench/advice_truth/train.py --model cnn --variant baseline --steps 30
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ def main() -> int:
         times.append((time.perf_counter() - s) * 1e3)
     print(f"{a.model}/{a.variant}: {a.steps} steps in {time.perf_counter() - t0:.2f} s")
     if a.times_out:
-        Path(a.times_out).write_text(json.dumps({"model": a.model, "variant": a.variant, "batch": c.batch,
-                                                 "step_ms": times}))
+        Path(a.times_out).write_text(
+            json.dumps({"model": a.model, "variant": a.variant, "batch": c.batch, "step_ms": times})
+        )
     return 0
 
 

@@ -28,8 +28,11 @@ def rows(path: Path) -> list[str]:
         if not fx.get("applied") or fx.get("measured_saving_pct") is None:
             continue
         label = fx["name"]
-        pairs = [(base[r["round"]], r["median_ms"]) for r in runs
-                 if r["label"] == label and r.get("median_ms") and r["round"] in base]
+        pairs = [
+            (base[r["round"]], r["median_ms"])
+            for r in runs
+            if r["label"] == label and r.get("median_ms") and r["round"] in base
+        ]
         per = ", ".join(f"{100 * (1 - b / a):+.1f}" for a, b in pairs)
         stored = fx.get("measured_interval_pct") or [float("nan")] * 2
         if len(pairs) >= 2:
@@ -39,14 +42,19 @@ def rows(path: Path) -> list[str]:
             now = f"[{lo:+.1f}, {hi:+.1f}] p={p:.2g}"
         else:
             sig, now = fx.get("significant"), "one round"
-        out.append(f"| {path.parent.name}/{path.name} | {label} | {per} | {fx['measured_saving_pct']:+.1f}% "
-                   f"[{stored[0]:+.1f}, {stored[1]:+.1f}] {'yes' if fx.get('significant') else 'no'} | {now} "
-                   f"| {'yes' if sig else 'no'} |")
+        out.append(
+            f"| {path.parent.name}/{path.name} | {label} | {per} | {fx['measured_saving_pct']:+.1f}% "
+            f"[{stored[0]:+.1f}, {stored[1]:+.1f}] {'yes' if fx.get('significant') else 'no'} | {now} "
+            f"| {'yes' if sig else 'no'} |"
+        )
     return out
 
 
 def main(argv: list[str]) -> int:
-    print("| result | fix | each round's saving (%) | stored: saving [interval] significant | rounds: t interval, p | significant now |")
+    print(
+        "| result | fix | each round's saving (%) | stored: saving [interval] significant | rounds: t interval, p |"
+        " significant now |"
+    )
     print("|---|---|---|---|---|---|")
     for a in argv:
         if not a.endswith("_steps.json"):

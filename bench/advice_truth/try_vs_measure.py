@@ -26,9 +26,11 @@ import tempfile
 from pathlib import Path
 
 # (model, try fix, measure.py variant that is the same change, the suite's variant for the problem)
-PAIRS = [("gpt", "workers", "workers_fix", "workers"),
-         ("mlp", "compile_graphs", "compile_graphs_fix", "compile"),
-         ("cnn", "bf16", "bf16_fix", "bf16")]
+PAIRS = [
+    ("gpt", "workers", "workers_fix", "workers"),
+    ("mlp", "compile_graphs", "compile_graphs_fix", "compile"),
+    ("cnn", "bf16", "bf16_fix", "bf16"),
+]
 SUITE_OF = {"workers": "workers", "compile_graphs": "compile", "compile": "compile", "bf16": "bf16"}
 
 
@@ -41,14 +43,24 @@ def run_steps(folder: Path) -> dict:
         label, rnd = p.name[: -len(".dlscope")].rsplit(".", 1)
         try:
             d = ProfileData.open(p)
-            ms = [r[0] for r in d.con.execute(
-                "SELECT (end_ns - start_ns) / 1e6 FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps) "
-                "ORDER BY step").fetchall()]
+            ms = [
+                r[0]
+                for r in d.con.execute(
+                    "SELECT (end_ns - start_ns) / 1e6 FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps) "
+                    "ORDER BY step"
+                ).fetchall()
+            ]
         except Exception as e:  # noqa: BLE001 - a run without a readable profile is listed empty
             ms = []
             print(f"{p}: {e}", file=sys.stderr)
-        runs.append({"label": label, "round": int(rnd), "profiled": label == "baseline" and rnd == "0",
-                     "steps_ms": [round(x, 3) for x in ms]})
+        runs.append(
+            {
+                "label": label,
+                "round": int(rnd),
+                "profiled": label == "baseline" and rnd == "0",
+                "steps_ms": [round(x, 3) for x in ms],
+            }
+        )
     return {"folder": str(folder), "runs": runs}
 
 
@@ -62,7 +74,11 @@ def row(d: Path, model: str, fix: str, variant: str, suite: str) -> dict | None:
     if tj.exists() and tj.stat().st_size:
         f = json.loads(tj.read_text())["fixes"][0]
         r["try_pct"], r["try_ci"] = f.get("measured_saving_pct"), f.get("measured_interval_pct")
-        r["try_base_ms"], r["try_fixed_ms"], r["significant"] = f.get("baseline_ms"), f.get("fixed_ms"), f.get("significant")
+        r["try_base_ms"], r["try_fixed_ms"], r["significant"] = (
+            f.get("baseline_ms"),
+            f.get("fixed_ms"),
+            f.get("significant"),
+        )
     if sj.exists():
         runs = json.loads(sj.read_text())["runs"]
         base = [s for x in runs if x["label"] == "baseline" and not x["profiled"] for s in x["steps_ms"]]
@@ -70,8 +86,11 @@ def row(d: Path, model: str, fix: str, variant: str, suite: str) -> dict | None:
         if base and fixed:
             r["try_unprofiled_pct"] = _saving(statistics.median(base), statistics.median(fixed))
             r["try_mean_pct"] = _saving(statistics.fmean(base), statistics.fmean(fixed))
-            r["try_run_medians"] = {x["label"] + "." + str(x["round"]): round(statistics.median(x["steps_ms"]), 2)
-                                    for x in runs if x["steps_ms"]}
+            r["try_run_medians"] = {
+                x["label"] + "." + str(x["round"]): round(statistics.median(x["steps_ms"]), 2)
+                for x in runs
+                if x["steps_ms"]
+            }
     if mj.exists():
         v = json.loads(mj.read_text())["variants"]
         b = v.get("baseline")
@@ -84,15 +103,19 @@ def row(d: Path, model: str, fix: str, variant: str, suite: str) -> dict | None:
             r[f"{key}_ms"], r[f"{key}_base_ms"] = x["step_ms"], b["step_ms"]
             if "median_saving_pct" in x:
                 n = x["block_steps"]
-                med = [_saving(statistics.median(b["steps_ms"][i:i + n]), statistics.median(x["steps_ms"][i:i + n]))
-                       for i in range(0, min(len(b["steps_ms"]), len(x["steps_ms"])), n)]
+                med = [
+                    _saving(statistics.median(b["steps_ms"][i : i + n]), statistics.median(x["steps_ms"][i : i + n]))
+                    for i in range(0, min(len(b["steps_ms"]), len(x["steps_ms"])), n)
+                ]
                 r[f"{key}_median_pct"], r[f"{key}_median_range"] = x["median_saving_pct"], [min(med), max(med)]
     if len(r) == 2:
         return None
     if r.get("try_ci") and r.get("m_range"):
         lo, hi = r["try_ci"]
-        rng = [min(r["m_range"] + r.get("m_median_range", r["m_range"])),
-               max(r["m_range"] + r.get("m_median_range", r["m_range"]))]
+        rng = [
+            min(r["m_range"] + r.get("m_median_range", r["m_range"])),
+            max(r["m_range"] + r.get("m_median_range", r["m_range"])),
+        ]
         r["agree"] = lo <= rng[1] and hi >= rng[0]
     return r
 
@@ -105,16 +128,20 @@ def fmt(r: dict) -> str:
         return "" if not r.get(k) else f" ({r[k][0]:.1f}..{r[k][1]:.1f})"
 
     ci = f" [{r['try_ci'][0]:.1f}, {r['try_ci'][1]:.1f}]" if r.get("try_ci") else ""
-    ms = (f"{r['try_base_ms']:.2f} -> {r['try_fixed_ms']:.2f}" if r.get("try_fixed_ms") else "")
-    mms = (f"{r['m_base_ms']:.2f} -> {r['m_ms']:.2f}" if r.get("m_ms") else "")
-    return (f"| {r['program']} | {r['fix']} | {pct('try_pct')}{ci} | {pct('try_unprofiled_pct')} | {pct('try_mean_pct')} | {ms} "
-            f"| {pct('m_pct')}{rng('m_range')} | {pct('m_median_pct')}{rng('m_median_range')} | {mms} "
-            f"| {pct('suite_pct')}{rng('suite_range')} | {'' if r.get('agree') is None else 'yes' if r['agree'] else 'no'} |")
+    ms = f"{r['try_base_ms']:.2f} -> {r['try_fixed_ms']:.2f}" if r.get("try_fixed_ms") else ""
+    mms = f"{r['m_base_ms']:.2f} -> {r['m_ms']:.2f}" if r.get("m_ms") else ""
+    return (
+        f"| {r['program']} | {r['fix']} | {pct('try_pct')}{ci} | {pct('try_unprofiled_pct')} | {pct('try_mean_pct')} |"
+        f" {ms} | {pct('m_pct')}{rng('m_range')} | {pct('m_median_pct')}{rng('m_median_range')} | {mms} |"
+        f" {pct('suite_pct')}{rng('suite_range')} | {'' if r.get('agree') is None else 'yes' if r['agree'] else 'no'} |"
+    )
 
 
-HEAD = ("| program | fix | try: median-step saving [95%] | try w/o profiled run | try mean step | try ms (base -> fix) "
-        "| measure.py, same fix: block mean (rounds) | measure.py median step (rounds) | measure.py ms (base -> fix) "
-        "| suite's variant (rounds) | agree |\n|" + "---|" * 11)
+HEAD = (
+    "| program | fix | try: median-step saving [95%] | try w/o profiled run | try mean step | try ms (base -> fix) "
+    "| measure.py, same fix: block mean (rounds) | measure.py median step (rounds) | measure.py ms (base -> fix) "
+    "| suite's variant (rounds) | agree |\n|" + "---|" * 11
+)
 
 
 def table(src: Path) -> list[dict]:
@@ -128,7 +155,7 @@ def table(src: Path) -> list[dict]:
         pairs = list(PAIRS)
         for j in sorted(d.glob("try_*.json")):  # any other (model, fix) the folder holds
             if not j.name.endswith("_steps.json"):
-                m, fix = j.stem[len("try_"):].split("_", 1)
+                m, fix = j.stem[len("try_") :].split("_", 1)
                 if not any(p[:2] == (m, fix) for p in pairs):
                     pairs.append((m, fix, f"{fix}_fix", SUITE_OF.get(fix, fix)))
         return [r for m, f, v, s in pairs if (r := row(d, m, f, v, s))]

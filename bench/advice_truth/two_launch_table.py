@@ -19,13 +19,16 @@ from pathlib import Path
 
 
 def _rounds(folder: Path, style: str) -> list[int]:
-    return sorted(int(p.name[len(style):].split("_")[0]) for p in folder.glob(f"{style}*_comm_sum.json"))
+    return sorted(int(p.name[len(style) :].split("_")[0]) for p in folder.glob(f"{style}*_comm_sum.json"))
 
 
 def _comm(folder: Path, name: str) -> dict[tuple[str, int], float]:
     rows = json.loads((folder / f"{name}_comm_sum.json").read_text())
-    return {(r["operation"], r["size_bytes"]): r["transfer_us"] for r in rows
-            if r["where"] == "gpu" and r["operation"] == "allreduce" and r.get("transfer_us") is not None}
+    return {
+        (r["operation"], r["size_bytes"]): r["transfer_us"]
+        for r in rows
+        if r["where"] == "gpu" and r["operation"] == "allreduce" and r.get("transfer_us") is not None
+    }
 
 
 def _overlap(folder: Path, name: str) -> dict[str, float]:
@@ -46,8 +49,10 @@ def main(folder: Path) -> None:
         one = [c[key] for c in comm["one"]]
         two = [c[key] for c in comm["two"]]
         m1, m2 = statistics.mean(one), statistics.mean(two)
-        print(f"| {key[1] / 2**20:.1f} MiB | {', '.join(f'{v:.1f}' for v in one)} | "
-              f"{', '.join(f'{v:.1f}' for v in two)} | {m1:.1f} -> {m2:.1f} | {100 * (m2 / m1 - 1):+.1f}% |")
+        print(
+            f"| {key[1] / 2**20:.1f} MiB | {', '.join(f'{v:.1f}' for v in one)} | "
+            f"{', '.join(f'{v:.1f}' for v in two)} | {m1:.1f} -> {m2:.1f} | {100 * (m2 / m1 - 1):+.1f}% |"
+        )
     ov = {s: [_overlap(folder, f"{s}{r}") for r in rounds] for s, rounds in styles.items()}
     print()
     print("| collective_overlap | one launch, per round | two launches, merged | mean one -> two | difference |")
@@ -56,8 +61,10 @@ def main(folder: Path) -> None:
         one = [r[col] for r in ov["one"]]
         two = [r[col] for r in ov["two"]]
         m1, m2 = statistics.mean(one), statistics.mean(two)
-        print(f"| {col} | {', '.join(f'{v:.2f}' for v in one)} ({_spread(one)}) | {', '.join(f'{v:.2f}' for v in two)} | "
-              f"{m1:.2f} -> {m2:.2f} | {100 * (m2 / m1 - 1):+.1f}% |")
+        print(
+            f"| {col} | {', '.join(f'{v:.2f}' for v in one)} ({_spread(one)}) | {', '.join(f'{v:.2f}' for v in two)} | "
+            f"{m1:.2f} -> {m2:.2f} | {100 * (m2 / m1 - 1):+.1f}% |"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def main() -> int:
     a = ap.parse_args()
     rest = a.rest[1:] if a.rest[:1] == ["--"] else a.rest
     cut = rest.index("::")
-    cmd, variants = rest[:cut], dict(v.split("=", 1) for v in rest[cut + 1:])
+    cmd, variants = rest[:cut], dict(v.split("=", 1) for v in rest[cut + 1 :])
     runs: dict[str, list[float]] = {"baseline": [], **{n: [] for n in variants}}
     for r in range(a.rounds):
         order = ["baseline", *variants] if r % 2 == 0 else [*reversed(variants), "baseline"]
@@ -52,12 +52,17 @@ def main() -> int:
     for name in variants:
         rs = paired_rounds(runs["baseline"], runs[name])
         out["fixes"][name] = {
-            "saving_pct": 100 * (1 - rs.ratio), "interval_pct": [100 * (1 - rs.ratio_high), 100 * (1 - rs.ratio_low)],
+            "saving_pct": 100 * (1 - rs.ratio),
+            "interval_pct": [100 * (1 - rs.ratio_high), 100 * (1 - rs.ratio_low)],
             "p_value": rs.p_value,
-            "per_round_pct": [100 * (1 - f / b) for b, f in zip(runs["baseline"], runs[name])]}
-        print(f"{name}: {out['fixes'][name]['saving_pct']:+.1f}% "
-              f"[{out['fixes'][name]['interval_pct'][0]:+.1f}, {out['fixes'][name]['interval_pct'][1]:+.1f}] "
-              f"p={rs.p_value:.2g}", flush=True)
+            "per_round_pct": [100 * (1 - f / b) for b, f in zip(runs["baseline"], runs[name])],
+        }
+        print(
+            f"{name}: {out['fixes'][name]['saving_pct']:+.1f}% "
+            f"[{out['fixes'][name]['interval_pct'][0]:+.1f}, {out['fixes'][name]['interval_pct'][1]:+.1f}] "
+            f"p={rs.p_value:.2g}",
+            flush=True,
+        )
     Path(a.output).write_text(json.dumps(out, indent=1))
     return 0
 

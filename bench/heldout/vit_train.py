@@ -31,7 +31,7 @@ class SyntheticImages(torch.utils.data.Dataset):
         g = torch.Generator().manual_seed(i % 4096)
         img = torch.randint(0, 256, (3, 240, 240), generator=g, dtype=torch.uint8)
         top, left = (i * 7) % 16, (i * 13) % 16
-        x = img[:, top:top + 224, left:left + 224].float().div(255)
+        x = img[:, top : top + 224, left : left + 224].float().div(255)
         x = (x - MEAN) / STD
         if i % 2:
             x = x.flip(-1)
@@ -44,8 +44,9 @@ class ViT(nn.Module):
         self.patch = nn.Conv2d(3, dim, patch, stride=patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos = nn.Parameter(torch.randn(1, (224 // patch) ** 2 + 1, dim) * 0.02)
-        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.0, activation="gelu",
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, 4 * dim, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
         self.blocks = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, classes)
@@ -73,8 +74,13 @@ def main() -> int:
     model = ViT().cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05, **({"fused": True} if a.fused else {}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, 1000) / 1000)))
-    loader = torch.utils.data.DataLoader(SyntheticImages(), batch_size=a.batch, num_workers=a.workers,
-                                         pin_memory=a.workers > 0, persistent_workers=a.workers > 0)
+    loader = torch.utils.data.DataLoader(
+        SyntheticImages(),
+        batch_size=a.batch,
+        num_workers=a.workers,
+        pin_memory=a.workers > 0,
+        persistent_workers=a.workers > 0,
+    )
     crit = nn.CrossEntropyLoss()
     times = []
     it = iter(loader)

@@ -8,6 +8,7 @@ resnet18: torchvision's ResNet-18 (random weights), channels-last, bf16 autocast
 mlp: a stack of Linear + LayerNorm + GELU blocks (many small elementwise kernels in eager mode,
 fused into Triton kernels by torch.compile), AdamW.
 """
+
 import argparse
 
 import torch
@@ -49,8 +50,11 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     model, x, y = build(args.model, args.batch, args.device)
     step_model = torch.compile(model) if args.compile else model
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model == "resnet18"
-           else torch.optim.AdamW(model.parameters(), lr=1e-3))
+    opt = (
+        torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if args.model == "resnet18"
+        else torch.optim.AdamW(model.parameters(), lr=1e-3)
+    )
     for _ in range(args.steps):
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.model == "resnet18"):
             loss = nn.functional.cross_entropy(step_model(x).float(), y)

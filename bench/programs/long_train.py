@@ -5,6 +5,7 @@ default mode traces its window and then records only steps, phases and counters.
 
     dlscope profile -- python bench/programs/long_train.py SECONDS [STEP_SLEEP_S]
 """
+
 import sys
 import time
 

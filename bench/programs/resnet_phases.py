@@ -3,6 +3,7 @@ really have: CPU normalization in the training loop, a pageable host-to-device c
 `.item()` sync every step. Recorded on the GPU machine; the profile is bundled for the demo
 (examples/data) so that machines without a GPU see every layer. Run under
 `dlscope profile --batch-size 64 -- python bench/programs/resnet_phases.py [STEPS]`."""
+
 import sys
 
 import numpy as np

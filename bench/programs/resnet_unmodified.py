@@ -1,5 +1,6 @@
 """An unmodified ResNet-50 training script (no dlscope calls): DataLoader with CPU decoding and
 normalization, forward, backward, SGD. Used by bench/gpu_torch_layer.py under `dlscope profile`."""
+
 import sys
 
 import numpy as np

@@ -13,8 +13,7 @@ if TYPE_CHECKING:
     from .api import Profile, begin, current, end, mark, phase, profile, step
     from .notebook import Analysis, open  # noqa: A004 - dlscope.open, the analysis API
 
-__all__ = ["Analysis", "Profile", "__version__", "begin", "current", "end", "mark", "open", "phase", "profile",
-           "step"]
+__all__ = ["Analysis", "Profile", "__version__", "begin", "current", "end", "mark", "open", "phase", "profile", "step"]
 _API = frozenset(__all__) - {"__version__", "open", "Analysis"}
 
 

@@ -24,10 +24,20 @@ from .capture.base import Settings
 __all__ = ["Profile", "begin", "current", "end", "mark", "phase", "profile", "step"]
 
 
-def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
-            steps: str | tuple[int | None, int | None] | None = None, warmup: int | None = None,
-            mode: str = "default", detail_steps: int | None = None, torch: str = "auto", nvml: str = "auto",
-            cupti: str = "auto", nvtx: bool = False, key_node: str | None = None) -> Profile:
+def profile(
+    path: str | Path = "run.dlscope",
+    *,
+    batch_size: int | None = None,
+    steps: str | tuple[int | None, int | None] | None = None,
+    warmup: int | None = None,
+    mode: str = "default",
+    detail_steps: int | None = None,
+    torch: str = "auto",
+    nvml: str = "auto",
+    cupti: str = "auto",
+    nvtx: bool = False,
+    key_node: str | None = None,
+) -> Profile:
     """Create a profile handle; use it as a context manager (or call start()/stop()).
 
     ``steps="A:B"`` records only steps A to B (inclusive); ``warmup=N`` flags the first N recorded
@@ -41,7 +51,16 @@ def profile(path: str | Path = "run.dlscope", *, batch_size: int | None = None,
     if mode not in ("default", "full"):
         raise UsageError(f"mode must be 'default' or 'full', got {mode!r}")
     window = step_range(steps) if isinstance(steps, str) else steps
-    settings = Settings(batch_size=batch_size, steps=window, warmup=warmup, mode=mode, detail_steps=detail_steps,
-                        torch=torch,
-                        nvml=nvml, cupti=cupti, nvtx=nvtx, key_node=key_node)
+    settings = Settings(
+        batch_size=batch_size,
+        steps=window,
+        warmup=warmup,
+        mode=mode,
+        detail_steps=detail_steps,
+        torch=torch,
+        nvml=nvml,
+        cupti=cupti,
+        nvtx=nvtx,
+        key_node=key_node,
+    )
     return recording(path, settings)

@@ -39,8 +39,14 @@ if TYPE_CHECKING:
 class Analysis:
     """One opened profile (or several: a folder or glob, for :meth:`sql` and :meth:`table`)."""
 
-    def __init__(self, path: str | Path, iter_start: int | None = None, iter_stop: int | None = None,
-                 include_warmup: bool = False, key_node: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        iter_start: int | None = None,
+        iter_stop: int | None = None,
+        include_warmup: bool = False,
+        key_node: str | None = None,
+    ) -> None:
         from .analysis.core.context import Selection
         from .application.sql import is_many
 

@@ -38,8 +38,12 @@ args = ap.parse_args()
 
 def train(local: int) -> None:
     if args.spawn:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["DDP_DIES_PORT"], RANK=str(local),
-                          WORLD_SIZE=str(args.spawn))
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=os.environ["DDP_DIES_PORT"],
+            RANK=str(local),
+            WORLD_SIZE=str(args.spawn),
+        )
     dev = torch.device("cpu")
     if args.backend == "nccl":
         dev = torch.device("cuda", local)

@@ -1,4 +1,5 @@
 """Uses the API under `dlscope profile` and exits with the code given on the command line."""
+
 import sys
 import time
 

@@ -2,6 +2,7 @@
 file). Environment: PROBE_STEPS (steps to run, default 40), PROBE_FAIL_UNDER_AUTOCAST=1 (raise
 when a forward runs under autocast: a fix that breaks the program), PROBE_AMP_SWITCH=1 (forward
 and loss inside the program's own ``torch.autocast(enabled=False)``: an AMP switch left off)."""
+
 import contextlib
 import json
 import os
@@ -43,7 +44,9 @@ records = []
 step = 0
 while step < steps:
     for x, y in loader:
-        switch = torch.autocast("cpu", enabled=False) if os.environ.get("PROBE_AMP_SWITCH") else contextlib.nullcontext()
+        switch = (
+            torch.autocast("cpu", enabled=False) if os.environ.get("PROBE_AMP_SWITCH") else contextlib.nullcontext()
+        )
         with switch:
             out = model(x)
         # the output against the current weights, cast to bf16 outside any autocast: a weight-cast
@@ -58,14 +61,22 @@ while step < steps:
         opt.zero_grad()
         loss.backward()
         opt.step()
-        records.append({"run": run, "step": step, "workers": loader.num_workers,
-                        "persistent": loader.persistent_workers, "autocast": seen["autocast"],
-                        "out_dtype": str(out.dtype), "stale": stale,
-                        "matmul_precision": torch.get_float32_matmul_precision(),
-                        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                        "weight_channels_last": model.conv.weight.is_contiguous(memory_format=torch.channels_last),
-                        "input_channels_last": seen["input_channels_last"],
-                        "fused": opt.defaults.get("fused")})
+        records.append(
+            {
+                "run": run,
+                "step": step,
+                "workers": loader.num_workers,
+                "persistent": loader.persistent_workers,
+                "autocast": seen["autocast"],
+                "out_dtype": str(out.dtype),
+                "stale": stale,
+                "matmul_precision": torch.get_float32_matmul_precision(),
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "weight_channels_last": model.conv.weight.is_contiguous(memory_format=torch.channels_last),
+                "input_channels_last": seen["input_channels_last"],
+                "fused": opt.defaults.get("fused"),
+            }
+        )
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records
             f.write(json.dumps(records[-1]) + "\n")
         if os.environ.get("PROBE_PRINT"):  # a program that logs to stdout, as most do

@@ -1,5 +1,6 @@
 """A training loop that times its own phases with perf_counter_ns (argv: steps, output JSON), so the
 hooks' phases can be checked against hand-timed ones."""
+
 import json
 import sys
 import time

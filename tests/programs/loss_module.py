@@ -1,6 +1,7 @@
 """A training loop whose loss is a module (``criterion = nn.CrossEntropyLoss()``), timing the model
 call and the loss call itself with perf_counter_ns (argv: steps, output JSON): the hooks' forward
 must be one per step and span both."""
+
 import json
 import sys
 import time

@@ -1,4 +1,5 @@
 """A dlscope phase around one torch op: the op must lie inside the phase (clock alignment)."""
+
 import torch
 
 import dlscope

@@ -1,5 +1,6 @@
 """A loader that does no batching of its own (DataLoader(batch_size=None)): its dataset yields
 whole batches of 5 samples, as a dataset reading pre-batched shards does."""
+
 import sys
 
 import torch

@@ -1,4 +1,5 @@
 """Raises inside an open phase."""
+
 import dlscope
 
 with dlscope.phase("doomed"):

@@ -1,4 +1,5 @@
 """Runs numbered steps until killed, saying each finished step on stdout."""
+
 import os
 import sys
 import time

@@ -1,4 +1,5 @@
 """An unmodified PyTorch training loop that runs until killed, saying each finished step."""
+
 import os
 import sys
 

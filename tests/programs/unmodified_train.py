@@ -1,4 +1,5 @@
 """A training script that knows nothing of dlscope: DataLoader, forward, backward, optimizer."""
+
 import sys
 
 import torch

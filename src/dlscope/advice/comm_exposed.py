@@ -28,7 +28,9 @@ URL = "https://pytorch.org/docs/stable/notes/ddp.html#internal-design"
 class CommExposed(Rule):
     id = RuleId.COMM_EXPOSED
     no_try_fix = (
-        "overlapping communication with compute depends on the model's structure (DDP's bucket order, FSDP's prefetch): a source change")
+        "overlapping communication with compute depends on the model's structure (DDP's bucket order, FSDP's prefetch):"
+        " a source change"
+    )
     title = "Communication is not overlapped with compute"
     description = "collectives that run while nothing computes, so every step waits for them"
     needs = ("comms",)
@@ -45,23 +47,30 @@ class CommExposed(Rule):
         p = ctx.pct(low["exposed_transfer_ms"])
         if p is None or p < MIN_EXPOSED_PCT:
             return None
-        text = (f"{ms(low['exposed_transfer_ms'])} of communication per step runs with no compute alongside on every "
-                f"rank (rank {low['rank']}: {ms(low['comm_ms'])} of communication per step, {pct(low['overlap_pct'])} "
-                f"of it overlapped" + (f", {ms(low['wait_ms'])} of the rest waiting for other ranks" if low["wait_ms"] else "")
-                + ")")
+        text = (
+            f"{ms(low['exposed_transfer_ms'])} of communication per step runs with no compute alongside on every "
+            f"rank (rank {low['rank']}: {ms(low['comm_ms'])} of communication per step, {pct(low['overlap_pct'])} "
+            "of it overlapped"
+            + (f", {ms(low['wait_ms'])} of the rest waiting for other ranks" if low["wait_ms"] else "")
+            + ")"
+        )
         how = "perfect overlap would hide the exposed transfer time, waits for late ranks left out"
-        return self.finding(ctx, low["exposed_transfer_ms"], Evidence(text, how, rows), _advice(measured.basis), url=URL)
+        return self.finding(
+            ctx, low["exposed_transfer_ms"], Evidence(text, how, rows), _advice(measured.basis), url=URL
+        )
 
 
 def _advice(basis: str) -> str:
     gloo = basis == "host"
-    first = ("Gloo runs collectives on CPU threads: on GPUs use the NCCL backend. " if gloo else "")
-    return (first + "Let DDP start each gradient all-reduce while backward still runs: keep gradients in buckets "
-            "that fill early (DistributedDataParallel(..., bucket_cap_mb=N): smaller buckets start sooner, larger "
-            "ones cost fewer launches; try 10-50), gradient_as_bucket_view=True, and no static_graph surprises "
-            "(find_unused_parameters=False when every parameter gets a gradient). With gradient accumulation, skip "
-            "the all-reduce of the inner steps (with model.no_sync():). With FSDP, prefetch "
-            "(backward_prefetch=BACKWARD_PRE, forward_prefetch=True) so the all-gathers overlap compute.")
+    first = "Gloo runs collectives on CPU threads: on GPUs use the NCCL backend. " if gloo else ""
+    return (
+        first + "Let DDP start each gradient all-reduce while backward still runs: keep gradients in buckets "
+        "that fill early (DistributedDataParallel(..., bucket_cap_mb=N): smaller buckets start sooner, larger "
+        "ones cost fewer launches; try 10-50), gradient_as_bucket_view=True, and no static_graph surprises "
+        "(find_unused_parameters=False when every parameter gets a gradient). With gradient accumulation, skip "
+        "the all-reduce of the inner steps (with model.no_sync():). With FSDP, prefetch "
+        "(backward_prefetch=BACKWARD_PRE, forward_prefetch=True) so the all-gathers overlap compute."
+    )
 
 
 RULE = CommExposed()

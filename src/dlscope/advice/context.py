@@ -75,8 +75,13 @@ class Context:
         if wait >= gpu_saving_ms:
             return gpu_saving_ms, ""
         host = self.basis.window_ms - wait
-        return wait, (f"but the step shrinks only by the {wait:.2f} ms per step the host waited for the GPU: the host's "
-                      f"own {host:.1f} ms per step (traced, so slowed by the profiler) sets the pace after that")
+        return (
+            wait,
+            (
+                f"but the step shrinks only by the {wait:.2f} ms per step the host waited for the GPU: the host's "
+                f"own {host:.1f} ms per step (traced, so slowed by the profiler) sets the pace after that"
+            ),
+        )
 
     def judge_gpu_cut(self, gpu_saving_ms: float, floor_pct: float) -> tuple[float, str] | None:
         """None when cutting ``gpu_saving_ms`` of GPU time per step is under ``floor_pct`` % of

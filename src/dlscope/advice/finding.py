@@ -21,8 +21,19 @@ HIGH_PCT = 20.0
 MEDIUM_PCT = 5.0
 
 # The keys of a finding in JSON (``dlscope advise --format json``, ``dlscope summary``'s ``advice``).
-KEYS = ("id", "title", "severity", "evidence", "saving_ms_per_step", "saving_pct", "advice", "url",
-        "bound_ms_per_step", "what_if", "try")
+KEYS = (
+    "id",
+    "title",
+    "severity",
+    "evidence",
+    "saving_ms_per_step",
+    "saving_pct",
+    "advice",
+    "url",
+    "bound_ms_per_step",
+    "what_if",
+    "try",
+)
 
 
 def severity_for(saving_pct: float | None) -> Severity:
@@ -69,9 +80,9 @@ class WhatIf:
     step_ms: float
     fixed_step_ms: float
     per_sample: bool
-    host_factor: float               # one factor over all host work (profiles without hook phases)
-    host_factors: dict[str, float]   # host class -> factor, when calibrated per class
-    calibration: CalibrationBasis    # what the replay's host work was scaled to
+    host_factor: float  # one factor over all host work (profiles without hook phases)
+    host_factors: dict[str, float]  # host class -> factor, when calibrated per class
+    calibration: CalibrationBasis  # what the replay's host work was scaled to
     after_above_ms: float | None = None
     after_above_fixed_ms: float | None = None
     saving_after_above_ms: float = 0.0
@@ -133,11 +144,19 @@ class Finding:
 
     def as_dict(self) -> dict[str, Any]:
         """Exactly :data:`KEYS`, JSON-ready."""
-        return {"id": self.id, "title": self.title, "severity": self.severity, "evidence": self.evidence.as_dict(),
-                "saving_ms_per_step": self.saving_ms_per_step, "saving_pct": self.saving_pct,
-                "advice": self.advice, "url": self.url, "bound_ms_per_step": self.bound_ms_per_step,
-                "what_if": self.what_if.as_dict() if self.what_if is not None else None,
-                "try": {"fixes": self.try_fixes, "why_none": self.try_none}}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "severity": self.severity,
+            "evidence": self.evidence.as_dict(),
+            "saving_ms_per_step": self.saving_ms_per_step,
+            "saving_pct": self.saving_pct,
+            "advice": self.advice,
+            "url": self.url,
+            "bound_ms_per_step": self.bound_ms_per_step,
+            "what_if": self.what_if.as_dict() if self.what_if is not None else None,
+            "try": {"fixes": self.try_fixes, "why_none": self.try_none},
+        }
 
     def to_record(self) -> dict[str, Any]:
         """Every field, JSON-ready, for :meth:`from_record` (the results cache; ``as_dict`` is the
@@ -163,5 +182,4 @@ class Finding:
         would hardly show (negligible); within each,
         the largest saving first; severity breaks ties, then the id (a stable order)."""
         group = 3 if self.negligible else 2 if self.symptom else 1 if self.alternative_of else 0
-        return (group, -(self.saving_pct if self.saving_pct is not None else -1.0),
-                self.severity.rank, self.id)
+        return (group, -(self.saving_pct if self.saving_pct is not None else -1.0), self.severity.rank, self.id)

@@ -52,8 +52,7 @@ ROOT = "(root)"
 
 class FsdpExposedGathers(Rule):
     id = RuleId.FSDP_EXPOSED_GATHERS
-    no_try_fix = (
-        "FSDP's prefetch and wrapping are set where the model is wrapped: a source change")
+    no_try_fix = "FSDP's prefetch and wrapping are set where the model is wrapped: a source change"
     title = "FSDP all-gathers are not hidden under compute"
     description = "the compute waits for FSDP's parameter all-gathers that prefetching could overlap"
     needs = ("kernels", "api", "phases")
@@ -69,28 +68,38 @@ class FsdpExposedGathers(Rule):
             return None
         idle = untraced_idle(ctx)
         if idle is not None:
-            per_rank = {r: (min(f, idle.get((r, "forward"), f)), min(b, idle.get((r, "backward"), b)), t)
-                        for r, (f, b, t) in per_rank.items()}
+            per_rank = {
+                r: (min(f, idle.get((r, "forward"), f)), min(b, idle.get((r, "backward"), b)), t)
+                for r, (f, b, t) in per_rank.items()
+            }
         rank, (fwd, bwd, tail) = min(per_rank.items(), key=lambda kv: kv[1][0] + kv[1][1])
         saving = fwd + bwd
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
-        worst = sorted((r for r in rows if r["rank"] == rank and r["unit"] != fsdp_units.TAIL),
-                       key=lambda r: -(r["exposed_ms_per_step"] or 0))[:6]
-        text = (f"on rank {rank} (the rank with the least), the compute waited {ms(fwd)} per step for forward "
-                f"all-gathers after the first and {ms(bwd)} for backward re-gathers ({pct(p)} of the step); "
-                f"the reduce-scatter tail after the last compute is {ms(tail)} more")
-        how = ("if prefetching hid those gathers under the previous unit's compute: an upper bound; "
-               + ("each pass's at most the time its compute stream was idle in the steps measured without tracing (the "
-                  "pass's GPU span from the CUDA events at the phases, less its compute kernels)" if idle is not None else
-                  "measured on the traced steps only (no GPU phase marks): at most LOW"))
-        advice = ("Issue the next units' all-gathers earlier. FSDP2: model.blocks[i].set_modules_to_forward_prefetch("
-                  "[blocks[i + 1], blocks[i + 2]]) and set_modules_to_backward_prefetch([blocks[i - 1], ...]); keep "
-                  "the last unit(s) gathered between forward and backward (fully_shard(block, "
-                  "reshard_after_forward=False)), which also saves their backward re-gather at the cost of their "
-                  "memory. FSDP1: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
-                  "limit_all_gathers=False if memory allows. Wrapping larger units makes fewer, larger gathers.")
+        worst = sorted(
+            (r for r in rows if r["rank"] == rank and r["unit"] != fsdp_units.TAIL),
+            key=lambda r: -(r["exposed_ms_per_step"] or 0),
+        )[:6]
+        text = (
+            f"on rank {rank} (the rank with the least), the compute waited {ms(fwd)} per step for forward "
+            f"all-gathers after the first and {ms(bwd)} for backward re-gathers ({pct(p)} of the step); "
+            f"the reduce-scatter tail after the last compute is {ms(tail)} more"
+        )
+        how = "if prefetching hid those gathers under the previous unit's compute: an upper bound; " + (
+            "each pass's at most the time its compute stream was idle in the steps measured without tracing (the "
+            "pass's GPU span from the CUDA events at the phases, less its compute kernels)"
+            if idle is not None
+            else "measured on the traced steps only (no GPU phase marks): at most LOW"
+        )
+        advice = (
+            "Issue the next units' all-gathers earlier. FSDP2: model.blocks[i].set_modules_to_forward_prefetch("
+            "[blocks[i + 1], blocks[i + 2]]) and set_modules_to_backward_prefetch([blocks[i - 1], ...]); keep "
+            "the last unit(s) gathered between forward and backward (fully_shard(block, "
+            "reshard_after_forward=False)), which also saves their backward re-gather at the cost of their "
+            "memory. FSDP1: forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE, "
+            "limit_all_gathers=False if memory allows. Wrapping larger units makes fewer, larger gathers."
+        )
         f = self.finding(ctx, saving, Evidence(text, how, worst), advice, url=URL)
         # an upper bound checked against one measured prefetch change (a single job): at most MEDIUM;
         # at most LOW where no GPU marks bound the traced exposure

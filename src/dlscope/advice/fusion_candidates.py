@@ -35,7 +35,9 @@ URL_CUDA = "https://github.com/facebookresearch/HolisticTraceAnalysis"
 class FusionCandidates(Rule):
     id = RuleId.FUSION_CANDIDATES
     title = "Chains of small elementwise kernels could be fused"
-    description = "frequent sequences of short elementwise/reduction kernels run one after another (torch.compile fuses them)"
+    description = (
+        "frequent sequences of short elementwise/reduction kernels run one after another (torch.compile fuses them)"
+    )
     needs = ("kernels",)
     needs_gpu = True
     cuda_only = True
@@ -47,19 +49,33 @@ class FusionCandidates(Rule):
         if judged is None:
             return None
         saving, cap_note = judged
-        out: list[dict[str, Any]] = [{"sequence": _sequence(r.names), "kernels": r.kernels, "per_step": r.per_step,
-                "ms_per_step": r.ms_per_step, "fusable_ms_per_step": r.fusable_ms_per_step,
-                "ops": ", ".join(sorted({label for o in r.ops if o and (label := op_label(o))})[:4]), "steps": steps(r.steps)}
-               for r in rows[:TOP]]
+        out: list[dict[str, Any]] = [
+            {
+                "sequence": _sequence(r.names),
+                "kernels": r.kernels,
+                "per_step": r.per_step,
+                "ms_per_step": r.ms_per_step,
+                "fusable_ms_per_step": r.fusable_ms_per_step,
+                "ops": ", ".join(sorted({label for o in r.ops if o and (label := op_label(o))})[:4]),
+                "steps": steps(r.steps),
+            }
+            for r in rows[:TOP]
+        ]
         n_runs = sum(r.per_step for r in rows)
-        text = (f"{count(n_runs)} runs of {MIN_RUN} or more back-to-back elementwise/reduction kernels per step "
-                f"({len(rows)} distinct sequences) take {ms(sum(r.ms_per_step for r in rows))}; the most costly: "
-                f"{out[0]['sequence']} ({count(out[0]['per_step'])} per step"
-                + (f", from {out[0]['ops']}" if out[0]["ops"] else "") + ")")
-        how = (f"a fused kernel still does the work of the longest kernel in each run: the kernels could take "
-               f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)}")
-        return self.finding(ctx, saving, Evidence(text, how, out), _advice(ctx),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        text = (
+            f"{count(n_runs)} runs of {MIN_RUN} or more back-to-back elementwise/reduction kernels per step "
+            f"({len(rows)} distinct sequences) take {ms(sum(r.ms_per_step for r in rows))}; the most costly: "
+            f"{out[0]['sequence']} ({count(out[0]['per_step'])} per step"
+            + (f", from {out[0]['ops']}" if out[0]["ops"] else "")
+            + ")"
+        )
+        how = (
+            "a fused kernel still does the work of the longest kernel in each run: the kernels could take "
+            f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)}"
+        )
+        return self.finding(
+            ctx, saving, Evidence(text, how, out), _advice(ctx), url=URL_TORCH if ctx.facts.torch else URL_CUDA
+        )
 
 
 def _sequence(names: tuple[str, ...]) -> str:
@@ -77,13 +93,19 @@ def _sequence(names: tuple[str, ...]) -> str:
 def _advice(ctx: Context) -> str:
     f = ctx.facts
     if not f.torch:
-        return ("Fuse these kernels: write one kernel for the chain (or use a library epilogue such as cuBLASLt/CUTLASS "
-                "epilogue fusion) so intermediates stay in registers instead of round-tripping through GPU memory.")
+        return (
+            "Fuse these kernels: write one kernel for the chain (or use a library epilogue such as cuBLASLt/CUTLASS "
+            "epilogue fusion) so intermediates stay in registers instead of round-tripping through GPU memory."
+        )
     if f.compiled:
-        return ("torch.compile is in use, yet these chains still run as separate eager kernels: they sit outside the "
-                "compiled region or behind graph breaks; torch._dynamo.explain(model)(inputs) lists the breaks.")
-    return ("Compile the model: model = torch.compile(model). Inductor fuses chains of elementwise and reduction ops "
-            "(including those of the backward pass) into single kernels; the first steps compile, the rest run fused.")
+        return (
+            "torch.compile is in use, yet these chains still run as separate eager kernels: they sit outside the "
+            "compiled region or behind graph breaks; torch._dynamo.explain(model)(inputs) lists the breaks."
+        )
+    return (
+        "Compile the model: model = torch.compile(model). Inductor fuses chains of elementwise and reduction ops "
+        "(including those of the backward pass) into single kernels; the first steps compile, the rest run fused."
+    )
 
 
 RULE = FusionCandidates()

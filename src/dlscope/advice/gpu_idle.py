@@ -27,16 +27,18 @@ from .text import ms, pct
 # larger batch for GPUs under 50% utilization (run.py, gpu_utilization < 0.5).
 LOW_UTILIZATION_PCT = 50.0
 URL = "https://docs.nvidia.com/nsight-systems/UserGuide/index.html"
-CAUSES = (("input_ns", "waiting for input", "input_bound"), ("sync_ns", "after a host synchronization", "sync_in_step"),
-          ("launch_ns", "while the host launched work", "launch_bound"),
-          ("queued_ns", "waiting on itself (work already queued)", None),
-          ("other_ns", "with no recorded host activity", None))
+CAUSES = (
+    ("input_ns", "waiting for input", "input_bound"),
+    ("sync_ns", "after a host synchronization", "sync_in_step"),
+    ("launch_ns", "while the host launched work", "launch_bound"),
+    ("queued_ns", "waiting on itself (work already queued)", None),
+    ("other_ns", "with no recorded host activity", None),
+)
 
 
 class GpuIdle(Rule):
     id = RuleId.GPU_IDLE
-    no_try_fix = (
-        "a symptom: the fixes of its causes (the findings above it) are what a run can test")
+    no_try_fix = "a symptom: the fixes of its causes (the findings above it) are what a run can test"
     symptom = True  # an effect: its causes have rules of their own
     title = "The GPU is idle for much of each step"
     description = "the GPU sits idle for over half of each step; the idle time is split by what the host was doing"
@@ -65,40 +67,68 @@ class GpuIdle(Rule):
         split = ", ".join(f"{pct(100 * s)} {label}" for s, label, _ in shares if s >= 0.005)
         of = "each step" if b.has_steps else "the profile"
         text = f"the GPU was busy {pct(util)} of {of} and idle {ms(saving)} of {ms(unit)}: {split}"
-        how = (f"a step cannot be shorter than the GPU's busy time: if the GPU never waited, {of} could be up to "
-               f"{ms(saving)} shorter; the causes' own findings bound their parts more tightly")
+        how = (
+            f"a step cannot be shorter than the GPU's busy time: if the GPU never waited, {of} could be up to "
+            f"{ms(saving)} shorter; the causes' own findings bound their parts more tightly"
+        )
         if b.traced_excluded and b.mean_step_ms:
-            how += (f" (the GPU's busy time from the {b.windows} traced steps against the {ms(unit)} untraced step: "
-                    f"the traced steps themselves ran {ms(b.window_ms)}, slowed by the tracer; the split by cause "
-                    "is the traced steps', scaled)")
-        gaps = {k: {"longest_gap_ms": g.gap_ms, "host_phase_in_gap": g.host_phase}
-                for k, g in longest_idle_gaps(ctx.data).items()}
-        rows = [{**_step_row(r), **gaps.get((r.rank, r.step), {})}
-                for r in sorted(ctx.idle, key=lambda r: -(r.window_ns - r.busy_ns))[:5]]
+            how += (
+                f" (the GPU's busy time from the {b.windows} traced steps against the {ms(unit)} untraced step: "
+                f"the traced steps themselves ran {ms(b.window_ms)}, slowed by the tracer; the split by cause "
+                "is the traced steps', scaled)"
+            )
+        gaps = {
+            k: {"longest_gap_ms": g.gap_ms, "host_phase_in_gap": g.host_phase}
+            for k, g in longest_idle_gaps(ctx.data).items()
+        }
+        rows = [
+            {**_step_row(r), **gaps.get((r.rank, r.step), {})}
+            for r in sorted(ctx.idle, key=lambda r: -(r.window_ns - r.busy_ns))[:5]
+        ]
         top_share, top_label, top_rule = shares[0]
-        return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, top_share, top_label, top_rule),
-                            title=f"The GPU is idle {pct(100 * idle_share)} of {of}", url=URL)
+        return self.finding(
+            ctx,
+            saving,
+            Evidence(text, how, rows),
+            _advice(ctx, top_share, top_label, top_rule),
+            title=f"The GPU is idle {pct(100 * idle_share)} of {of}",
+            url=URL,
+        )
 
 
 def _step_row(r: WindowIdle) -> dict[str, Any]:
-    return {"step": r.step, "step_ms": r.window_ns / 1e6, "busy_ms": r.busy_ns / 1e6,
-            "idle_ms": (r.window_ns - r.busy_ns) / 1e6, "input_ms": r.input_ns / 1e6,
-            "sync_ms": r.sync_ns / 1e6, "launch_ms": r.launch_ns / 1e6,
-            "queued_ms": r.queued_ns / 1e6, "other_ms": r.other_ns / 1e6}
+    return {
+        "step": r.step,
+        "step_ms": r.window_ns / 1e6,
+        "busy_ms": r.busy_ns / 1e6,
+        "idle_ms": (r.window_ns - r.busy_ns) / 1e6,
+        "input_ms": r.input_ns / 1e6,
+        "sync_ms": r.sync_ns / 1e6,
+        "launch_ms": r.launch_ns / 1e6,
+        "queued_ms": r.queued_ns / 1e6,
+        "other_ms": r.other_ns / 1e6,
+    }
 
 
 def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
     of = "each step" if ctx.basis.has_steps else "the profile"
     if rule:
-        first = f"The largest part ({pct(100 * share)} of {of}) the GPU spent {label}; the {rule} finding says what to change."
+        first = (
+            f"The largest part ({pct(100 * share)} of {of}) the GPU spent {label}; the {rule} finding says what to"
+            " change."
+        )
     elif label.startswith("waiting on itself"):
-        first = (f"The largest part ({pct(100 * share)} of {of}) the next work was already queued: the GPU waited on "
-                 "dependencies between its own streams or on the gaps between short dependent kernels; fusing kernels "
-                 "(fusion_candidates) or overlapping independent work on separate streams helps.")
+        first = (
+            f"The largest part ({pct(100 * share)} of {of}) the next work was already queued: the GPU waited on "
+            "dependencies between its own streams or on the gaps between short dependent kernels; fusing kernels "
+            "(fusion_candidates) or overlapping independent work on separate streams helps."
+        )
     else:
-        first = (f"The largest part ({pct(100 * share)} of {of}) nothing was recorded on the host: it ran code outside "
-                 "framework ops and phases (Python, I/O, another thread). Wrap the parts of the loop in dlscope phases "
-                 "(with prof.phase('name'):) to see which one keeps the GPU waiting.")
+        first = (
+            f"The largest part ({pct(100 * share)} of {of}) nothing was recorded on the host: it ran code outside "
+            "framework ops and phases (Python, I/O, another thread). Wrap the parts of the loop in dlscope phases "
+            "(with prof.phase('name'):) to see which one keeps the GPU waiting."
+        )
     if rule in ("launch_bound", "sync_in_step") and ctx.facts.torch:
         first += " A larger batch also raises the GPU's share of each step, at the same per-step host cost."
     return first

@@ -49,31 +49,52 @@ class H2dNotOverlapped(Rule):
         for r in rows:
             r["steps"] = steps(r["steps"])
         top = rows[0]
-        text = (f"{ms(exposed)} of the {ms(total)} of host-to-device copies per step ran while no kernel ran "
-                f"({pct(100 * exposed / total if total else 0)} not overlapped); the largest: {size(top['bytes_per_copy'])} "
-                + (f"from '{top['op']}' " if top["op"] else "") + (f"in phase '{top['phase']}' " if top["phase"] else "")
-                + ("on the compute stream" if top["on_compute_stream"] else "on a separate stream"))
-        how = (f"copying on a side stream while the previous batch computes hides at most the copy itself: up to "
-               f"{ms(saving)} per step" + (f" ({cap_note})" if cap_note else "")
-               + "; not additive with pageable_memcpy")
-        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        text = (
+            f"{ms(exposed)} of the {ms(total)} of host-to-device copies per step ran while no kernel ran"
+            f" ({pct(100 * exposed / total if total else 0)} not overlapped); the largest:"
+            f" {size(top['bytes_per_copy'])} "
+            + (f"from '{top['op']}' " if top["op"] else "")
+            + (f"in phase '{top['phase']}' " if top["phase"] else "")
+            + ("on the compute stream" if top["on_compute_stream"] else "on a separate stream")
+        )
+        how = (
+            "copying on a side stream while the previous batch computes hides at most the copy itself: up to "
+            f"{ms(saving)} per step" + (f" ({cap_note})" if cap_note else "") + "; not additive with pageable_memcpy"
+        )
+        return self.finding(
+            ctx,
+            saving,
+            Evidence(text, how, rows[:TOP]),
+            _advice(ctx, top),
+            url=URL_TORCH if ctx.facts.torch else URL_CUDA,
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "host-to-device copies pinned and on a side stream", unblock=(Blocking.PAGEABLE_H2D,), gpu={"h2d_ns": 0.0})
-
+        return Fix(
+            self.id,
+            "host-to-device copies pinned and on a side stream",
+            unblock=(Blocking.PAGEABLE_H2D,),
+            gpu={"h2d_ns": 0.0},
+        )
 
 
 def _advice(ctx: Context, top: dict[str, Any]) -> str:
     if not ctx.facts.torch:
-        return ("Issue the next batch's cudaMemcpyAsync from pinned memory on a second stream while the current batch's "
-                "kernels run, and make the compute stream wait on an event recorded after the copy.")
-    pin = ("First pin the source (pageable copies cannot overlap anything; see pageable_memcpy). "
-           if top["src_kind"] == "pageable" else "")
-    return (f"{pin}Copy the next batch on a side stream while this one computes: "
-            "s = torch.cuda.Stream(); with torch.cuda.stream(s): nxt = batch.to('cuda', non_blocking=True); "
-            "then torch.cuda.current_stream().wait_stream(s) before using nxt (and nxt.record_stream(...)). "
-            "A DataLoader with pin_memory=True feeding such a prefetcher gives the same overlap.")
+        return (
+            "Issue the next batch's cudaMemcpyAsync from pinned memory on a second stream while the current batch's "
+            "kernels run, and make the compute stream wait on an event recorded after the copy."
+        )
+    pin = (
+        "First pin the source (pageable copies cannot overlap anything; see pageable_memcpy). "
+        if top["src_kind"] == "pageable"
+        else ""
+    )
+    return (
+        f"{pin}Copy the next batch on a side stream while this one computes: "
+        "s = torch.cuda.Stream(); with torch.cuda.stream(s): nxt = batch.to('cuda', non_blocking=True); "
+        "then torch.cuda.current_stream().wait_stream(s) before using nxt (and nxt.record_stream(...)). "
+        "A DataLoader with pin_memory=True feeding such a prefetcher gives the same overlap."
+    )
 
 
 RULE = H2dNotOverlapped()

@@ -33,7 +33,7 @@ URL = "https://pytorch.org/docs/stable/notes/faq.html"
 
 class HighStepVariance(Rule):
     id = RuleId.HIGH_STEP_VARIANCE
-    no_try_fix = ("a symptom of uneven steps: the fixes of their causes are what a run can test")
+    no_try_fix = "a symptom of uneven steps: the fixes of their causes are what a run can test"
     judges_untraced = True  # step times / NVML samples of every step
     symptom = True  # an effect: its causes have rules of their own
     title = "Step times vary a lot"
@@ -55,32 +55,45 @@ class HighStepVariance(Rule):
         slow = [asdict(r) for r in slow_steps(ctx.data, TOP)]
         varying = most_varying_phase(ctx.data)
         worst = slow[0]
-        text = (f"over {s.n} timed steps the step time has a standard deviation of {ms(s.std_ms)} "
-                f"({pct(100 * cv)} of the {ms(s.mean_ms)} mean); the slowest, step {worst['step']}, took "
-                f"{ms(worst['step_ms'])} against a median of {ms(s.median_ms)}"
-                + (f", {ms(worst['phase_over_its_median_ms'])} of it in '{worst['phase_that_grew']}'"
-                   if worst["phase_that_grew"] else "")
-                + (f"; '{varying[0]}' varies most (std {ms(varying[1])})" if varying else ""))
-        how = (f"if every step slower than the median ran at the median, the mean step would be {ms(excess)} shorter")
+        text = (
+            f"over {s.n} timed steps the step time has a standard deviation of {ms(s.std_ms)} "
+            f"({pct(100 * cv)} of the {ms(s.mean_ms)} mean); the slowest, step {worst['step']}, took "
+            f"{ms(worst['step_ms'])} against a median of {ms(s.median_ms)}"
+            + (
+                f", {ms(worst['phase_over_its_median_ms'])} of it in '{worst['phase_that_grew']}'"
+                if worst["phase_that_grew"]
+                else ""
+            )
+            + (f"; '{varying[0]}' varies most (std {ms(varying[1])})" if varying else "")
+        )
+        how = f"if every step slower than the median ran at the median, the mean step would be {ms(excess)} shorter"
         return self.finding(ctx, excess, Evidence(text, how, slow), _advice(ctx, varying, slow), url=URL)
 
 
 def _advice(ctx: Context, varying: tuple[str, float] | None, slow: list[dict[str, Any]]) -> str:
     slow_steps = ", ".join(str(r["step"]) for r in slow[:3])
     name = varying[0] if varying else (slow[0].get("phase_that_grew") or "")
-    iteration = (f" Meanwhile, judge changes on the median step or a steady range (dlscope summary PATH --iter-start N "
-                 f"--iter-stop M), leaving out steps {slow_steps} if they are not part of the steady state.")
+    iteration = (
+        " Meanwhile, judge changes on the median step or a steady range (dlscope summary PATH --iter-start N "
+        f"--iter-stop M), leaving out steps {slow_steps} if they are not part of the steady state."
+    )
     if name and re.search(DATA_LOADING_RE, name.lower()):
-        first = (f"'{name}' takes a different time every step: the input pipeline is not keeping a buffer ahead of the "
-                 f"{'GPU' if ctx.data.has('kernels') else 'step'}. Prepare batches in the background (DataLoader workers with prefetch_factor >= 2, "
-                 "persistent_workers=True) so their jitter is absorbed.")
+        first = (
+            f"'{name}' takes a different time every step: the input pipeline is not keeping a buffer ahead of the"
+            f" {'GPU' if ctx.data.has('kernels') else 'step'}. Prepare batches in the background (DataLoader workers"
+            " with prefetch_factor >= 2, persistent_workers=True) so their jitter is absorbed."
+        )
     elif name:
-        first = (f"'{name}' grows in the slow steps (steps {slow_steps}): look there for periodic work (logging, "
-                 "checkpointing, evaluation, Python garbage collection: gc.freeze() after start-up) or for "
-                 "data-dependent shapes that change the work per step.")
+        first = (
+            f"'{name}' grows in the slow steps (steps {slow_steps}): look there for periodic work (logging, "
+            "checkpointing, evaluation, Python garbage collection: gc.freeze() after start-up) or for "
+            "data-dependent shapes that change the work per step."
+        )
     else:
-        first = (f"Steps {slow_steps} are slow without a phase to blame: wrap the loop's parts in dlscope phases "
-                 "(with prof.phase('name'):) to see which one varies.")
+        first = (
+            f"Steps {slow_steps} are slow without a phase to blame: wrap the loop's parts in dlscope phases "
+            "(with prof.phase('name'):) to see which one varies."
+        )
     return first + iteration
 
 

@@ -62,50 +62,69 @@ class LaunchBound(Rule):
             return None
         rows = _top_ops(ctx, launch_ns)
         per = self.per_step_phrase(ctx)
-        text = (f"the GPU waited {ms(saving)} {per} ({pct(p)}) for the host to launch work; "
-                f"{count(k.per_step)} kernels {per}, median {k.median_ns / 1e3:.1f} us, "
-                f"{pct(100 * (k.short_share or 0))} of them shorter than one launch call on the host "
-                f"({launch_ns / 1e3:.1f} us{'' if measured else ', assumed'})")
-        how = (f"the GPU's queue ran dry while the host was busy {pct(p)} of the time; if launching cost nothing, "
-               f"{'each step' if b.has_steps else 'the profile'} could be up to {ms(saving)} shorter (measured with the profiler on, which slows launches)")
-        return self.finding(ctx, saving, Evidence(text, how, rows), _advice(ctx, rows),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        text = (
+            f"the GPU waited {ms(saving)} {per} ({pct(p)}) for the host to launch work; "
+            f"{count(k.per_step)} kernels {per}, median {k.median_ns / 1e3:.1f} us, "
+            f"{pct(100 * (k.short_share or 0))} of them shorter than one launch call on the host "
+            f"({launch_ns / 1e3:.1f} us{'' if measured else ', assumed'})"
+        )
+        how = (
+            f"the GPU's queue ran dry while the host was busy {pct(p)} of the time; if launching cost nothing,"
+            f" {'each step' if b.has_steps else 'the profile'} could be up to {ms(saving)} shorter (measured with the"
+            " profiler on, which slows launches)"
+        )
+        return self.finding(
+            ctx, saving, Evidence(text, how, rows), _advice(ctx, rows), url=URL_TORCH if ctx.facts.torch else URL_CUDA
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         passes_ms = passes_host_ms(ctx.data)
         share = min(1.0, COMPILED_HOST_MS_PER_STEP / passes_ms) if passes_ms else 1.0
-        return Fix(self.id, "the model's forward and backward compiled and replayed as CUDA graphs: their host work "
-                   f"{'of ' + ms(passes_ms) + ' per step ' if passes_ms else ''}becomes a fixed "
-                   f"{ms(COMPILED_HOST_MS_PER_STEP)} (Dynamo's guards, the graph tree's checks, two graph launches)",
-                   host={HostClass.MODEL: share})
+        return Fix(
+            self.id,
+            "the model's forward and backward compiled and replayed as CUDA graphs: their host work "
+            f"{'of ' + ms(passes_ms) + ' per step ' if passes_ms else ''}becomes a fixed "
+            f"{ms(COMPILED_HOST_MS_PER_STEP)} (Dynamo's guards, the graph tree's checks, two graph launches)",
+            host={HostClass.MODEL: share},
+        )
 
 
 def _top_ops(ctx: Context, short_ns: int) -> list[dict[str, Any]]:
     """The outermost ops launching the most kernels per step, as evidence rows."""
-    return [{**asdict(o), "op": op_label(o.op), "steps": steps(o.steps)}
-            for o in top_launching_ops(ctx.data, short_ns, TOP_OPS)]
+    return [
+        {**asdict(o), "op": op_label(o.op), "steps": steps(o.steps)}
+        for o in top_launching_ops(ctx.data, short_ns, TOP_OPS)
+    ]
 
 
 def _advice(ctx: Context, rows: list[dict[str, Any]]) -> str:
     f = ctx.facts
     if not f.torch:
-        return ("Capture the iteration once in a CUDA graph (cudaStreamBeginCapture ... cudaGraphInstantiate) and "
-                "replay it with cudaGraphLaunch: one launch per step instead of one per kernel; fuse short kernels "
-                "and give each kernel more work (a larger batch).")
+        return (
+            "Capture the iteration once in a CUDA graph (cudaStreamBeginCapture ... cudaGraphInstantiate) and "
+            "replay it with cudaGraphLaunch: one launch per step instead of one per kernel; fuse short kernels "
+            "and give each kernel more work (a larger batch)."
+        )
     top = ", ".join(f"{r['op']} ({count(r['kernels_per_step'])}/step)" for r in rows[:3])
     where = f" The most launches come from {top}." if top else ""
     if f.cuda_graphs:
-        return ("The program already replays CUDA graphs, yet the GPU still waits for launches outside them: widen "
-                "the captured region (torch.compile(mode='reduce-overhead') around the whole step, no graph breaks), "
-                f"or raise the batch size so each kernel runs longer.{where}")
+        return (
+            "The program already replays CUDA graphs, yet the GPU still waits for launches outside them: widen "
+            "the captured region (torch.compile(mode='reduce-overhead') around the whole step, no graph breaks), "
+            f"or raise the batch size so each kernel runs longer.{where}"
+        )
     if f.compiled:
-        return ("torch.compile is in use, but the GPU still waits for launches: compile with "
-                "mode='reduce-overhead' (CUDA graphs replay the step with one launch), remove graph breaks "
-                f"(torch._dynamo.explain), or raise the batch size so each kernel runs longer.{where}")
-    return ("Launch fewer, larger kernels: model = torch.compile(model) fuses elementwise chains into single kernels, "
-            "and torch.compile(model, mode='reduce-overhead') also replays each step as a CUDA graph (one launch "
-            "instead of hundreds). A larger batch makes every kernel longer at the same launch cost; "
-            f"a fused optimizer (fused=True) removes the optimizer's launches.{where}")
+        return (
+            "torch.compile is in use, but the GPU still waits for launches: compile with "
+            "mode='reduce-overhead' (CUDA graphs replay the step with one launch), remove graph breaks "
+            f"(torch._dynamo.explain), or raise the batch size so each kernel runs longer.{where}"
+        )
+    return (
+        "Launch fewer, larger kernels: model = torch.compile(model) fuses elementwise chains into single kernels, "
+        "and torch.compile(model, mode='reduce-overhead') also replays each step as a CUDA graph (one launch "
+        "instead of hundreds). A larger batch makes every kernel longer at the same launch cost; "
+        f"a fused optimizer (fused=True) removes the optimizer's launches.{where}"
+    )
 
 
 RULE = LaunchBound()

@@ -40,9 +40,17 @@ def math_by_kernel(ctx: Context, precisions: tuple[str, ...]) -> list[dict[str, 
 def _labelled(ctx: Context) -> list[dict[str, Any]]:
     """The measured matrix math as evidence rows: ops and kernels labelled, steps written out,
     rows that became equal merged."""
-    rows = [{"op": op_label(m.op), "kernel": kernel_label(m.kernel), "precision": m.precision,
-             "calls_per_step": m.calls_per_step, "ms_per_step": m.ms_per_step, "steps": steps(m.steps)}
-            for m in matrix_math(ctx.data)]
+    rows = [
+        {
+            "op": op_label(m.op),
+            "kernel": kernel_label(m.kernel),
+            "precision": m.precision,
+            "calls_per_step": m.calls_per_step,
+            "ms_per_step": m.ms_per_step,
+            "steps": steps(m.steps),
+        }
+        for m in matrix_math(ctx.data)
+    ]
     return merge_rows(rows, ("op", "kernel", "precision"), ("calls_per_step", "ms_per_step"))
 
 
@@ -57,13 +65,20 @@ def ops_phrase(rows: list[dict[str, Any]], limit: int = 3) -> str:
 
 
 def touches_convolution(rows: list[dict[str, Any]]) -> bool:
-    return any("conv" in (r["op"] or r["kernel"] or "").lower() or "grad" in (r["kernel"] or "").lower()
-               or "fprop" in (r["kernel"] or "").lower() for r in rows)
+    return any(
+        "conv" in (r["op"] or r["kernel"] or "").lower()
+        or "grad" in (r["kernel"] or "").lower()
+        or "fprop" in (r["kernel"] or "").lower()
+        for r in rows
+    )
 
 
 def touches_matmul(rows: list[dict[str, Any]]) -> bool:
-    return any(any(t in (r["op"] or r["kernel"] or "").lower() for t in ("mm", "linear", "matmul", "gemm", "bmm"))
-               and "conv" not in (r["op"] or "").lower() for r in rows)
+    return any(
+        any(t in (r["op"] or r["kernel"] or "").lower() for t in ("mm", "linear", "matmul", "gemm", "bmm"))
+        and "conv" not in (r["op"] or "").lower()
+        for r in rows
+    )
 
 
 def kernel_share(ctx: Context, ms_per_step: float) -> str:

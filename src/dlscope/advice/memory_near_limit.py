@@ -29,10 +29,14 @@ URL = "https://pytorch.org/docs/stable/notes/cuda.html#memory-management"
 class MemoryNearLimit(Rule):
     id = RuleId.MEMORY_NEAR_LIMIT
     no_try_fix = (
-        "making room (activation checkpointing, a smaller batch with gradient accumulation) changes the program: a source change")
+        "making room (activation checkpointing, a smaller batch with gradient accumulation) changes the program: a"
+        " source change"
+    )
     judges_untraced = True  # step times / NVML samples of every step
     title = "GPU memory is nearly full"
-    description = "the memory peak is close to the GPU's capacity: allocator retries, OOM risk, no room for a larger batch"
+    description = (
+        "the memory peak is close to the GPU's capacity: allocator retries, OOM risk, no room for a larger batch"
+    )
     needs = ("counters",)
 
     def precondition(self, ctx: Context) -> str | None:
@@ -45,24 +49,41 @@ class MemoryNearLimit(Rule):
             return None
         calls = alloc_calls(ctx.data, ALLOC_API_RE)
         saving = calls.ms_per_step
-        text = (f"the peak {m.source} reached {size(m.peak_bytes)} of {size(m.total_bytes)} ({pct(m.pct)})"
-                + (f" in step {m.peak_step}" if m.peak_step is not None else "")
-                + (f"; {count(calls.per_step)} device allocation/release calls per step took {ms(saving)}"
-                   if calls.per_step else "; no device allocation or release call inside the steps yet"))
-        how = ("the host spent this long per step in cudaMalloc/cudaFree, which a roomier cache would avoid"
-               if saving else "no time is lost yet (the allocator never had to free and retry): this is a risk, "
-               "not a measured cost")
-        row = {"metric": m.metric, "peak_gb": m.peak_bytes / 1e9, "total_gb": m.total_bytes / 1e9,
-               "peak_pct": m.pct, "peak_step": m.peak_step, "alloc_calls_per_step": calls.per_step,
-               "alloc_ms_per_step": saving}
+        text = (
+            f"the peak {m.source} reached {size(m.peak_bytes)} of {size(m.total_bytes)} ({pct(m.pct)})"
+            + (f" in step {m.peak_step}" if m.peak_step is not None else "")
+            + (
+                f"; {count(calls.per_step)} device allocation/release calls per step took {ms(saving)}"
+                if calls.per_step
+                else "; no device allocation or release call inside the steps yet"
+            )
+        )
+        how = (
+            "the host spent this long per step in cudaMalloc/cudaFree, which a roomier cache would avoid"
+            if saving
+            else "no time is lost yet (the allocator never had to free and retry): this is a risk, not a measured cost"
+        )
+        row = {
+            "metric": m.metric,
+            "peak_gb": m.peak_bytes / 1e9,
+            "total_gb": m.total_bytes / 1e9,
+            "peak_pct": m.pct,
+            "peak_step": m.peak_step,
+            "alloc_calls_per_step": calls.per_step,
+            "alloc_ms_per_step": saving,
+        }
         if ctx.facts.torch:
-            advice = ("Make room: run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) (halves "
-                      "activations), recompute activations in backward with torch.utils.checkpoint.checkpoint on the "
-                      "largest blocks, or halve the batch and accumulate gradients over two steps; "
-                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation.")
+            advice = (
+                "Make room: run the forward pass under torch.autocast('cuda', dtype=torch.bfloat16) (halves "
+                "activations), recompute activations in backward with torch.utils.checkpoint.checkpoint on the "
+                "largest blocks, or halve the batch and accumulate gradients over two steps; "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation."
+            )
         else:
-            advice = ("Reduce the peak: keep fewer buffers alive at once, allocate once and reuse (a memory pool), or "
-                      "process smaller batches.")
+            advice = (
+                "Reduce the peak: keep fewer buffers alive at once, allocate once and reuse (a memory pool), or "
+                "process smaller batches."
+            )
         return self.finding(ctx, saving, Evidence(text, how, [row]), advice, url=URL)
 
 

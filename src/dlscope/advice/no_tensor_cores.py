@@ -41,7 +41,10 @@ class NoTensorCores(MatrixMathRule):
     id = RuleId.NO_TENSOR_CORES
     alternative_to = RuleId.AMP_NOT_ENABLED  # 16-bit autocast puts the same kernels on tensor cores
     title = "Matrix math runs on CUDA cores instead of tensor cores"
-    description = "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
+    description = (
+        "tensor-core-eligible GEMMs and convolutions run in fp32 on CUDA cores (TF32 or AMP would use tensor cores)"
+    )
+
     def check(self, ctx: Context) -> Finding | None:
         rows = math_by_kernel(ctx, ("fp32",))
         t32 = sum(r["ms_per_step"] for r in rows)
@@ -55,38 +58,57 @@ class NoTensorCores(MatrixMathRule):
         saving, cap_note = judged
         path = "TF32 tensor cores" if tf32 else "fp16 tensor cores"
         gpu_name = ratios_label(dev)
-        text = (f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
-                f"{ops_phrase(rows)}")
-        how = (f"{path} peak at {factor:g}x the fp32 CUDA-core rate on {gpu_name}: the kernels could take "
-               f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step")
+        text = (
+            f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
+            f"{ops_phrase(rows)}"
+        )
+        how = (
+            f"{path} peak at {factor:g}x the fp32 CUDA-core rate on {gpu_name}: the kernels could take "
+            f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step"
+        )
         advice, url = self._advice(ctx, rows, bool(tf32))
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=url)
 
     def _advice(self, ctx: Context, rows: list[dict[str, Any]], tf32: bool) -> tuple[str, str]:
         if not ctx.facts.torch:
-            return ("Let cuBLAS and cuDNN use tensor cores for fp32 data: cublasSetMathMode(handle, "
-                    "CUBLAS_TF32_TENSOR_OP_MATH) (cublasLt: CUBLAS_COMPUTE_32F_FAST_TF32), "
-                    "cudnnSetConvolutionMathType(desc, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)." if tf32 else
+            return (
+                "Let cuBLAS and cuDNN use tensor cores for fp32 data: cublasSetMathMode(handle, "
+                "CUBLAS_TF32_TENSOR_OP_MATH) (cublasLt: CUBLAS_COMPUTE_32F_FAST_TF32), "
+                "cudnnSetConvolutionMathType(desc, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)."
+                if tf32
+                else (
                     "This GPU has no TF32: compute in fp16 with fp32 accumulation (cublasGemmEx with CUDA_R_16F "
-                    "inputs) to use its tensor cores."), URL_CUDA
+                    "inputs) to use its tensor cores."
+                )
+            ), URL_CUDA
         if not tf32:
-            return ("This GPU has tensor cores for fp16 but no TF32: run the forward pass and loss under "
+            return (
+                (
+                    "This GPU has tensor cores for fp16 but no TF32: run the forward pass and loss under "
                     "torch.autocast('cuda', dtype=torch.float16) and scale the loss with torch.amp.GradScaler('cuda')."
-                    ), URL_AMP
+                ),
+                URL_AMP,
+            )
         parts = []
         if touches_matmul(rows) or not touches_convolution(rows):
             parts.append("torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high'))")
         if touches_convolution(rows):
             parts.append("torch.backends.cudnn.allow_tf32 = True (the default; something turned it off)")
-        return (f"Allow TF32 once at start-up: {' and '.join(parts)}. TF32 keeps fp32 range with a 10-bit mantissa, "
-                "which training tolerates; for more speed, see amp_not_enabled."), URL_TF32
+        return (
+            (
+                f"Allow TF32 once at start-up: {' and '.join(parts)}. TF32 keeps fp32 range with a 10-bit mantissa, "
+                "which training tolerates; for more speed, see amp_not_enabled."
+            ),
+            URL_TF32,
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         dev = ctx.facts.device
         tf32 = dev.tf32_speedup() if dev else 8.0
         factor = tf32 or (dev.low_speedup(False) if dev else 8.0)
-        return Fix(self.id, f"fp32 matrix math on tensor cores at the peak ratio ({factor:g}x)", gpu={"simt_ns": 1 / factor})
-
+        return Fix(
+            self.id, f"fp32 matrix math on tensor cores at the peak ratio ({factor:g}x)", gpu={"simt_ns": 1 / factor}
+        )
 
 
 RULE = NoTensorCores()

@@ -47,9 +47,12 @@ class PageableMemcpy(Rule):
         if not wait:
             return None
         copy_ns = pageable_copy_ns(ctx.data)
-        saving = ctx.per_window(sum(
-            min(r.pageable_wait_ns, r.input_ns + r.sync_ns + r.launch_ns + copy_ns.get((r.rank, r.step), 0))
-            for r in ctx.idle))
+        saving = ctx.per_window(
+            sum(
+                min(r.pageable_wait_ns, r.input_ns + r.sync_ns + r.launch_ns + copy_ns.get((r.rank, r.step), 0))
+                for r in ctx.idle
+            )
+        )
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
@@ -58,20 +61,28 @@ class PageableMemcpy(Rule):
             return None
         top = rows[0]
         n = sum(r["copies_per_step"] for r in rows)
-        text = (f"{n:.0f} copies per step use pageable host memory and block the host {ms(wait)} per step "
-                f"({pct(ctx.pct(wait))} of the step); the largest: {top['direction']} of {size(top['bytes_per_copy'])} from "
-                f"{_where(top)} at {top['gb_per_s'] or 0:.1f} GB/s")
-        how = (f"the host waited {ms(wait)} per step inside these copy calls; from pinned memory they return at once "
-               "and overlap other work, which shortens the step where the GPU waited for the host: up to "
-               f"{ms(saving)} per step")
+        text = (
+            f"{n:.0f} copies per step use pageable host memory and block the host {ms(wait)} per step"
+            f" ({pct(ctx.pct(wait))} of the step); the largest: {top['direction']} of {size(top['bytes_per_copy'])}"
+            f" from {_where(top)} at {top['gb_per_s'] or 0:.1f} GB/s"
+        )
+        how = (
+            f"the host waited {ms(wait)} per step inside these copy calls; from pinned memory they return at once "
+            "and overlap other work, which shortens the step where the GPU waited for the host: up to "
+            f"{ms(saving)} per step"
+        )
         for r in rows:
             r["steps"] = steps(r["steps"])
-        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        return self.finding(
+            ctx,
+            saving,
+            Evidence(text, how, rows[:TOP]),
+            _advice(ctx, top),
+            url=URL_TORCH if ctx.facts.torch else URL_CUDA,
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         return Fix(self.id, "pinned host memory and non_blocking copies", unblock=(Blocking.PAGEABLE_H2D,))
-
 
 
 def _where(r: dict[str, Any]) -> str:
@@ -81,19 +92,28 @@ def _where(r: dict[str, Any]) -> str:
 
 def _advice(ctx: Context, top: dict[str, Any]) -> str:
     if not ctx.facts.torch:
-        return ("Allocate the host buffers with cudaHostAlloc (or pin existing ones with cudaHostRegister) and copy "
-                "with cudaMemcpyAsync on a non-default stream, so the copy neither blocks the host nor waits for "
-                "staging.")
+        return (
+            "Allocate the host buffers with cudaHostAlloc (or pin existing ones with cudaHostRegister) and copy "
+            "with cudaMemcpyAsync on a non-default stream, so the copy neither blocks the host nor waits for "
+            "staging."
+        )
     where = _where(top)
     if top["direction"] == "DtoH":
-        return (f"The device-to-host copy in {where} lands in pageable memory: copy into a pinned tensor instead "
-                "(out = torch.empty(shape, dtype=..., pin_memory=True); out.copy_(t, non_blocking=True)) and read it "
-                "only after a single torch.cuda.Event or stream synchronize, ideally once per several steps.")
-    loader = " Batches from a DataLoader get this with DataLoader(..., pin_memory=True)." \
-        if ctx.facts.dataloader else " With a DataLoader, DataLoader(..., pin_memory=True) does the pinning in its workers."
-    return (f"The host-to-device copy in {where} comes from pageable memory: pin the source tensor "
-            "(t = t.pin_memory(), or build it in a pinned buffer reused every step) and copy it with "
-            f"t.to('cuda', non_blocking=True).{loader}")
+        return (
+            f"The device-to-host copy in {where} lands in pageable memory: copy into a pinned tensor instead "
+            "(out = torch.empty(shape, dtype=..., pin_memory=True); out.copy_(t, non_blocking=True)) and read it "
+            "only after a single torch.cuda.Event or stream synchronize, ideally once per several steps."
+        )
+    loader = (
+        " Batches from a DataLoader get this with DataLoader(..., pin_memory=True)."
+        if ctx.facts.dataloader
+        else " With a DataLoader, DataLoader(..., pin_memory=True) does the pinning in its workers."
+    )
+    return (
+        f"The host-to-device copy in {where} comes from pageable memory: pin the source tensor "
+        "(t = t.pin_memory(), or build it in a pinned buffer reused every step) and copy it with "
+        f"t.to('cuda', non_blocking=True).{loader}"
+    )
 
 
 RULE = PageableMemcpy()

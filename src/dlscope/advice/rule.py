@@ -32,8 +32,10 @@ class Rule:
     needs_steps: ClassVar[bool] = False
     needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
-    symptom: ClassVar[bool] = False    # an effect whose causes have rules of their own: ranks after them
-    alternative_to: ClassVar[RuleId | None] = None  # a rule whose fix includes this one's: when both fire, this ranks after the causes
+    symptom: ClassVar[bool] = False  # an effect whose causes have rules of their own: ranks after them
+    alternative_to: ClassVar[RuleId | None] = (
+        None  # a rule whose fix includes this one's: when both fire, this ranks after the causes
+    )
     # why no `dlscope try` run can test this rule's finding, for rules no injected fix answers
     # (tests/test_try_links.py: every rule has a fix or this reason)
     no_try_fix: ClassVar[str] = ""
@@ -51,12 +53,15 @@ class Rule:
             return "no step is selected"
         if self.needs_gpu and not ctx.basis.windows:
             return "no GPU activity in the selected steps" + (
-                " (GPU work is recorded only in the traced steps)" if data.traced_excluded else "")
+                " (GPU work is recorded only in the traced steps)" if data.traced_excluded else ""
+            )
         dev = ctx.facts.device if self.cuda_only else None
         if dev is not None and dev.vendor == "other":
             return f"the device ({dev.name}) is not a CUDA or ROCm GPU: its kernels and calls are named otherwise"
         if self.cuda_only and ctx.facts.foreign_runtime:
-            return "the runtime calls are neither CUDA nor HIP: an accelerator whose kernels dlscope cannot judge by name"
+            return (
+                "the runtime calls are neither CUDA nor HIP: an accelerator whose kernels dlscope cannot judge by name"
+            )
         return self.precondition(ctx)
 
     def precondition(self, ctx: Context) -> str | None:
@@ -71,16 +76,31 @@ class Rule:
         when the replay cannot model it (the finding keeps the rule's own bound)."""
         return None
 
-    def finding(self, ctx: Context, saving_ms: float, evidence: Evidence, advice: str,
-                title: str | None = None, url: str | None = None) -> Finding:
+    def finding(
+        self,
+        ctx: Context,
+        saving_ms: float,
+        evidence: Evidence,
+        advice: str,
+        title: str | None = None,
+        url: str | None = None,
+    ) -> Finding:
         """A finding of this rule with its saving (ms per step, or per window without steps)
         turned into the fields of :class:`Finding`."""
         saving_ms = max(0.0, min(saving_ms, ctx.basis.unit_ms or saving_ms))
         pct = ctx.pct(saving_ms)
-        return Finding(id=self.id, title=title or self.title, severity=severity_for(pct), evidence=evidence,
-                       saving_ms_per_step=saving_ms if ctx.basis.has_steps else None,
-                       saving_pct=pct, advice=advice, url=url or self.url, symptom=self.symptom,
-                       untraced=self.judges_untraced)
+        return Finding(
+            id=self.id,
+            title=title or self.title,
+            severity=severity_for(pct),
+            evidence=evidence,
+            saving_ms_per_step=saving_ms if ctx.basis.has_steps else None,
+            saving_pct=pct,
+            advice=advice,
+            url=url or self.url,
+            symptom=self.symptom,
+            untraced=self.judges_untraced,
+        )
 
     def per_step_phrase(self, ctx: Context) -> str:
         """'per step' or, without steps, 'over the profile'."""

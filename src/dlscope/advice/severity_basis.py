@@ -14,8 +14,10 @@ from .context import Context
 from .finding import Finding, cap_severity
 from .what_if import TRACED_ONLY_CAP
 
-NOTE = (f"Every step was traced, so no step measured without the tracer confirms the host's timing: at most "
-        f"{TRACED_ONLY_CAP.upper()}.")
+NOTE = (
+    "Every step was traced, so no step measured without the tracer confirms the host's timing: at most "
+    f"{TRACED_ONLY_CAP.upper()}."
+)
 
 
 def apply(ctx: Context, findings: list[Finding]) -> list[Finding]:

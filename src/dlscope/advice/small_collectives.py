@@ -39,7 +39,9 @@ URL = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDa
 class SmallCollectives(Rule):
     id = RuleId.SMALL_COLLECTIVES
     no_try_fix = (
-        "fewer, larger collectives (DDP's bucket_cap_mb, batching all_reduce calls) are set in the program: a source change")
+        "fewer, larger collectives (DDP's bucket_cap_mb, batching all_reduce calls) are set in the program: a source"
+        " change"
+    )
     title = "Many small collectives per step"
     description = "many collectives under 1 MiB in each step, each paying a fixed latency"
     needs = ("comms",)
@@ -60,25 +62,35 @@ class SmallCollectives(Rule):
         p = ctx.pct(cost.saving_ms)
         if p is None or p < MIN_SAVING_PCT:
             return None
-        kinds = [{"operation": k.operation, "count": k.count, "mean_bytes": k.mean_bytes, "mean_us": k.mean_us}
-                 for k in small_collective_kinds(ctx.data, worst.rank, TOP_KINDS)]
-        text = (f"{cost.per_step:.0f} collectives under 1 MiB per step on rank {worst.rank} "
-                f"({worst.total_bytes / max(worst.count, 1) / 1024:.0f} KiB on average), {ms(cost.ms_per_step)} per "
-                f"step ({pct(ctx.pct(cost.ms_per_step))} of the step)")
+        kinds = [
+            {"operation": k.operation, "count": k.count, "mean_bytes": k.mean_bytes, "mean_us": k.mean_us}
+            for k in small_collective_kinds(ctx.data, worst.rank, TOP_KINDS)
+        ]
+        text = (
+            f"{cost.per_step:.0f} collectives under 1 MiB per step on rank {worst.rank} "
+            f"({worst.total_bytes / max(worst.count, 1) / 1024:.0f} KiB on average), {ms(cost.ms_per_step)} per "
+            f"step ({pct(ctx.pct(cost.ms_per_step))} of the step)"
+        )
         how = "fused into one operation, at least the longest of them would remain"
-        advice = ("Send fewer, larger messages: raise DDP's bucket size (DistributedDataParallel(..., "
-                  "bucket_cap_mb=25 or more), or leave it at its default if it was lowered), coalesce your own "
-                  "collectives (torch.distributed's all_reduce_coalesced, or one flattened tensor instead of one call "
-                  "per parameter or metric), and with FSDP wrap larger modules so each all-gather carries more.")
+        advice = (
+            "Send fewer, larger messages: raise DDP's bucket size (DistributedDataParallel(..., "
+            "bucket_cap_mb=25 or more), or leave it at its default if it was lowered), coalesce your own "
+            "collectives (torch.distributed's all_reduce_coalesced, or one flattened tensor instead of one call "
+            "per parameter or metric), and with FSDP wrap larger modules so each all-gather carries more."
+        )
         return self.finding(ctx, cost.saving_ms, Evidence(text, how, kinds), advice, url=URL)
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         # each small collective costs the host its Python and c10d dispatch too, which on a
         # launch-bound step is most of it: the replay drops those calls (host work and GPU time);
         # the one fused operation that replaces them is left out (about one call's worth)
-        return Fix(self.id, "the small collectives fused into one: their calls, the host's work before each and "
-                            "their GPU time gone", drop_calls_of=("small_comm_ns",), drop_setup=True,
-                   gpu={"small_comm_ns": 0.0})
+        return Fix(
+            self.id,
+            "the small collectives fused into one: their calls, the host's work before each and their GPU time gone",
+            drop_calls_of=("small_comm_ns",),
+            drop_setup=True,
+            gpu={"small_comm_ns": 0.0},
+        )
 
 
 class _Cost(NamedTuple):

@@ -36,14 +36,17 @@ MIN_STEPS = 3
 URL = "https://pytorch.org/docs/stable/notes/ddp.html"
 COMPUTE_RE = r"forward|backward|optimizer|model|train|compute|loss"
 # the phase named for a class in the advice
-CLASS_PHASE = {HostClass.INPUT: "dataloader", HostClass.MODEL: "forward/backward",
-               HostClass.OPTIMIZER: "optimizer", HostClass.OTHER: OUTSIDE}
+CLASS_PHASE = {
+    HostClass.INPUT: "dataloader",
+    HostClass.MODEL: "forward/backward",
+    HostClass.OPTIMIZER: "optimizer",
+    HostClass.OTHER: OUTSIDE,
+}
 
 
 class Straggler(Rule):
     id = RuleId.STRAGGLER
-    no_try_fix = (
-        "one rank or host slower than the others: the machine or the data's split, not a change to the program")
+    no_try_fix = "one rank or host slower than the others: the machine or the data's split, not a change to the program"
     title = "One rank keeps the others waiting"
     description = "a consistent straggler: the same rank arrives last at the collectives of most steps"
     needs_steps = True
@@ -63,23 +66,35 @@ class Straggler(Rule):
         culprit = v.culprit
         phase = CLASS_PHASE.get(culprit) if culprit is not None else None
         who = "rank(s) waited" if v.basis == "host waits" else "rank(s)' GPUs waited (CUDA events at the phases)"
-        waited = (f"{ms(v.saving_ms)} in the median step, {ms(v.lag_ms)} longer than rank {v.rank}"
-                  if v.basis == "GPU waits" else f"{ms(v.lag_ms)} longer than rank {v.rank} in the median step")
-        text = (f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} {who} {waited} "
-                f"({pct(100 * v.saving_ms / v.step_ms)} of the {ms(v.step_ms)} step; rank {v.rank} waited less in "
-                f"{v.lagging_steps} of {v.steps} steps, sign test p = {v.p_value:.2g}; the waits' own jitter is "
-                f"{ms(v.jitter_ms)})"
-                + (f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "
-                   f"{phase or culprit.label}" if culprit is not None else ""))
-        how = (f"if rank {v.rank} kept pace, the others would stop waiting for it: "
-               + ("their GPUs' median wait per step" if v.basis == "GPU waits" else "its median lag per step"))
+        waited = (
+            f"{ms(v.saving_ms)} in the median step, {ms(v.lag_ms)} longer than rank {v.rank}"
+            if v.basis == "GPU waits"
+            else f"{ms(v.lag_ms)} longer than rank {v.rank} in the median step"
+        )
+        text = (
+            f"over {v.steps} steps measured without tracing, the other {v.ranks - 1} {who} {waited} "
+            f"({pct(100 * v.saving_ms / v.step_ms)} of the {ms(v.step_ms)} step; rank {v.rank} waited less in "
+            f"{v.lagging_steps} of {v.steps} steps, sign test p = {v.p_value:.2g}; the waits' own jitter is "
+            f"{ms(v.jitter_ms)})"
+            + (
+                f"; rank {v.rank} spends {ms(v.excess_ms[culprit])} more per step than the others in "
+                f"{phase or culprit.label}"
+                if culprit is not None
+                else ""
+            )
+        )
+        how = f"if rank {v.rank} kept pace, the others would stop waiting for it: " + (
+            "their GPUs' median wait per step" if v.basis == "GPU waits" else "its median lag per step"
+        )
         rows = [{"rank": v.rank, "class": c.label, "excess_ms": round(x, 3)} for c, x in v.excess_ms.items()]
         advice = _advice(v.rank, phase)
         if v.slower_everywhere:
-            advice = (f"Rank {v.rank}'s host is slower in every phase of the step (input, forward/backward, optimizer), "
-                      "not in one: that is the machine more often than the work (another process on its CPUs, its NUMA "
-                      "placement or clock frequency). Re-run to see whether the same rank lags, and pin each rank to "
-                      "the CPUs near its GPU (nvidia-smi topo -m; numactl or taskset). " + advice)
+            advice = (
+                f"Rank {v.rank}'s host is slower in every phase of the step (input, forward/backward, optimizer), "
+                "not in one: that is the machine more often than the work (another process on its CPUs, its NUMA "
+                "placement or clock frequency). Re-run to see whether the same rank lags, and pin each rank to "
+                "the CPUs near its GPU (nvidia-smi topo -m; numactl or taskset). " + advice
+            )
         f = self.finding(ctx, v.saving_ms, Evidence(text, how, rows), advice, url=URL)
         f.untraced = True
         if v.slower_everywhere:
@@ -111,16 +126,25 @@ class Straggler(Rule):
         phase = max(phases, key=lambda name: phases[name]) if phases else None
         basis = "waited for it at their collectives" if mine[0].basis == "waits" else "ran shorter steps"
         traced = ctx.basis.traced_excluded or traced_step_selected(ctx.data)
-        text = (f"rank {rank} was the slowest rank in {n} of {len(rows)} compared steps; the other ranks {basis} "
-                f"{ms(lag)} per step on average ({pct(100 * lag / step_ms)} of the {ms(step_ms)} step)"
-                + (f"; it lost the time in '{phase}' ({ms(phases[phase] / len(mine))} more than the other ranks "
-                   "per step)" if phase else ""))
+        text = (
+            f"rank {rank} was the slowest rank in {n} of {len(rows)} compared steps; the other ranks {basis} "
+            f"{ms(lag)} per step on average ({pct(100 * lag / step_ms)} of the {ms(step_ms)} step)"
+            + (
+                f"; it lost the time in '{phase}' ({ms(phases[phase] / len(mine))} more than the other ranks per step)"
+                if phase
+                else ""
+            )
+        )
         how = f"if rank {rank} kept pace, the others would stop waiting for it: at most its lag per step"
         if traced:
-            how += (". Measured in traced steps only, whose tracer overhead differs per rank: not confirmed "
-                    "without tracing, so at most LOW")
-        ev_rows = [{"step": r.step, "rank": r.rank, "lag_ms": r.lag_ms, "phase": r.phase,
-                    "phase_excess_ms": r.phase_excess_ms} for r in mine[:8]]
+            how += (
+                ". Measured in traced steps only, whose tracer overhead differs per rank: not confirmed "
+                "without tracing, so at most LOW"
+            )
+        ev_rows = [
+            {"step": r.step, "rank": r.rank, "lag_ms": r.lag_ms, "phase": r.phase, "phase_excess_ms": r.phase_excess_ms}
+            for r in mine[:8]
+        ]
         f = self.finding(ctx, lag, Evidence(text, how, ev_rows), _advice(rank, phase), url=URL)
         if traced:
             f.severity = cap_severity(f.severity, Severity.LOW)
@@ -129,18 +153,24 @@ class Straggler(Rule):
 
 def _advice(rank: int, phase: str | None) -> str:
     if phase and re.search(DATA_LOADING_RE, phase.lower()):
-        return (f"Rank {rank} waits for its input in '{phase}' while the others wait for rank {rank}: give its "
-                "DataLoader more workers (num_workers, prefetch_factor, pin_memory=True), check that its data "
-                "shard is not larger or on slower storage than the others', and that nothing else runs on its CPUs.")
+        return (
+            f"Rank {rank} waits for its input in '{phase}' while the others wait for rank {rank}: give its "
+            "DataLoader more workers (num_workers, prefetch_factor, pin_memory=True), check that its data "
+            "shard is not larger or on slower storage than the others', and that nothing else runs on its CPUs."
+        )
     if phase and phase != OUTSIDE and re.search(COMPUTE_RE, phase.lower()):
-        return (f"Rank {rank} has more work in '{phase}' than the others (load imbalance): give every rank the same "
-                "amount (DistributedSampler with drop_last=True, equal batch sizes and sequence lengths per rank, "
-                "length-bucketed batches), and check its GPU's clocks and throttling (dlscope stats --report "
-                "gpu_metrics) in case the hardware, not the work, is slower.")
+        return (
+            f"Rank {rank} has more work in '{phase}' than the others (load imbalance): give every rank the same "
+            "amount (DistributedSampler with drop_last=True, equal batch sizes and sequence lengths per rank, "
+            "length-bucketed batches), and check its GPU's clocks and throttling (dlscope stats --report "
+            "gpu_metrics) in case the hardware, not the work, is slower."
+        )
     where = f"in '{phase}'" if phase and phase != OUTSIDE else "outside every phase"
-    return (f"Rank {rank} spends the extra time {where}: look for work only it does (logging, checkpointing or "
-            "evaluation on rank 0, a slower input shard, another process on its CPUs or GPU), and wrap the loop's "
-            "parts in dlscope phases (with dlscope.phase('name'):) to pin it down.")
+    return (
+        f"Rank {rank} spends the extra time {where}: look for work only it does (logging, checkpointing or "
+        "evaluation on rank 0, a slower input shard, another process on its CPUs or GPU), and wrap the loop's "
+        "parts in dlscope phases (with dlscope.phase('name'):) to pin it down."
+    )
 
 
 RULE = Straggler()

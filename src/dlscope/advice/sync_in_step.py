@@ -31,14 +31,23 @@ TOP = 5
 URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"
 URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#asynchronous-and-overlapping-transfers-with-computation"
 # ops whose output size depends on the data: they copy a count to the host and wait for it
-DATA_DEPENDENT_OPS = ("aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave",
-                      "aten::index", "aten::argwhere")
+DATA_DEPENDENT_OPS = (
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique2",
+    "aten::repeat_interleave",
+    "aten::index",
+    "aten::argwhere",
+)
 
 
 class SyncInStep(Rule):
     id = RuleId.SYNC_IN_STEP
     no_try_fix = (
-        "a source change: drop the host synchronization the evidence names (.item(), .cpu(), .tolist() on a loss) or move it to the end of the step")
+        "a source change: drop the host synchronization the evidence names (.item(), .cpu(), .tolist() on a loss) or"
+        " move it to the end of the step"
+    )
     title = "The host waits for the GPU inside the step"
     description = "synchronizing calls (.item(), .cpu(), synchronize, blocking copies) stall the host every step"
     needs = ("api",)
@@ -57,20 +66,32 @@ class SyncInStep(Rule):
             return None
         top = rows[0]
         n = sum(r["calls_per_step"] for r in rows)
-        text = (f"the host waited for the GPU {ms(wait)} per step in {count(n)} synchronizing call"
-                f"{'s' if n != 1 else ''}; the largest: {top['call']}" + (f" from '{top['op']}'" if top["op"] else "")
-                + (f" in phase '{top['phase']}'" if top["phase"] else "")
-                + f" ({ms(top['wait_ms_per_step'])} per step)")
-        how = (f"per step, the smaller of the host's wait ({ms(wait)}) and the GPU idle time the host caused "
-               f"({ms(ctx.idle_ms('input_ns') + ctx.idle_ms('sync_ns') + ctx.idle_ms('launch_ns'))}): without the "
-               f"wait the host would go on preparing work, so the step could be up to {ms(saving)} ({pct(p)}) shorter")
-        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), _advice(ctx, top),
-                            url=URL_TORCH if ctx.facts.torch else URL_CUDA)
+        text = (
+            f"the host waited for the GPU {ms(wait)} per step in {count(n)} synchronizing call"
+            f"{'s' if n != 1 else ''}; the largest: {top['call']}"
+            + (f" from '{top['op']}'" if top["op"] else "")
+            + (f" in phase '{top['phase']}'" if top["phase"] else "")
+            + f" ({ms(top['wait_ms_per_step'])} per step)"
+        )
+        how = (
+            f"per step, the smaller of the host's wait ({ms(wait)}) and the GPU idle time the host caused "
+            f"({ms(ctx.idle_ms('input_ns') + ctx.idle_ms('sync_ns') + ctx.idle_ms('launch_ns'))}): without the "
+            f"wait the host would go on preparing work, so the step could be up to {ms(saving)} ({pct(p)}) shorter"
+        )
+        return self.finding(
+            ctx,
+            saving,
+            Evidence(text, how, rows[:TOP]),
+            _advice(ctx, top),
+            url=URL_TORCH if ctx.facts.torch else URL_CUDA,
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
-        return Fix(self.id, "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
-                   unblock=(Blocking.SYNC, Blocking.PAGEABLE_D2H))
-
+        return Fix(
+            self.id,
+            "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
+            unblock=(Blocking.SYNC, Blocking.PAGEABLE_D2H),
+        )
 
 
 def _advice(ctx: Context, top: dict[str, Any]) -> str:
@@ -79,27 +100,40 @@ def _advice(ctx: Context, top: dict[str, Any]) -> str:
     n = top["calls_per_step"]
     per = "once per step" if n == 1 else "twice per step" if n == 2 else f"{count(n)} times per step"
     if not ctx.facts.torch:
-        return (f"{top['call']}{where} blocks the host {per}. Order GPU work with events instead "
-                "(cudaEventRecord + cudaStreamWaitEvent) and read results back asynchronously "
-                "(cudaMemcpyAsync into pinned memory, checked once per several iterations).")
+        return (
+            f"{top['call']}{where} blocks the host {per}. Order GPU work with events instead "
+            "(cudaEventRecord + cudaStreamWaitEvent) and read results back asynchronously "
+            "(cudaMemcpyAsync into pinned memory, checked once per several iterations)."
+        )
     if op in ("aten::item", "aten::_local_scalar_dense") or inner == "aten::_local_scalar_dense":
-        return (f".item(){where} waits for the GPU {per}. Keep the value on the GPU (e.g. total += loss.detach()) "
-                "and call .item() once every N steps or after the loop; for logging, copy with "
-                "loss.detach().to('cpu', non_blocking=True) into a pinned tensor and read it a step later.")
+        return (
+            f".item(){where} waits for the GPU {per}. Keep the value on the GPU (e.g. total += loss.detach()) "
+            "and call .item() once every N steps or after the loop; for logging, copy with "
+            "loss.detach().to('cpu', non_blocking=True) into a pinned tensor and read it a step later."
+        )
     if op in DATA_DEPENDENT_OPS or inner in DATA_DEPENDENT_OPS:
-        return (f"'{op or inner}'{where} has an output size that depends on the data, so it waits for the GPU {per}. "
-                "Use a fixed-size form (torch.where with a mask, nonzero(..., size=N) or masked arithmetic) or move it "
-                "out of the step.")
+        return (
+            f"'{op or inner}'{where} has an output size that depends on the data, so it waits for the GPU {per}. "
+            "Use a fixed-size form (torch.where with a mask, nonzero(..., size=N) or masked arithmetic) or move it "
+            "out of the step."
+        )
     if op.startswith(("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu")) or inner.startswith("aten::copy_"):
-        return (f"A copy to the host ({op or inner}){where} waits for the GPU {per}. Copy into a pinned tensor with "
-                "non_blocking=True and read it only after a torch.cuda.Event you synchronize on later (or every N steps).")
+        return (
+            f"A copy to the host ({op or inner}){where} waits for the GPU {per}. Copy into a pinned tensor with "
+            "non_blocking=True and read it only after a torch.cuda.Event you synchronize on later (or every N steps)."
+        )
     if "devicesynchronize" in top["call"].lower():
-        return (f"torch.cuda.synchronize(){where} stops the host {per} until the GPU is done. Remove it from the "
-                "training loop (keep it only around timing code), or synchronize on a torch.cuda.Event recorded "
-                "where the result is needed.")
-    return (f"{top['call']}{where} blocks the host {per}" + (f" (called from '{op}')" if op else "")
-            + ". Remove the synchronization from the step, or wait on a torch.cuda.Event recorded where the result "
-            "is needed and as late as possible.")
+        return (
+            f"torch.cuda.synchronize(){where} stops the host {per} until the GPU is done. Remove it from the "
+            "training loop (keep it only around timing code), or synchronize on a torch.cuda.Event recorded "
+            "where the result is needed."
+        )
+    return (
+        f"{top['call']}{where} blocks the host {per}"
+        + (f" (called from '{op}')" if op else "")
+        + ". Remove the synchronization from the step, or wait on a torch.cuda.Event recorded where the result "
+        "is needed and as late as possible."
+    )
 
 
 RULE = SyncInStep()

@@ -75,13 +75,52 @@ def plural(n: float, word: str) -> str:
 
 
 # ATen's generic elementwise/reduction kernels carry the real operation in a template argument.
-_GENERIC_KERNELS = ("vectorized_elementwise_kernel", "elementwise_kernel", "unrolled_elementwise_kernel",
-                    "reduce_kernel", "index_elementwise_kernel")
-_GENERIC_PARTS = {"BinaryFunctor", "UnaryFunctor", "BUnaryFunctor", "AUnaryFunctor", "gpu_kernel_impl",
-                  "gpu_kernel_impl_nocast", "func_wrapper_t", "ReduceOp", "Array", "array", "detail", "native",
-                  "at", "std", "char", "float", "int", "long", "bool", "void", "const", "operator", "lambda",
-                  "unsigned", "c10", "Half", "BFloat16", "double", "TensorIteratorBase", "TensorIterator",
-                  "anonymous", "namespace", "binary_internal", "OffsetCalculator", "LoadWithCast", "StoreWithCast", "Scalar"}
+_GENERIC_KERNELS = (
+    "vectorized_elementwise_kernel",
+    "elementwise_kernel",
+    "unrolled_elementwise_kernel",
+    "reduce_kernel",
+    "index_elementwise_kernel",
+)
+_GENERIC_PARTS = {
+    "BinaryFunctor",
+    "UnaryFunctor",
+    "BUnaryFunctor",
+    "AUnaryFunctor",
+    "gpu_kernel_impl",
+    "gpu_kernel_impl_nocast",
+    "func_wrapper_t",
+    "ReduceOp",
+    "Array",
+    "array",
+    "detail",
+    "native",
+    "at",
+    "std",
+    "char",
+    "float",
+    "int",
+    "long",
+    "bool",
+    "void",
+    "const",
+    "operator",
+    "lambda",
+    "unsigned",
+    "c10",
+    "Half",
+    "BFloat16",
+    "double",
+    "TensorIteratorBase",
+    "TensorIterator",
+    "anonymous",
+    "namespace",
+    "binary_internal",
+    "OffsetCalculator",
+    "LoadWithCast",
+    "StoreWithCast",
+    "Scalar",
+}
 
 
 def kernel_label(name: str, width: int = 60) -> str:
@@ -95,7 +134,9 @@ def kernel_label(name: str, width: int = 60) -> str:
     for tok in re.findall(r"[A-Za-z_]\w*", name.split("<", 1)[-1]):
         if tok in _GENERIC_PARTS or tok.isdigit() or len(tok) < 3:
             continue
-        op = re.sub(r"^(CUDAFunctor_|launch_)|(_kernel_cuda|_kernel_impl|_kernel|CUDAKernelImpl|Functor|_functor|Ops)$", "", tok)
+        op = re.sub(
+            r"^(CUDAFunctor_|launch_)|(_kernel_cuda|_kernel_impl|_kernel|CUDAKernelImpl|Functor|_functor|Ops)$", "", tok
+        )
         if op:
             kind = "reduce" if outer.endswith("reduce_kernel") else "elementwise"
             return f"{kind} {op}"[:width]

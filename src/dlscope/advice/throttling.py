@@ -27,7 +27,7 @@ URL = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.htm
 
 class Throttling(Rule):
     id = RuleId.THROTTLING
-    no_try_fix = ("the GPU's power or thermal limit: the machine, not the program")
+    no_try_fix = "the GPU's power or thermal limit: the machine, not the program"
     judges_untraced = True  # step times / NVML samples of every step
     title = "The GPU is throttled by a power or thermal limit"
     description = "NVML reports power or thermal clock throttling while the GPU is busy"
@@ -52,24 +52,47 @@ class Throttling(Rule):
         gpu_saving = busy_ms * share * slow
         saving, cap_note = ctx.gpu_saving_cap(gpu_saving) if ctx.basis.windows else (gpu_saving, "")
         reasons = [name for bit, name in THROTTLE_BITS.items() if (r.reasons or 0) & bit]
-        text = (f"GPU {r.device} was throttled ({', '.join(reasons)}) in {pct(100 * share)} of the samples while busy"
-                + (f", at {r.clock_throttled_mhz:.0f} MHz against {r.clock_max_mhz:.0f} MHz" if r.clock_throttled_mhz else "")
-                + (f"; up to {r.temperature_max_c:.0f} C" if r.temperature_max_c is not None else "")
-                + (f", {r.power_max_w:.0f} W" if r.power_max_w is not None else ""))
-        how = (f"the GPU's busy time ({ms(busy_ms)} per step) ran {pct(100 * share)} of the time {pct(100 * slow)} slower "
-               f"than its top clock: up to {ms(saving)} per step" + (f" ({cap_note})" if cap_note else ""))
+        text = (
+            f"GPU {r.device} was throttled ({', '.join(reasons)}) in {pct(100 * share)} of the samples while busy"
+            + (
+                f", at {r.clock_throttled_mhz:.0f} MHz against {r.clock_max_mhz:.0f} MHz"
+                if r.clock_throttled_mhz
+                else ""
+            )
+            + (f"; up to {r.temperature_max_c:.0f} C" if r.temperature_max_c is not None else "")
+            + (f", {r.power_max_w:.0f} W" if r.power_max_w is not None else "")
+        )
+        how = (
+            f"the GPU's busy time ({ms(busy_ms)} per step) ran {pct(100 * share)} of the time {pct(100 * slow)} slower "
+            f"than its top clock: up to {ms(saving)} per step" + (f" ({cap_note})" if cap_note else "")
+        )
         p = ctx.pct(gpu_saving)
         if p is None or (p < MIN_SAVING_PCT and slow > 0):
             return None
         thermal = any("thermal" in x for x in reasons)
-        advice = ("The GPU hits its " + ("thermal" if thermal else "power") + " limit: this is the machine, not the "
-                  "code. Check nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE while it runs; "
-                  + ("improve cooling (airflow, fan curves, a cooler rack position)" if thermal else
-                     "raise the power limit if the administrator allows it (nvidia-smi -pl), or check whether another "
-                     "process shares the GPU") + ". Compare step times on a healthy GPU before tuning the program.")
-        row = {"device": r.device, "throttled_pct": 100 * share, "reasons": ", ".join(reasons),
-               "clock_throttled_mhz": r.clock_throttled_mhz, "clock_max_mhz": r.clock_max_mhz,
-               "temperature_max_c": r.temperature_max_c, "power_max_w": r.power_max_w, "steps": steps(r.steps)}
+        advice = (
+            "The GPU hits its " + ("thermal" if thermal else "power") + " limit: this is the machine, not the "
+            "code. Check nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE while it runs; "
+            + (
+                "improve cooling (airflow, fan curves, a cooler rack position)"
+                if thermal
+                else (
+                    "raise the power limit if the administrator allows it (nvidia-smi -pl), or check whether another "
+                    "process shares the GPU"
+                )
+            )
+            + ". Compare step times on a healthy GPU before tuning the program."
+        )
+        row = {
+            "device": r.device,
+            "throttled_pct": 100 * share,
+            "reasons": ", ".join(reasons),
+            "clock_throttled_mhz": r.clock_throttled_mhz,
+            "clock_max_mhz": r.clock_max_mhz,
+            "temperature_max_c": r.temperature_max_c,
+            "power_max_w": r.power_max_w,
+            "steps": steps(r.steps),
+        }
         return self.finding(ctx, saving, Evidence(text, how, [row]), advice, url=URL)
 
 

@@ -80,47 +80,74 @@ class UnfusedOptimizer(Rule):
             return None
         opt = ctx.facts.optimizer or ""
         name = opt or "the optimizer"
-        text = (f"{name}.step takes {ms(phase_ms)} per step on the host and launches {count(r.kernels)} kernels "
-                f"({impl}: {count(r.per_parameter_kernels if impl == 'per-parameter' else r.foreach_kernels)}; "
-                f"{ms(r.gpu_ms)} of GPU time in {r.distinct_kernels} distinct kernels)")
-        how = (f"a fused update makes one pass instead of {r.distinct_kernels}: its kernels could take "
-               f"{ms(r.gpu_ms - floor)} less"
-               + (f" ({cap_note})" if cap_note else "") + f", and dispatching fewer ops up to {ms(host_saving)} less host "
-               f"time; up to {ms(saving)} per step (measured with the profiler on)")
-        row = {"optimizer": opt or None, "implementation": impl, "phase": r.phase, "phase_ms_per_step": phase_ms,
-               "ops_ms_per_step": r.ops_ms,
-               "kernels_per_step": r.kernels, "gpu_ms_per_step": r.gpu_ms, "distinct_kernels": r.distinct_kernels,
-               "longest_kernel": kernel_label(r.longest_kernel) if r.longest_kernel else None,
-               "steps": steps(r.steps)}
-        return self.finding(ctx, saving, Evidence(text, how, [row]), _advice(ctx, opt, impl),
-                            url=URL if ctx.facts.torch else URL_CUDA)
+        text = (
+            f"{name}.step takes {ms(phase_ms)} per step on the host and launches {count(r.kernels)} kernels "
+            f"({impl}: {count(r.per_parameter_kernels if impl == 'per-parameter' else r.foreach_kernels)}; "
+            f"{ms(r.gpu_ms)} of GPU time in {r.distinct_kernels} distinct kernels)"
+        )
+        how = (
+            f"a fused update makes one pass instead of {r.distinct_kernels}: its kernels could take "
+            f"{ms(r.gpu_ms - floor)} less"
+            + (f" ({cap_note})" if cap_note else "")
+            + f", and dispatching fewer ops up to {ms(host_saving)} less host "
+            f"time; up to {ms(saving)} per step (measured with the profiler on)"
+        )
+        row = {
+            "optimizer": opt or None,
+            "implementation": impl,
+            "phase": r.phase,
+            "phase_ms_per_step": phase_ms,
+            "ops_ms_per_step": r.ops_ms,
+            "kernels_per_step": r.kernels,
+            "gpu_ms_per_step": r.gpu_ms,
+            "distinct_kernels": r.distinct_kernels,
+            "longest_kernel": kernel_label(r.longest_kernel) if r.longest_kernel else None,
+            "steps": steps(r.steps),
+        }
+        return self.finding(
+            ctx, saving, Evidence(text, how, [row]), _advice(ctx, opt, impl), url=URL if ctx.facts.torch else URL_CUDA
+        )
 
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         row = finding.evidence.rows[0]
         passes = max(int(row["distinct_kernels"] or 1), 1)
         share = FUSED_HOST_SHARES.get(row["optimizer"] or "", FUSED_HOST_SHARE_UNKNOWN)
         host = share if row["implementation"] == "per-parameter" else 1 / passes
-        return Fix(self.id, f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
-                   host={HostClass.OPTIMIZER: host}, gpu_in={HostClass.OPTIMIZER: 1 / passes})
-
+        return Fix(
+            self.id,
+            f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
+            host={HostClass.OPTIMIZER: host},
+            gpu_in={HostClass.OPTIMIZER: 1 / passes},
+        )
 
 
 def _advice(ctx: Context, opt: str, impl: str) -> str:
     if not ctx.facts.torch:
-        return ("Update all parameters in one fused kernel per step (a multi-tensor apply over the parameter list, "
-                "e.g. apex.optimizers.FusedAdam) instead of one kernel per parameter and operation.")
+        return (
+            "Update all parameters in one fused kernel per step (a multi-tensor apply over the parameter list, "
+            "e.g. apex.optimizers.FusedAdam) instead of one kernel per parameter and operation."
+        )
     if opt in FUSED:
-        return (f"Construct the optimizer with fused=True: torch.optim.{opt}(model.parameters(), ..., fused=True) "
-                "runs the whole update in one kernel per parameter group"
-                + (" (today it runs one kernel per parameter and operation)." if impl == "per-parameter" else
-                   " instead of one foreach kernel per arithmetic operation."))
+        return (
+            f"Construct the optimizer with fused=True: torch.optim.{opt}(model.parameters(), ..., fused=True) "
+            "runs the whole update in one kernel per parameter group"
+            + (
+                " (today it runs one kernel per parameter and operation)."
+                if impl == "per-parameter"
+                else " instead of one foreach kernel per arithmetic operation."
+            )
+        )
     if impl == "per-parameter":
-        return (f"{opt or 'The optimizer'} updates one parameter at a time: pass foreach=True "
-                f"(torch.optim.{opt or 'X'}(..., foreach=True)), or switch to an optimizer with fused=True "
-                f"({', '.join(FUSED)}).")
-    return (f"{opt or 'The optimizer'} has no fused implementation in torch.optim: the foreach version is the fastest "
-            f"built-in; a fused optimizer ({', '.join(FUSED)} with fused=True) or a compiled step "
-            "(torch.compile(optimizer.step)) fuses its passes.")
+        return (
+            f"{opt or 'The optimizer'} updates one parameter at a time: pass foreach=True "
+            f"(torch.optim.{opt or 'X'}(..., foreach=True)), or switch to an optimizer with fused=True "
+            f"({', '.join(FUSED)})."
+        )
+    return (
+        f"{opt or 'The optimizer'} has no fused implementation in torch.optim: the foreach version is the fastest "
+        f"built-in; a fused optimizer ({', '.join(FUSED)} with fused=True) or a compiled step "
+        "(torch.compile(optimizer.step)) fuses its passes."
+    )
 
 
 RULE = UnfusedOptimizer()

@@ -60,8 +60,12 @@ class Replayer:
 
     @property
     def usable(self) -> bool:
-        return (self.ctx.basis.has_steps and not self.calls.empty and len(self.calls["wid"]) >= MIN_CALLS
-                and self.base_ms > 0)
+        return (
+            self.ctx.basis.has_steps
+            and not self.calls.empty
+            and len(self.calls["wid"]) >= MIN_CALLS
+            and self.base_ms > 0
+        )
 
     def step(self, calls: Calls, batch: float = 1.0) -> float:
         return step_ms(calls, self.calibration.factors, per_sample_of=batch)
@@ -129,13 +133,20 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             continue
         fixed = r.with_fixes([fix])
         _set_saving(f, r.base_ms - fixed, unit, r.calibration.basis)
-        f.what_if = WhatIf(step_ms=r.base_ms, fixed_step_ms=fixed, per_sample=fix.batch != 1.0,
-                           host_factor=r.calibration.host_factor, host_factors=r.calibration.by_class,
-                           calibration=r.calibration.basis)
+        f.what_if = WhatIf(
+            step_ms=r.base_ms,
+            fixed_step_ms=fixed,
+            per_sample=fix.batch != 1.0,
+            host_factor=r.calibration.host_factor,
+            host_factors=r.calibration.by_class,
+            calibration=r.calibration.basis,
+        )
         f.evidence.saving = _saving_text(r, fixed, f, fix) + f" The rule's own bound: {f.evidence.saving}"
         if r.calibration.basis is CalibrationBasis.NONE:
-            f.evidence.saving += (" Every step was traced, so no step measured without the tracer confirms the "
-                                  f"host's timing: at most {TRACED_ONLY_CAP.upper()}.")
+            f.evidence.saving += (
+                " Every step was traced, so no step measured without the tracer confirms the "
+                f"host's timing: at most {TRACED_ONLY_CAP.upper()}."
+            )
     ordered = sorted(findings, key=Finding.sort_key)
     # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit)
     applied: list[Fix] = []
@@ -158,15 +169,19 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             if after_pct < MIN_SAVING_PCT:
                 f.negligible = True
                 f.severity = Severity.INFO
-                f.evidence.saving += (f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
-                                      "cause is real, its fix would hardly show.")
+                f.evidence.saving += (
+                    f" Under {MIN_SAVING_PCT:g}% of the step now and after the fixes above it: the "
+                    "cause is real, its fix would hardly show."
+                )
                 continue
             slower = -last.saving_ms
             if slower > 0:  # e.g. autocast's casts on a host-bound step: say it, not just "0 ms"
                 f.evidence.saving += f" Applied today it would lengthen the step by {slower:.2f} ms."
-            f.evidence.saving += (f" Masked now: once {', '.join(last.fixed_above)} "
-                                  f"{'is' if len(last.fixed_above) == 1 else 'are'} fixed it saves "
-                                  f"{last.saving_after_above_ms:.2f} ms per step ({after_pct:.0f}% of today's step).")
+            f.evidence.saving += (
+                f" Masked now: once {', '.join(last.fixed_above)} "
+                f"{'is' if len(last.fixed_above) == 1 else 'are'} fixed it saves "
+                f"{last.saving_after_above_ms:.2f} ms per step ({after_pct:.0f}% of today's step)."
+            )
             f.severity = severity_for(after_pct)
             if r.calibration.basis is CalibrationBasis.NONE:
                 f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
@@ -192,9 +207,11 @@ def _unconfirmed(findings: list[Finding], r: Replayer) -> list[Finding]:
             continue
         f.severity = cap_severity(f.severity, UNCONFIRMED_CAP)
         f.confirmed = False
-        f.evidence.saving += (f" Not confirmed: the traced steps replay to {cal.calibrated_ms or 0:.1f} ms, the steps "
-                              f"measured without tracing took {cal.target_ms or 0:.1f} ms (the traced steps did other "
-                              "work, e.g. compiling), so no prediction rests on them.")
+        f.evidence.saving += (
+            f" Not confirmed: the traced steps replay to {cal.calibrated_ms or 0:.1f} ms, the steps "
+            f"measured without tracing took {cal.target_ms or 0:.1f} ms (the traced steps did other "
+            "work, e.g. compiling), so no prediction rests on them."
+        )
     return sorted(findings, key=Finding.sort_key)
 
 
@@ -202,5 +219,7 @@ def _saving_text(r: Replayer, fixed: float, f: Finding, fix: Fix) -> str:
     n = r.calls.windows
     cal = r.calibration.note
     per = "per sample, in ms per step of today's batch" if fix.batch != 1.0 else "per step"
-    return (f"predicted by replaying the {n} traced step{'s' if n != 1 else ''} with the fix applied "
-            f"({fix.describe or fix.name}){'; ' + cal if cal else ''}: {r.base_ms:.1f} -> {fixed:.1f} ms {per}.")
+    return (
+        f"predicted by replaying the {n} traced step{'s' if n != 1 else ''} with the fix applied "
+        f"({fix.describe or fix.name}){'; ' + cal if cal else ''}: {r.base_ms:.1f} -> {fixed:.1f} ms {per}."
+    )

@@ -40,35 +40,38 @@ def _reports() -> dict[str, Report]:
         tensor_core,
     )
 
-    return {r.name: r for r in (
-        step_sum.REPORT,
-        phase_sum.REPORT,
-        op_sum.REPORT,
-        tensor_core.REPORT,
-        roofline.REPORT,
-        kernel_metrics.REPORT,
-        gpu_time_breakdown.REPORT,
-        comm_sum.REPORT,
-        collective_overlap.REPORT,
-        overlap.REPORT,
-        fsdp_units.REPORT,
-        straggler.REPORT,
-        rank_balance.REPORT,
-        rank_waits.REPORT,
-        idle_sum.REPORT,
-        idle_breakdown_hta.REPORT,
-        launch_sum.REPORT,
-        queue_length.REPORT,
-        memcpy_sum.REPORT,
-        gpu_metrics.REPORT,
-        memory_by_rank.REPORT,
-        nvtx_sum.REPORT,
-        cuda_api_sum.REPORT,
-        cuda_gpu_kern_sum.REPORT,
-        cuda_gpu_mem_time_sum.REPORT,
-        cuda_gpu_mem_size_sum.REPORT,
-        cuda_gpu_trace.REPORT,
-    )}
+    return {
+        r.name: r
+        for r in (
+            step_sum.REPORT,
+            phase_sum.REPORT,
+            op_sum.REPORT,
+            tensor_core.REPORT,
+            roofline.REPORT,
+            kernel_metrics.REPORT,
+            gpu_time_breakdown.REPORT,
+            comm_sum.REPORT,
+            collective_overlap.REPORT,
+            overlap.REPORT,
+            fsdp_units.REPORT,
+            straggler.REPORT,
+            rank_balance.REPORT,
+            rank_waits.REPORT,
+            idle_sum.REPORT,
+            idle_breakdown_hta.REPORT,
+            launch_sum.REPORT,
+            queue_length.REPORT,
+            memcpy_sum.REPORT,
+            gpu_metrics.REPORT,
+            memory_by_rank.REPORT,
+            nvtx_sum.REPORT,
+            cuda_api_sum.REPORT,
+            cuda_gpu_kern_sum.REPORT,
+            cuda_gpu_mem_time_sum.REPORT,
+            cuda_gpu_mem_size_sum.REPORT,
+            cuda_gpu_trace.REPORT,
+        )
+    }
 
 
 def __getattr__(name: str) -> Any:

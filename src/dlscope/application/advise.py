@@ -62,5 +62,12 @@ def _link_tries(run: AdviceRun) -> None:
     for f in run.findings:
         f.try_fixes = fixes_for(f.id)
         rule = rules.get(f.id)
-        f.try_none = None if f.try_fixes else (rule.no_try_fix if rule is not None and rule.no_try_fix else
-                                               "no fix dlscope can inject answers this finding yet")
+        f.try_none = (
+            None
+            if f.try_fixes
+            else (
+                rule.no_try_fix
+                if rule is not None and rule.no_try_fix
+                else "no fix dlscope can inject answers this finding yet"
+            )
+        )

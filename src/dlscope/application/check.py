@@ -72,8 +72,9 @@ class CheckResult:
         return any(v.regressed for v in self.verdicts)
 
 
-def check_against(profile: str, baseline: str, selection: Selection, key_node: str | None,
-                  metrics: list[str], limit_pct: float) -> CheckResult:
+def check_against(
+    profile: str, baseline: str, selection: Selection, key_node: str | None, metrics: list[str], limit_pct: float
+) -> CheckResult:
     """``profile`` against ``baseline`` on ``metrics``, each allowed to worsen by ``limit_pct`` %."""
     from ..analysis.compare.baseline import check, from_profile, from_summary
     from .open import open_any

@@ -50,8 +50,14 @@ def _compare_findings(a: list[Finding], b: list[Finding]) -> dict[str, list[dict
     fb = {f.id: f for f in b}
 
     def row(f: Finding, other: Finding | None = None) -> dict[str, Any]:
-        return {"id": f.id, "title": f.title, "severity": f.severity, "saving_ms_a": other.saving_ms_per_step
-                if other else None, "saving_ms": f.saving_ms_per_step, "evidence": f.evidence.text}
+        return {
+            "id": f.id,
+            "title": f.title,
+            "severity": f.severity,
+            "saving_ms_a": other.saving_ms_per_step if other else None,
+            "saving_ms": f.saving_ms_per_step,
+            "evidence": f.evidence.text,
+        }
 
     return {
         "resolved": [row(f) for i, f in fa.items() if i not in fb],  # found in A only

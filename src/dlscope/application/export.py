@@ -84,8 +84,9 @@ def _unreadable_table(stored: StoredProfile) -> str | None:
             if not files:
                 continue
             try:
-                db.query_arrow(con, "SELECT * FROM read_parquet(["
-                               + ", ".join(db.sql_str(str(f)) for f in files) + "])")
+                db.query_arrow(
+                    con, "SELECT * FROM read_parquet([" + ", ".join(db.sql_str(str(f)) for f in files) + "])"
+                )
             except duckdb.Error:
                 return table
     finally:

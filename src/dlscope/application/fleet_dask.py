@@ -60,8 +60,11 @@ def read_partition(profile: str | None, table: str) -> pd.DataFrame:
     else:
         root = Path(profile)
         files = sorted(root.glob(f"{table}.parquet")) + sorted(root.glob(f"{table}.rank*.parquet"))
-        t = pa.concat_tables([pq.read_table(f, columns=spec.column_names()).cast(spec.schema) for f in files]) \
-            if files else spec.schema.empty_table()
+        t = (
+            pa.concat_tables([pq.read_table(f, columns=spec.column_names()).cast(spec.schema) for f in files])
+            if files
+            else spec.schema.empty_table()
+        )
         strings = pq.read_table(root / "strings.parquet", columns=["id", "value"])
     for text, idcol in names.items():  # vectorized: position of each id among the strings, then take
         pos = pc.index_in(t.column(idcol), value_set=strings.column("id").cast(pa.int32()))
@@ -71,5 +74,11 @@ def read_partition(profile: str | None, table: str) -> pd.DataFrame:
 
 
 def _pandas_types(pd: Any, pa: Any) -> dict[Any, Any]:
-    return {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
-            pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype(), pa.string(): pd.StringDtype()}
+    return {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+        pa.string(): pd.StringDtype(),
+    }

@@ -32,8 +32,9 @@ def merge_profiles(hosts: list[ProfileData], out: Path) -> list[ClockFit]:
     for d in hosts:
         for r in d.meta.ranks or [0]:
             if r in seen:
-                raise InputError(f"rank {r} is in both {seen[r]} and {d.path}: each host's profile must hold "
-                                 "its own ranks")
+                raise InputError(
+                    f"rank {r} is in both {seen[r]} and {d.path}: each host's profile must hold its own ranks"
+                )
             seen[r] = str(d.path)
     ref = hosts[0]
     fits: list[ClockFit] = []
@@ -43,8 +44,10 @@ def merge_profiles(hosts: list[ProfileData], out: Path) -> list[ClockFit]:
     for d in hosts[1:]:
         fit = fit_clock(ref, d)
         if fit is None:
-            raise InputError(f"{d.path} shares no collective with {ref.path} (at least 3 are needed to align "
-                             "the clocks): record the same steps on every host")
+            raise InputError(
+                f"{d.path} shares no collective with {ref.path} (at least 3 are needed to align "
+                "the clocks): record the same steps on every host"
+            )
         fits.append(fit)
         for name, t in decoded_tables(d).items():
             builder.add(name, _shift(t, fit))
@@ -86,24 +89,39 @@ def _merged_meta(hosts: list[ProfileData], fits: list[ClockFit]) -> Meta:
     meta = Meta.from_dict(ref.to_dict())
     meta.source = f"merged:{len(hosts)} hosts"
     meta.inputs = [str(d.path) for d in hosts]
-    meta.ranks = sorted({r for d in hosts for r in (d.meta.ranks or [0])})
+    meta.ranks = sorted({r for d in hosts for r in d.meta.ranks or [0]})
     meta.world_size = max([d.meta.world_size or 0 for d in hosts] + [len(meta.ranks)])
     meta.devices = [dev | {"host": d.meta.host} for d in hosts for dev in d.meta.devices]
-    starts = [ref.start_ns] + [int(f.to_ref(np.array([d.meta.start_ns]))[0]) for d, f in zip(hosts[1:], fits)
-                               if d.meta.start_ns is not None]
-    ends = [ref.end_ns] + [int(f.to_ref(np.array([d.meta.end_ns]))[0]) for d, f in zip(hosts[1:], fits)
-                           if d.meta.end_ns is not None]
+    starts = [ref.start_ns] + [
+        int(f.to_ref(np.array([d.meta.start_ns]))[0]) for d, f in zip(hosts[1:], fits) if d.meta.start_ns is not None
+    ]
+    ends = [ref.end_ns] + [
+        int(f.to_ref(np.array([d.meta.end_ns]))[0]) for d, f in zip(hosts[1:], fits) if d.meta.end_ns is not None
+    ]
     meta.start_ns = min((v for v in starts if v is not None), default=None)
     meta.end_ns = max((v for v in ends if v is not None), default=None)
-    meta.clock = {"domain": "unix_epoch_ns", "reference_host": ref.host,
-                  "aligned": [{"profile": str(d.path), "host": d.meta.host, "offset_ns": f.offset_ns,
-                               "drift_ppm": f.drift_ppm, "collectives": f.matched,
-                               "residual_max_ns": f.residual_max_ns, "residual_rms_ns": f.residual_rms_ns}
-                              for d, f in zip(hosts[1:], fits)]}
+    meta.clock = {
+        "domain": "unix_epoch_ns",
+        "reference_host": ref.host,
+        "aligned": [
+            {
+                "profile": str(d.path),
+                "host": d.meta.host,
+                "offset_ns": f.offset_ns,
+                "drift_ppm": f.drift_ppm,
+                "collectives": f.matched,
+                "residual_max_ns": f.residual_max_ns,
+                "residual_rms_ns": f.residual_rms_ns,
+            }
+            for d, f in zip(hosts[1:], fits)
+        ],
+    }
     for d, f in zip(hosts[1:], fits):
-        meta.note(f"{d.path} ({d.meta.host or 'host'}) aligned to {hosts[0].path}: offset {f.offset_ns / 1e6:+.3f} ms, "
-                  f"drift {f.drift_ppm:+.2f} ppm from {f.matched} collectives, residual max "
-                  f"{f.residual_max_ns / 1e3:.1f} us")
+        meta.note(
+            f"{d.path} ({d.meta.host or 'host'}) aligned to {hosts[0].path}: offset {f.offset_ns / 1e6:+.3f} ms, "
+            f"drift {f.drift_ppm:+.2f} ppm from {f.matched} collectives, residual max "
+            f"{f.residual_max_ns / 1e3:.1f} us"
+        )
     for d in hosts[1:]:
         meta.notes += [n for n in d.meta.notes if n not in meta.notes]
     return meta

@@ -74,11 +74,15 @@ def measure_kernels(opts: NcuOptions, say: Callable[[str], None]) -> NcuStored:
                 refusals.append(got.refused)
                 say(f"ncu: measured with fewer raw metrics; ncu refused the first set: {got.refused}")
             # the profile's own name (ncu may print it differently), launches numbered across runs
-            table = table.set_column(table.schema.get_field_index("name"), "name",
-                                     pa.array([t.name] * table.num_rows, pa.string()))
+            table = table.set_column(
+                table.schema.get_field_index("name"), "name", pa.array([t.name] * table.num_rows, pa.string())
+            )
             launches = table.column("launch").to_pylist()
-            table = table.set_column(table.schema.get_field_index("launch"), "launch",
-                                     pa.array([launch_base + x for x in launches], pa.int32()))
+            table = table.set_column(
+                table.schema.get_field_index("launch"),
+                "launch",
+                pa.array([launch_base + x for x in launches], pa.int32()),
+            )
             launch_base += max(launches) + 1
             tables.append(table)
     for f in failures:
@@ -98,14 +102,17 @@ def measure_kernels(opts: NcuOptions, say: Callable[[str], None]) -> NcuStored:
 # raw metrics for the roofline position and the tensor pipe. Regexes: the tensor pipe's metric
 # name differs between GPU generations, and a metric a GPU lacks must not fail the run.
 DEFAULT_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats")
-DEFAULT_METRICS = ("dram__bytes.sum",
-                   r"regex:^sm__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum$",
-                   r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$")
+DEFAULT_METRICS = (
+    "dram__bytes.sum",
+    r"regex:^sm__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum$",
+    r"regex:^sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active$",
+)
 # When ncu refuses those (on an H100 with ncu 2025.3 the whole set was dropped and no roofline
 # came back), the roofline's own counters by their plain names: the ones Nsight Compute's
 # Speed-Of-Light roofline reads (Kernel Profiling Guide, "Roofline Charts").
-ROOFLINE_METRICS = ("dram__bytes.sum",) + tuple(f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum"
-                                                for p in "dfh" for op in ("add", "mul", "fma"))
+ROOFLINE_METRICS = ("dram__bytes.sum",) + tuple(
+    f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum" for p in "dfh" for op in ("add", "mul", "fma")
+)
 # ncu's line when the kernel filter matched nothing (then the name, not the metrics, is at fault)
 NO_KERNELS = "No kernels were profiled"
 _REGEX_SPECIAL = set(".^$*+?()[]{}|\\")
@@ -142,8 +149,9 @@ def find_ncu(explicit: str | None) -> str:
             return cand
     if explicit:
         raise InputError(f"{explicit}: no such ncu executable")
-    raise InputError("Nsight Compute (ncu) is not installed or not on PATH (install it with the CUDA toolkit, "
-                     "or give --ncu PATH)")
+    raise InputError(
+        "Nsight Compute (ncu) is not installed or not on PATH (install it with the CUDA toolkit, or give --ncu PATH)"
+    )
 
 
 def mangled_function_name(name: str) -> str | None:
@@ -166,8 +174,8 @@ def mangled_function_name(name: str) -> str | None:
         if j == i:
             break
         n = int(name[i:j])
-        last, i = name[j:j + n], j + n
-        if not nested or not name[i:i + 1].isdigit():
+        last, i = name[j : j + n], j + n
+        if not nested or not name[i : i + 1].isdigit():
             break
     return last or None
 
@@ -188,8 +196,14 @@ def function_name(name: str) -> str:
     return "".join(out).strip().split("::")[-1].split(" ")[-1]
 
 
-def ncu_command(ncu: str, target: Target, opts: NcuOptions, log: Path, by_function: bool = False,
-                metrics: tuple[str, ...] | None = None) -> list[str]:
+def ncu_command(
+    ncu: str,
+    target: Target,
+    opts: NcuOptions,
+    log: Path,
+    by_function: bool = False,
+    metrics: tuple[str, ...] | None = None,
+) -> list[str]:
     """ncu's command line for one kernel. ``by_function``: match the bare function name (ncu and
     the profiler demangle some names differently); ``metrics``: the raw metrics to add (default:
     ``--metrics`` or :data:`DEFAULT_METRICS`)."""
@@ -198,10 +212,26 @@ def ncu_command(ncu: str, target: Target, opts: NcuOptions, log: Path, by_functi
     else:
         base, pattern = ("mangled" if target.name.startswith("_Z") else "demangled"), target.name
     skip = min(opts.launch_skip, max(target.launches - opts.launch_count, 0))
-    cmd = [ncu, "--csv", "--page", "details", "--print-units", "base", "--log-file", str(log),
-           "--target-processes", "all", "--kernel-name-base", base,
-           "--kernel-name", f"regex:^{regex_escape(pattern)}$",
-           "--launch-skip", str(skip), "--launch-count", str(opts.launch_count)]
+    cmd = [
+        ncu,
+        "--csv",
+        "--page",
+        "details",
+        "--print-units",
+        "base",
+        "--log-file",
+        str(log),
+        "--target-processes",
+        "all",
+        "--kernel-name-base",
+        base,
+        "--kernel-name",
+        f"regex:^{regex_escape(pattern)}$",
+        "--launch-skip",
+        str(skip),
+        "--launch-count",
+        str(opts.launch_count),
+    ]
     for s in opts.section or DEFAULT_SECTIONS:
         cmd += ["--section", s]
     wanted = metric_tiers(opts)[0] if metrics is None else metrics
@@ -243,8 +273,13 @@ def measure_one(ncu: str, target: Target, opts: NcuOptions, log: Path) -> Measur
         log.unlink(missing_ok=True)
         try:
             # ncu prints its ==ERROR== lines on stdout
-            proc = subprocess.run(ncu_command(ncu, target, opts, log, by_function, tiers[tier]), capture_output=True,
-                                  text=True, timeout=opts.timeout, check=False)
+            proc = subprocess.run(
+                ncu_command(ncu, target, opts, log, by_function, tiers[tier]),
+                capture_output=True,
+                text=True,
+                timeout=opts.timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return Measured(None, f"timed out after {opts.timeout:.0f} s")
         text = read_ncu_file(log) if log.exists() else ""

@@ -30,8 +30,9 @@ def open_for_analysis(path: str, selection: Selection | None = None, statistics:
 
         live = live_recorders(p / "spool")
         if live:
-            raise InputError(f"{p}: still being recorded (process {live[0]} is running); "
-                             "open it once the program has finished")
+            raise InputError(
+                f"{p}: still being recorded (process {live[0]} is running); open it once the program has finished"
+            )
 
         finalize_profile(p)
         print(f"dlscope: finalized the recording left unfinished in {p}", file=sys.stderr)
@@ -49,8 +50,10 @@ def _check_range(data: ProfileData, selection: Selection) -> None:
     first, last = data.con.execute("SELECT min(step), max(step) FROM steps").fetchall()[0]
     if first is None:
         return  # no steps at all: the reports say so themselves
-    asked = f"{selection.iter_start if selection.iter_start is not None else ''}:" \
-            f"{selection.iter_stop if selection.iter_stop is not None else ''}"
+    asked = (
+        f"{selection.iter_start if selection.iter_start is not None else ''}:"
+        f"{selection.iter_stop if selection.iter_stop is not None else ''}"
+    )
     raise UsageError(f"--iter-start/--iter-stop {asked} select no step: the profile has steps {first} to {last}")
 
 
@@ -58,8 +61,9 @@ def is_profile(p: Path) -> bool:
     return p.is_dir() and ((p / "meta.json").exists() or (p / "spool").is_dir())
 
 
-def open_any(path: str, stack: contextlib.ExitStack, selection: Selection | None = None,
-             key_node: str | None = None) -> tuple[ProfileData, str]:
+def open_any(
+    path: str, stack: contextlib.ExitStack, selection: Selection | None = None, key_node: str | None = None
+) -> tuple[ProfileData, str]:
     """Open ``path``: a profile as it is, anything else through the importers into a temporary
     profile removed when ``stack`` closes. Returns the data and the name to show (``path``)."""
     p = Path(path)

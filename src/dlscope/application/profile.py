@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 class ProfiledRun:
     """How a profiled program ended, and whether its profile was finalized."""
 
-    returncode: int              # the launcher's: negative when a signal killed the program
-    exit_status: int             # what dlscope exits with: the program's code, 128+N when killed by N
-    finalize_error: str | None   # why the profile could not be finalized (the recording is kept)
+    returncode: int  # the launcher's: negative when a signal killed the program
+    exit_status: int  # what dlscope exits with: the program's code, 128+N when killed by N
+    finalize_error: str | None  # why the profile could not be finalized (the recording is kept)
 
     @property
     def how(self) -> str:

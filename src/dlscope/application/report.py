@@ -49,7 +49,18 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
     per_step_kernel = tc.kernel_ns / traced if tc is not None and traced else None
     step("report: kernels and ops", 0.7)
     return ReportModel(
-        path=data.path, meta=data.meta, summary=s, findings=findings, durations=durations, per_step=per_step,
-        tensor_cores=tc, kernel_ns_per_step=per_step_kernel, gpu=gpu, busy_pct=busy_pct,
-        counters_by_phase=by_phase, why_no_counters=why_no_counters,
-        top_kernels=top_kernels(data), top_ops=top_ops(data))
+        path=data.path,
+        meta=data.meta,
+        summary=s,
+        findings=findings,
+        durations=durations,
+        per_step=per_step,
+        tensor_cores=tc,
+        kernel_ns_per_step=per_step_kernel,
+        gpu=gpu,
+        busy_pct=busy_pct,
+        counters_by_phase=by_phase,
+        why_no_counters=why_no_counters,
+        top_kernels=top_kernels(data),
+        top_ops=top_ops(data),
+    )

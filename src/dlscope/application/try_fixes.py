@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
 
+
 @dataclass(frozen=True)
 class FixChoice:
     """The fixes ``--fixes`` asks for: ``auto`` (those of the findings that fire) and fixes by name."""
@@ -68,16 +69,24 @@ class Trial:
     """The runs of one ``dlscope try``: the baseline's profiled run, the alternations, the
     combined fixes; then the outcomes, written into the first run's profile (``tries``)."""
 
-    def __init__(self, cmd: list[str], out: Path, steps: int, repeat: int | None, asked: FixChoice, combined: bool,
-                 quiet: bool = False, max_rounds: int = DEFAULT_MAX_ROUNDS) -> None:
+    def __init__(
+        self,
+        cmd: list[str],
+        out: Path,
+        steps: int,
+        repeat: int | None,
+        asked: FixChoice,
+        combined: bool,
+        quiet: bool = False,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+    ) -> None:
         from ..analysis.compare.sequential import Plan
 
         self.cmd, self.out, self.steps, self.repeat = cmd, out, steps, repeat
         # repeat: exactly that many rounds and one look at the end; None: a look after every round
         self.max_rounds = repeat if repeat is not None else max_rounds
         self.sequential = repeat is None
-        self.plan: Plan | None = (Plan(max_rounds) if repeat is None else Plan(repeat, repeat) if repeat >= 2
-                                  else None)
+        self.plan: Plan | None = Plan(max_rounds) if repeat is None else Plan(repeat, repeat) if repeat >= 2 else None
         self.rounds_run = 0
         self.asked, self.combined, self.quiet = asked, combined, quiet
         self.runs: list[Run] = []
@@ -105,35 +114,77 @@ class Trial:
         self.say(f"fixes to try: {', '.join(names) or 'none (no finding has a fix dlscope can apply)'}")
         self.rounds_run = self._rounds(["baseline", *names], 0, {n: [n] for n in names})
         base = [r for r in self.runs if r.label == "baseline"]
-        outcomes = [measure(n, list(BY_NAME[n].rules), base, [r for r in self.runs if r.label == n],
-                            _predicted(predicted, BY_NAME[n].rules), BY_NAME[n].changes_precision, self.plan)
-                    for n in names]
-        helped = [o.name for o in outcomes if o.applied and o.significant and (o.measured_saving_pct or 0) > 0
-                  and o.verdict in (None, Verdict.SAVES) and not o.loss_diverged]
+        outcomes = [
+            measure(
+                n,
+                list(BY_NAME[n].rules),
+                base,
+                [r for r in self.runs if r.label == n],
+                _predicted(predicted, BY_NAME[n].rules),
+                BY_NAME[n].changes_precision,
+                self.plan,
+            )
+            for n in names
+        ]
+        helped = [
+            o.name
+            for o in outcomes
+            if o.applied
+            and o.significant
+            and (o.measured_saving_pct or 0) > 0
+            and o.verdict in (None, Verdict.SAVES)
+            and not o.loss_diverged
+        ]
         together = None
         if self.combined and len(helped) > 1 and not self.interrupted:
             self._rounds(["combined", "baseline"], self.rounds_run, {"combined": helped})
             base = [r for r in self.runs if r.label == "baseline"]
-            together = measure("combined", [], base, [r for r in self.runs if r.label == "combined"],
-                               None, any(BY_NAME[n].changes_precision for n in helped), self.plan)
+            together = measure(
+                "combined",
+                [],
+                base,
+                [r for r in self.runs if r.label == "combined"],
+                None,
+                any(BY_NAME[n].changes_precision for n in helped),
+                self.plan,
+            )
             together.reason = "+".join(helped)
             together.agrees = None  # no prediction for the fixes together
         if self.interrupted:
             self.say("interrupted: the runs so far are measured; the rest did not run")
         self._store(first, outcomes)
         spread = run_spread_pct([r for r in self.runs if r.label == "baseline"])
-        result = {"command": self.cmd, "steps": self.steps, "repeat": self.repeat, "max_rounds": self.max_rounds,
-                  "sequential": self.sequential, "rounds": self.rounds_run, "interrupted": self.interrupted,
-                  "baseline_spread_pct": spread,
-                  "profiles": str(self.out), "fixes": [o.as_dict() for o in outcomes],
-                  "combined": together.as_dict() if together else None,
-                  "runs": [{"label": r.label, "round": r.round, "exit_code": r.exit_code, "median_ms": r.median_ms,
-                            "steps": len(r.steps_ms), "profile": r.profile} for r in self.runs]}
+        result = {
+            "command": self.cmd,
+            "steps": self.steps,
+            "repeat": self.repeat,
+            "max_rounds": self.max_rounds,
+            "sequential": self.sequential,
+            "rounds": self.rounds_run,
+            "interrupted": self.interrupted,
+            "baseline_spread_pct": spread,
+            "profiles": str(self.out),
+            "fixes": [o.as_dict() for o in outcomes],
+            "combined": together.as_dict() if together else None,
+            "runs": [
+                {
+                    "label": r.label,
+                    "round": r.round,
+                    "exit_code": r.exit_code,
+                    "median_ms": r.median_ms,
+                    "steps": len(r.steps_ms),
+                    "profile": r.profile,
+                }
+                for r in self.runs
+            ],
+        }
         if not self.quiet:
             from ..render.terminal import console
             from ..render.tries import render_tries
 
-            render_tries(outcomes, together, console(), self.interrupted, spread, self.plan if self.sequential else None)
+            render_tries(
+                outcomes, together, console(), self.interrupted, spread, self.plan if self.sequential else None
+            )
         return result
 
     # ---- the rounds -----------------------------------------------------------------------------
@@ -147,7 +198,7 @@ class Trial:
         while active and done < self.max_rounds and not self.interrupted:
             rnd = first + done
             now = [label for label in order if label == "baseline" or label in active]
-            now = now[done % len(now):] + now[: done % len(now)]
+            now = now[done % len(now) :] + now[: done % len(now)]
             for label in now:
                 if self.interrupted:
                     break
@@ -191,10 +242,13 @@ class Trial:
 
         path = self.out / f"{label}.{rnd}.dlscope"
         last = WARMUP_STEPS + self.steps
-        asks = TryRun(fixes=fixes, fix_options={n: self.fix_options.get(n, {}) for n in fixes},
-                      stop_after_step=last, record_loss=True)
-        settings = (Settings(try_run=asks) if traced else
-                    Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks))
+        asks = TryRun(
+            fixes=fixes,
+            fix_options={n: self.fix_options.get(n, {}) for n in fixes},
+            stop_after_step=last,
+            record_loss=True,
+        )
+        settings = Settings(try_run=asks) if traced else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
         self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
         # with --format json our stdout is the result: the program's own output goes to stderr
         tail = StderrTail()
@@ -221,8 +275,10 @@ class Trial:
         if not first.profile or not Path(first.profile, "meta.json").exists():
             return {}, []
         found = advise(ProfileData.open(first.profile)).findings
-        return ({f.id: f.saving_pct for f in found if f.saving_pct is not None},
-                [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0])
+        return (
+            {f.id: f.saving_pct for f in found if f.saving_pct is not None},
+            [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0],
+        )
 
     def _store(self, first: Run, outcomes: list[FixOutcome]) -> None:
         """The outcomes as the ``tries`` table of the first run's profile."""

@@ -31,8 +31,11 @@ def exit_status(rc: int) -> int:
 def _record(spool_dir: Path, pid: int, returncode: int) -> None:
     try:
         spool_dir.mkdir(parents=True, exist_ok=True)
-        spool.write_json_atomic(spool_dir / f"{pid}.{EXIT_SUFFIX}",
-                                {"pid": pid, "returncode": returncode, "end_ns": time.time_ns()}, durable=False)
+        spool.write_json_atomic(
+            spool_dir / f"{pid}.{EXIT_SUFFIX}",
+            {"pid": pid, "returncode": returncode, "end_ns": time.time_ns()},
+            durable=False,
+        )
     except (OSError, TypeError, ValueError):
         pass  # the launcher's own work goes on whatever happens here
 

@@ -28,8 +28,9 @@ class ClockOffset:
         return asdict(self)
 
 
-def measure_offset(samples: int = 16, clock: Callable[[], int] = time.perf_counter_ns,
-                   wall_clock: Callable[[], int] = time.time_ns) -> ClockOffset:
+def measure_offset(
+    samples: int = 16, clock: Callable[[], int] = time.perf_counter_ns, wall_clock: Callable[[], int] = time.time_ns
+) -> ClockOffset:
     """Measure the ``clock`` -> epoch offset from the tightest of ``samples`` bracketed reads."""
     best: tuple[int, int] | None = None
     for _ in range(samples):

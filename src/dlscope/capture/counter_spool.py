@@ -91,9 +91,8 @@ def read_samples(path: Path) -> tuple[Any, Any, Any, bool]:
     data = path.read_bytes()
     if not data.startswith(MAGIC):
         raise ValueError("not a dlscope counter spool")
-    body = memoryview(data)[len(MAGIC):]
+    body = memoryview(data)[len(MAGIC) :]
     n = len(body) // RECORD.size
     torn = len(body) != n * RECORD.size
     rec = np.frombuffer(body, dtype=np.dtype([("t", "<i8"), ("code", "<i8"), ("v", "<f8")]), count=n)
     return rec["t"].copy(), rec["code"].copy(), rec["v"].copy(), torn
-

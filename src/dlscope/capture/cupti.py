@@ -44,13 +44,22 @@ TRACE_DOMAIN = "trace"  # finalize.TRACE_DOMAIN: phases marking when detailed tr
 
 # Modules whose import means "this program runs CUDA without PyTorch". Submodules where the
 # top-level package is not CUDA-specific (numba, pycuda.autoinit/driver, cuda-python's bindings).
-FRAMEWORKS: tuple[str, ...] = ("cupy", "jax", "tensorflow", "numba.cuda", "pycuda.driver", "cuda.bindings.runtime",
-                               "cuda.bindings.driver", "cuda.core", "tensorrt", "onnxruntime")
+FRAMEWORKS: tuple[str, ...] = (
+    "cupy",
+    "jax",
+    "tensorflow",
+    "numba.cuda",
+    "pycuda.driver",
+    "cuda.bindings.runtime",
+    "cuda.bindings.driver",
+    "cuda.core",
+    "tensorrt",
+    "onnxruntime",
+)
 
 # Frameworks whose own profiler (run by dlscope's layer for them) drives CUPTI: the Settings field
 # that turns the layer off, and the profiler's name.
-OWN_PROFILER: dict[str, tuple[str, str]] = {"jax": ("jax", "jax.profiler"),
-                                            "tensorflow": ("tensorflow", "tf.profiler")}
+OWN_PROFILER: dict[str, tuple[str, str]] = {"jax": ("jax", "jax.profiler"), "tensorflow": ("tensorflow", "tf.profiler")}
 
 
 class CuptiCollector(Collector):
@@ -105,12 +114,17 @@ class CuptiCollector(Collector):
                 return
             self._unwatch()
             if "torch" in sys.modules and self.settings.torch != "off":
-                self.state, self.reason = "skipped", f"{module} was imported after torch: CUPTI is left to the PyTorch layer"
+                self.state, self.reason = (
+                    "skipped",
+                    f"{module} was imported after torch: CUPTI is left to the PyTorch layer",
+                )
                 return
             layer = OWN_PROFILER.get(module.split(".")[0])
             if layer and getattr(self.settings, layer[0], "auto") != "off":
-                self.state, self.reason = "skipped", f"{module} was imported: its own profiler ({layer[1]}) records " \
-                    "the GPU, CUPTI is left to it"
+                self.state, self.reason = (
+                    "skipped",
+                    f"{module} was imported: its own profiler ({layer[1]}) records the GPU, CUPTI is left to it",
+                )
                 return
             self._begin(f"import {module}")
 
@@ -181,8 +195,12 @@ class CuptiCollector(Collector):
         if self.state == "waiting" or (self.state == "idle" and self.reason == "waiting"):
             if nvml_api.driver_missing():  # the first thing to know on a machine without a GPU
                 return "unavailable", NO_GPU
-            return "off", "auto: the program imported no CUDA framework other than PyTorch (" + \
-                ", ".join(FRAMEWORKS[:4]) + " ...)"
+            return (
+                "off",
+                "auto: the program imported no CUDA framework other than PyTorch ("
+                + ", ".join(FRAMEWORKS[:4])
+                + " ...)",
+            )
         if self.state == "skipped":
             return "off", f"auto: {self.reason}"
         return self.state if self.state in ("unavailable", "failed") else "off", self.reason
@@ -203,22 +221,24 @@ class CuptiCollector(Collector):
         for e in header.get("errors", [])[:3]:
             context.notes.append(f"process {pid}: cupti: {e}")
         kernels, apis = cr.read_names(spool_dir / f"{pid}.cupti.names.jsonl")
-        tables = cr.decode_tables(blocks, header, kernels, apis, rank=context.rank, pid=pid,
-                                  offset_ns=context.offset_ns)
+        tables = cr.decode_tables(
+            blocks, header, kernels, apis, rank=context.rank, pid=pid, offset_ns=context.offset_ns
+        )
         window = _window_phase(header, tables, context, pid)
         if window is not None:
             tables["phases"] = window
         return tables
 
 
-def _window_phase(header: dict[str, Any], tables: dict[str, pa.Table], context: DecodeContext,
-                  pid: int) -> pa.Table | None:
+def _window_phase(
+    header: dict[str, Any], tables: dict[str, pa.Table], context: DecodeContext, pid: int
+) -> pa.Table | None:
     """When tracing ran, as a phase of domain 'trace' (finalize flags the steps it overlaps as
     traced; the phase breakdown leaves it out). A killed process's window ends at its last record."""
 
-
     import pyarrow as pa
     import pyarrow.compute as pc
+
     w = header.get("window")
     if not isinstance(w, list) or len(w) < 3 or w[0] is None:
         return None
@@ -228,9 +248,19 @@ def _window_phase(header: dict[str, Any], tables: dict[str, pa.Table], context: 
     else:
         ends = [int(pc.max(t.column("end_ns")).as_py()) for t in tables.values() if t.num_rows]
         end = max([start, *ends])
-    return pa.table({"rank": pa.array([context.rank], pa.int32()), "pid": [pid], "tid": [int(w[2])],
-                     "start_ns": [start], "end_ns": [end], "name": [WINDOW_NAME], "kind": ["range"],
-                     "source": ["dlscope"], "domain": [TRACE_DOMAIN]})
+    return pa.table(
+        {
+            "rank": pa.array([context.rank], pa.int32()),
+            "pid": [pid],
+            "tid": [int(w[2])],
+            "start_ns": [start],
+            "end_ns": [end],
+            "name": [WINDOW_NAME],
+            "kind": ["range"],
+            "source": ["dlscope"],
+            "domain": [TRACE_DOMAIN],
+        }
+    )
 
 
 def _real_tracer(spool_dir: Path, pid: int, clock: Any) -> ActivityTracer:

@@ -43,30 +43,65 @@ FLUSH_FORCED = 1  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also hand over buffers sti
 
 KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "DRIVER", "SYNCHRONIZATION")
 REQUIRED_KINDS = ("CONCURRENT_KERNEL", "RUNTIME")  # without these the layer is not worth having
-_DTYPE_PREFIX = {"CONCURRENT_KERNEL": "activity_kernel", "MEMCPY": "activity_memcpy",
-                 "MEMSET": "activity_memset", "RUNTIME": "activity_api", "DRIVER": "activity_api",
-                 "SYNCHRONIZATION": "activity_synchronization"}
+_DTYPE_PREFIX = {
+    "CONCURRENT_KERNEL": "activity_kernel",
+    "MEMCPY": "activity_memcpy",
+    "MEMSET": "activity_memset",
+    "RUNTIME": "activity_api",
+    "DRIVER": "activity_api",
+    "SYNCHRONIZATION": "activity_synchronization",
+}
 
 # API calls that only read state, which CUDA frameworks make around every launch (CuPy asks for
 # the current device before each operation): not traced, so that a launch costs two records
 # (its API call and its kernel), not four or five. Names without the CUPTI version suffix.
-TRIVIAL_API = frozenset({
-    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError", "cudaDriverGetVersion",
-    "cudaRuntimeGetVersion", "cudaStreamIsCapturing", "cudaStreamIsCapturing_ptsz", "cudaStreamGetCaptureInfo",
-    "cudaStreamGetCaptureInfo_ptsz", "cudaStreamGetCaptureInfo_v2", "cudaStreamGetCaptureInfo_v2_ptsz",
-    "cudaStreamGetCaptureInfo_v3", "cudaStreamGetCaptureInfo_v3_ptsz", "cudaStreamGetDevice",
-    "cudaStreamGetDevice_ptsz",
-    "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetDevice_v2", "cuCtxSetCurrent", "cuDeviceGetAttribute",
-    "cuDriverGetVersion", "cuStreamIsCapturing", "cuStreamIsCapturing_ptsz", "cuStreamGetCaptureInfo",
-    "cuStreamGetCaptureInfo_ptsz", "cuStreamGetCaptureInfo_v2", "cuStreamGetCaptureInfo_v2_ptsz",
-    "cuStreamGetCaptureInfo_v3", "cuStreamGetCaptureInfo_v3_ptsz", "cuGetProcAddress", "cuGetProcAddress_v2",
-    "cuPointerGetAttribute", "cuPointerGetAttributes",
-})
+TRIVIAL_API = frozenset(
+    {
+        "cudaGetDevice",
+        "cudaGetDeviceCount",
+        "cudaGetLastError",
+        "cudaPeekAtLastError",
+        "cudaDriverGetVersion",
+        "cudaRuntimeGetVersion",
+        "cudaStreamIsCapturing",
+        "cudaStreamIsCapturing_ptsz",
+        "cudaStreamGetCaptureInfo",
+        "cudaStreamGetCaptureInfo_ptsz",
+        "cudaStreamGetCaptureInfo_v2",
+        "cudaStreamGetCaptureInfo_v2_ptsz",
+        "cudaStreamGetCaptureInfo_v3",
+        "cudaStreamGetCaptureInfo_v3_ptsz",
+        "cudaStreamGetDevice",
+        "cudaStreamGetDevice_ptsz",
+        "cuCtxGetCurrent",
+        "cuCtxGetDevice",
+        "cuCtxGetDevice_v2",
+        "cuCtxSetCurrent",
+        "cuDeviceGetAttribute",
+        "cuDriverGetVersion",
+        "cuStreamIsCapturing",
+        "cuStreamIsCapturing_ptsz",
+        "cuStreamGetCaptureInfo",
+        "cuStreamGetCaptureInfo_ptsz",
+        "cuStreamGetCaptureInfo_v2",
+        "cuStreamGetCaptureInfo_v2_ptsz",
+        "cuStreamGetCaptureInfo_v3",
+        "cuStreamGetCaptureInfo_v3_ptsz",
+        "cuGetProcAddress",
+        "cuGetProcAddress_v2",
+        "cuPointerGetAttribute",
+        "cuPointerGetAttributes",
+    }
+)
 
 # Tools that attach to a CUDA program through the injection variable, and how to recognise them.
-_INJECTORS = (("ToolsInjection", "Nsight Systems (nsys)"), ("nsys", "Nsight Systems (nsys)"),
-              ("InterceptorInjection", "Nsight Compute (ncu)"), ("nsight-compute", "Nsight Compute (ncu)"),
-              ("sanitizer", "compute-sanitizer"))
+_INJECTORS = (
+    ("ToolsInjection", "Nsight Systems (nsys)"),
+    ("nsys", "Nsight Systems (nsys)"),
+    ("InterceptorInjection", "Nsight Compute (ncu)"),
+    ("nsight-compute", "Nsight Compute (ncu)"),
+    ("sanitizer", "compute-sanitizer"),
+)
 
 _KEEPALIVE: list[Any] = []  # ctypes callbacks CUPTI may still call: never freed
 
@@ -164,12 +199,18 @@ class ActivityTracer:
         untraced = self.untraced = self._quiet_trivial_api()
         offset, unc = self._measure_offset()
         self._header = {
-            "version": 1, "pid": self.pid, "kinds": {str(k): n for k, n in self._kinds.items()},
+            "version": 1,
+            "pid": self.pid,
+            "kinds": {str(k): n for k, n in self._kinds.items()},
             "clock": {"cupti_to_mono_ns": offset, "uncertainty_ns": unc, "mono": "perf_counter_ns"},
-            "enums": {"memcpy_kind": _members(cupti.ActivityMemcpyKind),
-                      "memory_kind": _members(cupti.ActivityMemoryKind),
-                      "sync_type": _members(cupti.ActivitySynchronizationType)},
-            "layouts": self._layouts, "buffer_bytes": BUFFER_BYTES, "api_not_traced": untraced,
+            "enums": {
+                "memcpy_kind": _members(cupti.ActivityMemcpyKind),
+                "memory_kind": _members(cupti.ActivityMemoryKind),
+                "sync_type": _members(cupti.ActivitySynchronizationType),
+            },
+            "layouts": self._layouts,
+            "buffer_bytes": BUFFER_BYTES,
+            "api_not_traced": untraced,
         }
         # the tracing window, on the monotonic clock: steps inside it are 'traced' (see finalize)
         self._header["window"] = [self.clock(), None, threading.get_native_id()]
@@ -185,8 +226,10 @@ class ActivityTracer:
         """Stop recording the state getters of TRIVIAL_API; returns the names left out."""
         cupti = self.cupti
         done: list[str] = []
-        for enum_name, fn_name in (("runtime_api_trace_cbid", "activity_enable_runtime_api"),
-                                   ("driver_api_trace_cbid", "activity_enable_driver_api")):
+        for enum_name, fn_name in (
+            ("runtime_api_trace_cbid", "activity_enable_runtime_api"),
+            ("driver_api_trace_cbid", "activity_enable_driver_api"),
+        ):
             cbids, fn = getattr(cupti, enum_name, None), getattr(cupti, fn_name, None)
             if cbids is None or fn is None:
                 continue  # an older cupti-python: everything is traced
@@ -235,10 +278,12 @@ class ActivityTracer:
         return buf
 
     def _register_callbacks(self) -> None:
-        req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
-                                 ctypes.POINTER(ctypes.c_size_t))
-        done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
-                                  ctypes.c_size_t)
+        req_t = ctypes.CFUNCTYPE(
+            None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+        )
+        done_t = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+        )
 
         def requested(buf_p: Any, size_p: Any, max_records_p: Any) -> None:
             try:
@@ -353,7 +398,7 @@ class ActivityTracer:
             prev = last = (kind, addr)
         if last is not None and last[0] not in self._sizes:  # a kind seen only as the buffer's last record
             self._set_size(last[0], base + valid - last[1])
-        kind = int.from_bytes(bytes(memoryview(buf)[pos:pos + 4]), "little")
+        kind = int.from_bytes(bytes(memoryview(buf)[pos : pos + 4]), "little")
         return kind in self._sizes
 
     def _set_size(self, kind: int, size: int) -> None:
@@ -379,8 +424,12 @@ class ActivityTracer:
             return None
         wanted = cr.TABLE_OF_KIND[kname][1]
         fields = {f: [int(dt.fields[f][1]), dt.fields[f][0].str] for f in wanted if f in dt.fields}
-        return {"kind": next(k for k, n in self._kinds.items() if n == kname), "size": size,
-                "dtype_itemsize": dt.itemsize, "fields": fields}
+        return {
+            "kind": next(k for k, n in self._kinds.items() if n == kname),
+            "size": size,
+            "dtype_itemsize": dt.itemsize,
+            "fields": fields,
+        }
 
     def _api_name(self, kname: str, cbid: int) -> str:
         domain = self.cupti.CallbackDomain.RUNTIME_API if kname == "RUNTIME" else self.cupti.CallbackDomain.DRIVER_API
@@ -433,8 +482,13 @@ class ActivityTracer:
         self._worker = None
         drift = self._measure_offset()[0] - int(self._header["clock"]["cupti_to_mono_ns"])
         self._header["clock"]["drift_ns_at_stop"] = drift
-        self._header.update(records=self.records, dropped=self.dropped, refused_buffers=self.refused_buffers,
-                            errors=self.errors[:20], libcupti=loaded_libcupti())
+        self._header.update(
+            records=self.records,
+            dropped=self.dropped,
+            refused_buffers=self.refused_buffers,
+            errors=self.errors[:20],
+            libcupti=loaded_libcupti(),
+        )
         self._write_header()
         for f in (self._spool, self._names):
             if f is not None:

@@ -29,8 +29,9 @@ TOOLKIT_DIRS = ("extras/CUPTI/lib64", "lib64", "lib", "targets/x86_64-linux/lib"
 TOOLKIT_ROOTS = ("/usr/local/cuda",)
 
 
-def candidates(paths: list[str] | None = None, env: dict[str, str] | None = None,
-               roots: tuple[str, ...] = TOOLKIT_ROOTS) -> list[Path]:
+def candidates(
+    paths: list[str] | None = None, env: dict[str, str] | None = None, roots: tuple[str, ...] = TOOLKIT_ROOTS
+) -> list[Path]:
     """libcupti files that exist, in the order they are tried: the wheels on ``paths``
     (default ``sys.path``), then the toolkits named by the environment, then ``roots``."""
     paths = list(sys.path) if paths is None else paths
@@ -84,11 +85,15 @@ def import_failure(e: BaseException) -> str:
         return "cupti-python is not installed (pip install cupti-python)"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     if isinstance(e, ModuleNotFoundError) and e.name and e.name.startswith("cupti."):
-        return (f"cupti-python is installed but its compiled module {e.name} does not load on Python {version} "
-                "(a wheel built for another Python version?)")
+        return (
+            f"cupti-python is installed but its compiled module {e.name} does not load on Python {version} "
+            "(a wheel built for another Python version?)"
+        )
     if isinstance(e, ModuleNotFoundError) and e.name:
-        return (f"cupti-python is installed but cannot be imported: it needs the module {e.name!r}, which is "
-                "missing (install cupti-python with its dependencies: cuda-bindings, cuda-pathfinder, "
-                "nvidia-cuda-cupti)")
+        return (
+            f"cupti-python is installed but cannot be imported: it needs the module {e.name!r}, which is "
+            "missing (install cupti-python with its dependencies: cuda-bindings, cuda-pathfinder, "
+            "nvidia-cuda-cupti)"
+        )
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"cupti-python could not be imported: {e.__class__.__name__}: {first}"[:300]

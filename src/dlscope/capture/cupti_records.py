@@ -30,11 +30,34 @@ MAGIC = b"DLCUPTI1"
 BLOCK = struct.Struct("<4q")
 
 # The fields dlscope reads, per table; names as in cupti-python's dtypes.
-KERNEL_FIELDS = ("start", "end", "device_id", "stream_id", "correlation_id", "grid_x", "grid_y", "grid_z",
-                 "block_x", "block_y", "block_z", "registers_per_thread", "static_shared_memory",
-                 "dynamic_shared_memory", "name")
-MEMCPY_FIELDS = ("copy_kind", "src_kind", "dst_kind", "bytes", "start", "end", "device_id", "stream_id",
-                 "correlation_id")
+KERNEL_FIELDS = (
+    "start",
+    "end",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "static_shared_memory",
+    "dynamic_shared_memory",
+    "name",
+)
+MEMCPY_FIELDS = (
+    "copy_kind",
+    "src_kind",
+    "dst_kind",
+    "bytes",
+    "start",
+    "end",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+)
 MEMSET_FIELDS = ("bytes", "start", "end", "device_id", "stream_id", "correlation_id", "memory_kind")
 API_FIELDS = ("cbid", "start", "end", "process_id", "thread_id", "correlation_id")
 SYNC_FIELDS = ("type", "start", "end", "correlation_id", "stream_id")
@@ -51,10 +74,21 @@ TABLE_OF_KIND: dict[str, tuple[str, tuple[str, ...]]] = {
 
 # CUPTI enum member names -> the schema's values.
 COPY_KINDS = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}
-MEMORY_KINDS = {"PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", "MANAGED": "managed",
-                "ARRAY": "array", "DEVICE_STATIC": "device", "MANAGED_STATIC": "managed"}
-SYNC_KINDS = {"EVENT_SYNCHRONIZE": "event", "STREAM_WAIT_EVENT": "stream_wait_event",
-              "STREAM_SYNCHRONIZE": "stream", "CONTEXT_SYNCHRONIZE": "context"}
+MEMORY_KINDS = {
+    "PAGEABLE": "pageable",
+    "PINNED": "pinned",
+    "DEVICE": "device",
+    "MANAGED": "managed",
+    "ARRAY": "array",
+    "DEVICE_STATIC": "device",
+    "MANAGED_STATIC": "managed",
+}
+SYNC_KINDS = {
+    "EVENT_SYNCHRONIZE": "event",
+    "STREAM_WAIT_EVENT": "stream_wait_event",
+    "STREAM_SYNCHRONIZE": "stream",
+    "CONTEXT_SYNCHRONIZE": "context",
+}
 
 _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")  # CUPTI's runtime-API version tags; driver names keep _v2
 
@@ -69,8 +103,11 @@ def api_name(raw: str) -> str:
 def walk(buf: Any, valid: int, sizes: dict[int, int], start: int = 0) -> tuple[dict[int, list[int]], int]:
     """Record offsets per kind from ``start`` until the end of ``valid`` bytes or the first record
     of a kind whose size is unknown. Returns (offsets by kind, where the walk stopped)."""
-    kinds = memoryview(buf).cast("B")[:valid].cast("I") if valid % 4 == 0 else \
-        memoryview(buf).cast("B")[:valid - valid % 4].cast("I")
+    kinds = (
+        memoryview(buf).cast("B")[:valid].cast("I")
+        if valid % 4 == 0
+        else memoryview(buf).cast("B")[: valid - valid % 4].cast("I")
+    )
     table = [0] * 128
     for k, s in sizes.items():
         if 0 <= k < len(table):
@@ -126,7 +163,7 @@ def read_blocks(path: Path) -> tuple[dict[int, list[tuple[int, bytes]]], bool]:
             raise ValueError(f"corrupt block header at byte {pos - BLOCK.size}")
         avail = min(n, (end - pos) // size)
         torn = torn or avail < n
-        out.setdefault(kind, []).append((size, data[pos:pos + avail * size]))
+        out.setdefault(kind, []).append((size, data[pos : pos + avail * size]))
         pos += avail * size
         if avail < n:
             break
@@ -157,14 +194,27 @@ def view(records: bytes, size: int, fields: dict[str, list[Any]], wanted: tuple[
     import numpy as np
 
     names = [f for f in wanted if f in fields]
-    dt = np.dtype({"names": names, "formats": [fields[f][1] for f in names],
-                   "offsets": [int(fields[f][0]) for f in names], "itemsize": size})
+    dt = np.dtype(
+        {
+            "names": names,
+            "formats": [fields[f][1] for f in names],
+            "offsets": [int(fields[f][0]) for f in names],
+            "itemsize": size,
+        }
+    )
     return np.frombuffer(records, dtype=dt)
 
 
-def decode_tables(blocks: dict[int, list[tuple[int, bytes]]], header: dict[str, Any],
-                  kernel_names: dict[int, str], api_names: dict[tuple[int, int], str],
-                  *, rank: int, pid: int, offset_ns: int) -> dict[str, Any]:
+def decode_tables(
+    blocks: dict[int, list[tuple[int, bytes]]],
+    header: dict[str, Any],
+    kernel_names: dict[int, str],
+    api_names: dict[tuple[int, int], str],
+    *,
+    rank: int,
+    pid: int,
+    offset_ns: int,
+) -> dict[str, Any]:
     """pyarrow tables (text name columns) for the kinds in ``blocks``."""
     import numpy as np
     import pyarrow as pa
@@ -187,37 +237,66 @@ def decode_tables(blocks: dict[int, list[tuple[int, bytes]]], header: dict[str, 
         n = len(r)
         start = r["start"].astype(np.int64) + shift
         end = np.maximum(r["end"].astype(np.int64) + shift, start)
-        cols: dict[str, Any] = {"rank": np.full(n, rank, np.int32), "start_ns": start, "end_ns": end,
-                                "correlation_id": r["correlation_id"].astype(np.int64)}
+        cols: dict[str, Any] = {
+            "rank": np.full(n, rank, np.int32),
+            "start_ns": start,
+            "end_ns": end,
+            "correlation_id": r["correlation_id"].astype(np.int64),
+        }
         if table == "kernels":
             ptrs = r["name"].astype(np.int64)
-            cols.update(device=r["device_id"].astype(np.int32), stream=r["stream_id"].astype(np.int64),
-                        pid=np.full(n, pid, np.int64), name=_lookup(ptrs, kernel_names, "<unknown kernel>"))
-            for a, b in (("grid_x", "grid_x"), ("grid_y", "grid_y"), ("grid_z", "grid_z"), ("block_x", "block_x"),
-                         ("block_y", "block_y"), ("block_z", "block_z"), ("registers", "registers_per_thread")):
+            cols.update(
+                device=r["device_id"].astype(np.int32),
+                stream=r["stream_id"].astype(np.int64),
+                pid=np.full(n, pid, np.int64),
+                name=_lookup(ptrs, kernel_names, "<unknown kernel>"),
+            )
+            for a, b in (
+                ("grid_x", "grid_x"),
+                ("grid_y", "grid_y"),
+                ("grid_z", "grid_z"),
+                ("block_x", "block_x"),
+                ("block_y", "block_y"),
+                ("block_z", "block_z"),
+                ("registers", "registers_per_thread"),
+            ):
                 cols[a] = r[b].astype(np.int32)
             st = r["static_shared_memory"].astype(np.int64)
             dy = r["dynamic_shared_memory"].astype(np.int64)
             cols.update(static_shared_bytes=st, dynamic_shared_bytes=dy, shared_bytes=st + dy)
         elif table == "memcpy":
-            cols.update(device=r["device_id"].astype(np.int32), stream=r["stream_id"].astype(np.int64),
-                        bytes=r["bytes"].astype(np.int64), pid=np.full(n, pid, np.int64),
-                        copy_kind=_enum(r["copy_kind"], enums.get("memcpy_kind", {}), COPY_KINDS),
-                        src_kind=_enum(r["src_kind"], enums.get("memory_kind", {}), MEMORY_KINDS),
-                        dst_kind=_enum(r["dst_kind"], enums.get("memory_kind", {}), MEMORY_KINDS))
+            cols.update(
+                device=r["device_id"].astype(np.int32),
+                stream=r["stream_id"].astype(np.int64),
+                bytes=r["bytes"].astype(np.int64),
+                pid=np.full(n, pid, np.int64),
+                copy_kind=_enum(r["copy_kind"], enums.get("memcpy_kind", {}), COPY_KINDS),
+                src_kind=_enum(r["src_kind"], enums.get("memory_kind", {}), MEMORY_KINDS),
+                dst_kind=_enum(r["dst_kind"], enums.get("memory_kind", {}), MEMORY_KINDS),
+            )
         elif table == "memset":
-            cols.update(device=r["device_id"].astype(np.int32), stream=r["stream_id"].astype(np.int64),
-                        bytes=r["bytes"].astype(np.int64), pid=np.full(n, pid, np.int64),
-                        mem_kind=_enum(r["memory_kind"], enums.get("memory_kind", {}), MEMORY_KINDS))
+            cols.update(
+                device=r["device_id"].astype(np.int32),
+                stream=r["stream_id"].astype(np.int64),
+                bytes=r["bytes"].astype(np.int64),
+                pid=np.full(n, pid, np.int64),
+                mem_kind=_enum(r["memory_kind"], enums.get("memory_kind", {}), MEMORY_KINDS),
+            )
         elif table == "api":
             cbid = r["cbid"].astype(np.int64)
-            cols.update(pid=r["process_id"].astype(np.int64), tid=r["thread_id"].astype(np.int64),
-                        cbid=cbid.astype(np.int32), kind=["runtime" if kname == "RUNTIME" else "driver"] * n,
-                        name=_lookup(cbid, {c: v for (k, c), v in api_names.items() if k == kind},
-                                     "<unknown API call>"))
+            cols.update(
+                pid=r["process_id"].astype(np.int64),
+                tid=r["thread_id"].astype(np.int64),
+                cbid=cbid.astype(np.int32),
+                kind=["runtime" if kname == "RUNTIME" else "driver"] * n,
+                name=_lookup(cbid, {c: v for (k, c), v in api_names.items() if k == kind}, "<unknown API call>"),
+            )
         elif table == "sync":
-            cols.update(stream=r["stream_id"].astype(np.int64), pid=np.full(n, pid, np.int64),
-                        kind=_enum(r["type"], enums.get("sync_type", {}), SYNC_KINDS))
+            cols.update(
+                stream=r["stream_id"].astype(np.int64),
+                pid=np.full(n, pid, np.int64),
+                kind=_enum(r["type"], enums.get("sync_type", {}), SYNC_KINDS),
+            )
         parts.setdefault(table, []).append(pa.table(cols))
     out = {t: pa.concat_tables(p, promote_options="default") if len(p) > 1 else p[0] for t, p in parts.items()}
     if "sync" in out and "api" in out:

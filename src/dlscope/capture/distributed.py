@@ -30,8 +30,13 @@ WORLD_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
 # console scripts and modules that launch ranks and then only wait for them
 LAUNCHER_SCRIPTS = ("torchrun", "accelerate", "deepspeed")
-LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch",
-                    "accelerate.commands.accelerate_cli", "deepspeed.launcher.runner")
+LAUNCHER_MODULES = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "accelerate.commands.launch",
+    "accelerate.commands.accelerate_cli",
+    "deepspeed.launcher.runner",
+)
 SPAWNED_FLAG = "--multiprocessing-fork"  # multiprocessing's spawn/forkserver children
 
 

@@ -44,8 +44,9 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def pair_phase_events(nid: np.ndarray, tid: np.ndarray, val: np.ndarray, open_end: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def pair_phase_events(
+    nid: np.ndarray, tid: np.ndarray, val: np.ndarray, open_end: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pair signed enter(+t)/exit(-t) events into ranges.
 
     Events of one (tid, nid) pair are in recording order. Within a pair, an enter at nesting
@@ -89,8 +90,11 @@ def pair_phase_events(nid: np.ndarray, tid: np.ndarray, val: np.ndarray, open_en
 def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | None) -> dict[str, pa.Table]:
     """Phases, marks and steps of one process."""
     events_path = spool_dir / f"{ctx.pid}.events.spool"
-    strings = spool.read_strings(spool_dir / f"{ctx.pid}.strings.jsonl") if (
-        spool_dir / f"{ctx.pid}.strings.jsonl").exists() else {}
+    strings = (
+        spool.read_strings(spool_dir / f"{ctx.pid}.strings.jsonl")
+        if (spool_dir / f"{ctx.pid}.strings.jsonl").exists()
+        else {}
+    )
     if not events_path.exists():
         return {}
     try:
@@ -121,26 +125,42 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
             ctx.notes.append(f"process {ctx.pid}: {int(unclosed.sum())} phase(s) were still open at the end")
         n = len(p_nid)
         names, sources = hook_names_and_sources(names_of(p_nid).to_pylist())
-        out["phases"] = pa.table({
-            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "pid": pa.array(np.full(n, ctx.pid, np.int64)),
-            "tid": p_tid, "start_ns": p_start + off, "end_ns": np.maximum(p_end + off, p_start + off),
-            "name": pa.array(names, pa.string()), "kind": pa.array(["range"] * n),
-            "source": pa.array(sources, pa.string()),
-            "domain": pa.array([PROCESS_DOMAIN if ctx.session.get("owner") == "cli-parent" else None] * n,
-                               pa.string()),
-        })
+        out["phases"] = pa.table(
+            {
+                "rank": pa.array(np.full(n, ctx.rank, np.int32)),
+                "pid": pa.array(np.full(n, ctx.pid, np.int64)),
+                "tid": p_tid,
+                "start_ns": p_start + off,
+                "end_ns": np.maximum(p_end + off, p_start + off),
+                "name": pa.array(names, pa.string()),
+                "kind": pa.array(["range"] * n),
+                "source": pa.array(sources, pa.string()),
+                "domain": pa.array(
+                    [PROCESS_DOMAIN if ctx.session.get("owner") == "cli-parent" else None] * n, pa.string()
+                ),
+            }
+        )
     mk = [b for b in blocks if b.kind == spool.MARK]
     if mk:
         nid = np.concatenate([np.full(len(b.values), b.a, np.int64) for b in mk])
         tid = np.concatenate([np.full(len(b.values), b.b, np.int64) for b in mk])
         ts = np.concatenate([b.values for b in mk]).astype(np.int64) + off
         n = len(ts)
-        marks = pa.table({
-            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "pid": pa.array(np.full(n, ctx.pid, np.int64)),
-            "tid": tid, "start_ns": ts, "end_ns": ts, "name": names_of(nid),
-            "kind": pa.array(["mark"] * n), "source": pa.array(["dlscope"] * n),
-        })
-        out["phases"] = pa.concat_tables([out["phases"], marks], promote_options="default") if "phases" in out else marks
+        marks = pa.table(
+            {
+                "rank": pa.array(np.full(n, ctx.rank, np.int32)),
+                "pid": pa.array(np.full(n, ctx.pid, np.int64)),
+                "tid": tid,
+                "start_ns": ts,
+                "end_ns": ts,
+                "name": names_of(nid),
+                "kind": pa.array(["mark"] * n),
+                "source": pa.array(["dlscope"] * n),
+            }
+        )
+        out["phases"] = (
+            pa.concat_tables([out["phases"], marks], promote_options="default") if "phases" in out else marks
+        )
     st = [b for b in blocks if b.kind == spool.STEP]
     if end_info is None:  # killed: its ledger has the steps it completed after its last flush
         st = ledger_steps(spool_dir, ctx, st)
@@ -159,13 +179,18 @@ def decode_app(spool_dir: Path, ctx: DecodeContext, end_info: dict[str, Any] | N
         actions = [sched.action(int(i)) for i in idx]
         keep = np.array([a is not Action.SKIP for a in actions], bool)
         n = int(keep.sum())
-        out["steps"] = pa.table({
-            "rank": pa.array(np.full(n, ctx.rank, np.int32)), "step": pa.array(idx[keep].astype(np.int32)),
-            "start_ns": starts[keep], "end_ns": bounds[keep],
-            "pid": pa.array(np.full(n, ctx.pid, np.int64)), "tid": pa.array(np.full(n, step_tid, np.int64)),
-            "source": pa.array([source] * n),
-            "warmup": pa.array([a is Action.WARMUP for a, k in zip(actions, keep) if k], pa.bool_()),
-        })
+        out["steps"] = pa.table(
+            {
+                "rank": pa.array(np.full(n, ctx.rank, np.int32)),
+                "step": pa.array(idx[keep].astype(np.int32)),
+                "start_ns": starts[keep],
+                "end_ns": bounds[keep],
+                "pid": pa.array(np.full(n, ctx.pid, np.int64)),
+                "tid": pa.array(np.full(n, step_tid, np.int64)),
+                "source": pa.array([source] * n),
+                "warmup": pa.array([a is Action.WARMUP for a, k in zip(actions, keep) if k], pa.bool_()),
+            }
+        )
     return out
 
 
@@ -182,8 +207,10 @@ def ledger_steps(spool_dir: Path, ctx: DecodeContext, spooled: list[spool.Block]
     if n_ledger <= n_spooled:
         return spooled
     more = n_ledger - n_spooled
-    ctx.notes.append(f"process {ctx.pid}: {more} step{'s' if more != 1 else ''} after its last flush kept from its "
-                     "step ledger (its phases and other events end at that flush)")
+    ctx.notes.append(
+        f"process {ctx.pid}: {more} step{'s' if more != 1 else ''} after its last flush kept from its "
+        "step ledger (its phases and other events end at that flush)"
+    )
     return ledger
 
 
@@ -200,8 +227,10 @@ def hook_names_and_sources(names: list[str]) -> tuple[list[str], list[str]]:
     """Phase names with :data:`~.torch_hooks.HOOK_PREFIX` stripped, and each row's source
     ('hook' for those, 'dlscope' for the program's own phases)."""
     k = len(HOOK_PREFIX)
-    return ([x[k:] if x.startswith(HOOK_PREFIX) else x for x in names],
-            [HOOK_SOURCE if x.startswith(HOOK_PREFIX) else "dlscope" for x in names])
+    return (
+        [x[k:] if x.startswith(HOOK_PREFIX) else x for x in names],
+        [HOOK_SOURCE if x.startswith(HOOK_PREFIX) else "dlscope" for x in names],
+    )
 
 
 def drop_derived_where_hooked(phases: pa.Table | None) -> pa.Table | None:
@@ -226,8 +255,11 @@ def flag_traced_steps(steps: pa.Table, phases: pa.Table | None) -> pa.Table:
     traced = np.zeros(steps.num_rows, bool)
     if phases is not None and phases.num_rows and "domain" in phases.column_names:
         dom = phases.column("domain").to_pylist()
-        win = [(s, e) for s, e, d in zip(phases.column("start_ns").to_pylist(), phases.column("end_ns").to_pylist(), dom)
-               if d == TRACE_DOMAIN]
+        win = [
+            (s, e)
+            for s, e, d in zip(phases.column("start_ns").to_pylist(), phases.column("end_ns").to_pylist(), dom)
+            if d == TRACE_DOMAIN
+        ]
         s0 = steps.column("start_ns").to_numpy()
         s1 = steps.column("end_ns").to_numpy()
         for a, b in win:
@@ -307,8 +339,13 @@ def counters_to_ranks(counters: pa.Table, rank_devices: dict[int, int]) -> pa.Ta
     return counters.set_column(counters.schema.get_field_index("rank"), "rank", pa.array(rank.astype(np.int32)))
 
 
-def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = None,
-                     exit_code: int | None = None, run_end: RunEnd | None = None) -> Path:
+def finalize_profile(
+    profile_dir: str | Path,
+    *,
+    command: list[str] | None = None,
+    exit_code: int | None = None,
+    run_end: RunEnd | None = None,
+) -> Path:
     """Build ``profile_dir`` from its spool and remove the spool. Raises InputError if there is
     nothing to finalize. ``run_end``: how the program ended (its exit code wins over ``exit_code``);
     its ``steps_completed`` is counted here."""
@@ -326,8 +363,9 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     distributed_job = any(s.get("rank_source") in RANKED for s in sessions.values() if s)
     # a launcher's (or the CLI's) own rows go under this host's lowest rank: on a host of a
     # multi-host job that is not rank 0, which another host's profile holds (dlscope merge)
-    home_rank = min((int(s.get("rank", 0)) for s in sessions.values() if s and s.get("rank_source") in RANKED),
-                    default=0)
+    home_rank = min(
+        (int(s.get("rank", 0)) for s in sessions.values() if s and s.get("rank_source") in RANKED), default=0
+    )
     rank_devices: dict[int, int] = {}
     steps_completed = 0
     rank_ends: list[RankEnd] = []
@@ -340,9 +378,12 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         end_info = _read_json(spool_dir / f"{pid}.end.json")
         if session.get("world_size"):
             meta.world_size = max(meta.world_size or 0, int(session["world_size"]))
-        not_a_rank = (distributed_job and session.get("owner") != "cli-parent"
-                      and session.get("rank_source") not in RANKED)
-        rank = home_rank if distributed_job and session.get("rank_source") not in RANKED else int(session.get("rank", 0))
+        not_a_rank = (
+            distributed_job and session.get("owner") != "cli-parent" and session.get("rank_source") not in RANKED
+        )
+        rank = (
+            home_rank if distributed_job and session.get("rank_source") not in RANKED else int(session.get("rank", 0))
+        )
         ctx = DecodeContext(pid=pid, rank=rank, offset_ns=int(session["clock"]["offset_ns"]), session=session)
         if end_info is None:
             ctx.notes.append(f"process {pid} stopped without a clean exit (killed?); its data ends at its last flush")
@@ -364,14 +405,17 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             # a process of the job that never had a rank (mp.spawn's parent): its phases are kept,
             # its steps and detail would collide with rank 0's
             tables = {"phases": tables["phases"]} if "phases" in tables else {}
-            ctx.notes.append(f"process {pid} is not a rank of the distributed job (a launcher): only its "
-                             f"phases are kept, under rank {home_rank}")
-        for cls in ([] if not_a_rank else COLLECTORS):
+            ctx.notes.append(
+                f"process {pid} is not a rank of the distributed job (a launcher): only its "
+                f"phases are kept, under rank {home_rank}"
+            )
+        for cls in [] if not_a_rank else COLLECTORS:
             t0 = time.perf_counter()
             try:
                 for name, t in cls.decode(spool_dir, pid, ctx).items():
-                    tables[name] = pa.concat_tables([tables[name], t], promote_options="default") \
-                        if name in tables else t
+                    tables[name] = (
+                        pa.concat_tables([tables[name], t], promote_options="default") if name in tables else t
+                    )
             except Exception as e:  # one collector's broken file must not lose the others
                 ctx.notes.append(f"process {pid}: could not decode {cls.name} data ({e.__class__.__name__}: {e})")
             meta.timed(f"decode.{cls.name}", time.perf_counter() - t0)
@@ -393,8 +437,11 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
         if end_info:
             ends.append(int(end_info.get("end_ns") or 0))
             for name, st in (end_info.get("collectors") or {}).items():
-                _merge_status(meta, name, CollectorStatus(st.get("status", "failed"), st.get("reason", ""),
-                                                          st.get("settings") or {}))
+                _merge_status(
+                    meta,
+                    name,
+                    CollectorStatus(st.get("status", "failed"), st.get("reason", ""), st.get("settings") or {}),
+                )
             for name, n in (end_info.get("dropped") or {}).items():
                 meta.dropped[name] = meta.dropped.get(name, 0) + int(n)
             meta.frameworks.update(end_info.get("frameworks") or {})
@@ -409,8 +456,9 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
             ranks.update(rank_devices.values())
         builder.add_all(tables)
     settings = main_settings or {}
-    sched = StepSchedule.from_options(tuple(settings["steps"]) if settings.get("steps") else None,
-                                      settings.get("warmup"))
+    sched = StepSchedule.from_options(
+        tuple(settings["steps"]) if settings.get("steps") else None, settings.get("warmup")
+    )
     meta.batch_size, meta.batch_size_source = _batch_size(settings, meta)
     meta.warmup_steps = sched.warmup
     meta.step_window = [sched.start, sched.stop] if sched.windowed else None
@@ -420,8 +468,11 @@ def finalize_profile(profile_dir: str | Path, *, command: list[str] | None = Non
     meta.ranks = sorted(ranks) or [0]
     meta.exit_code = exit_code
     if run_end is not None:
-        meta.run_end = replace(run_end, steps_completed=steps_completed,
-                               ranks=sorted(rank_ends, key=lambda r: (r.rank, r.pid)) if distributed_job else [])
+        meta.run_end = replace(
+            run_end,
+            steps_completed=steps_completed,
+            ranks=sorted(rank_ends, key=lambda r: (r.rank, r.pid)) if distributed_job else [],
+        )
         meta.exit_code = run_end.exit_code
     if command is not None:
         meta.command = command

@@ -132,8 +132,10 @@ class FixInjector(Collector):
             for m in tops:
                 self._fwd_hook += [m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True)]
 
-        self._global_fwd = [nn_module.register_module_forward_pre_hook(pre),
-                            nn_module.register_module_forward_hook(post, always_call=True)]
+        self._global_fwd = [
+            nn_module.register_module_forward_pre_hook(pre),
+            nn_module.register_module_forward_hook(post, always_call=True),
+        ]
         ctx.on_step_start.append(narrow)
 
     def on_step(self, step: int, action: Action) -> None:
@@ -156,9 +158,15 @@ class FixInjector(Collector):
                 applied, why = fix.outcome()
             except Exception as e:  # noqa: BLE001
                 applied, why = False, f"{e.__class__.__name__}: {e}"
-            status[fix.name] = {"applied": applied, "reason": why, "changed": fix.changed,
-                                "changes_precision": fix.changes_precision, "detail": fix.detail,
-                                "applied_as": fix.applied_as, "weaker": fix.weaker}
+            status[fix.name] = {
+                "applied": applied,
+                "reason": why,
+                "changed": fix.changed,
+                "changes_precision": fix.changes_precision,
+                "detail": fix.detail,
+                "applied_as": fix.applied_as,
+                "weaker": fix.weaker,
+            }
         for name, why in self.not_applied.items():
             status[name] = {"applied": False, "reason": why, "changed": 0}
         losses = []

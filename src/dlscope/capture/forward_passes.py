@@ -77,8 +77,9 @@ def merge_forward_calls(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     out = dict(tables)
     out["phases"] = merged.filter(pa.array(~drop))
     if out.get("phase_gpu") is not None and out["phase_gpu"].num_rows:
-        out["phase_gpu"] = _merge_gpu_marks(out["phase_gpu"], tid[fw[first]], start[fw[first]], last_end,
-                                            np.bincount(group) > 1)
+        out["phase_gpu"] = _merge_gpu_marks(
+            out["phase_gpu"], tid[fw[first]], start[fw[first]], last_end, np.bincount(group) > 1
+        )
     return out
 
 
@@ -139,14 +140,17 @@ def _slice_max(v: np.ndarray, a: np.ndarray, b: np.ndarray, empty: np.ndarray) -
     return result
 
 
-def _merge_gpu_marks(gpu: pa.Table, f_tid: np.ndarray, f_start: np.ndarray, f_end: np.ndarray,
-                     merged: np.ndarray) -> pa.Table:
+def _merge_gpu_marks(
+    gpu: pa.Table, f_tid: np.ndarray, f_start: np.ndarray, f_end: np.ndarray, merged: np.ndarray
+) -> pa.Table:
     """The ``forward`` GPU marks whose host start lies in one merged range become one mark: the
     first GPU start, the last GPU end, the host span of them all."""
     is_fw = _is_in(gpu, "name", (FORWARD,))
     tid = gpu.column("tid").to_numpy(zero_copy_only=False).astype(np.int64)
-    cols = {c: gpu.column(c).to_numpy(zero_copy_only=False).astype(np.int64).copy()
-            for c in ("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns")}
+    cols = {
+        c: gpu.column(c).to_numpy(zero_copy_only=False).astype(np.int64).copy()
+        for c in ("start_ns", "end_ns", "gpu_start_ns", "gpu_end_ns")
+    }
     hs = cols["start_ns"]
     keep = np.ones(gpu.num_rows, bool)
     for t in np.unique(f_tid[merged]):

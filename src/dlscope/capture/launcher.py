@@ -51,7 +51,7 @@ class StderrTail:
                 self._tail = (self._tail + chunk)[-TAIL_BYTES:]
                 while passing and chunk:
                     try:
-                        chunk = chunk[os.write(out, chunk):]
+                        chunk = chunk[os.write(out, chunk) :]
                     except OSError:  # our stderr was closed: keep draining, or the program blocks
                         passing = False
         except OSError:
@@ -69,7 +69,7 @@ class StderrTail:
         text = self._tail.decode("utf-8", "replace").replace("\r", "\n")
         lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
         last = lines[-1] if lines else ""
-        return last if len(last) <= LAST_LINE_CHARS else last[:LAST_LINE_CHARS - 3] + "..."
+        return last if len(last) <= LAST_LINE_CHARS else last[: LAST_LINE_CHARS - 3] + "..."
 
 
 def command_after_dashes(words: list[str]) -> list[str]:
@@ -103,8 +103,13 @@ def _interactive() -> bool:
         return False
 
 
-def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: TextIO | None = None,
-                 stderr_tail: StderrTail | None = None) -> int:
+def run_profiled(
+    cmd: list[str],
+    profile_dir: Path,
+    settings: Settings,
+    stdout: TextIO | None = None,
+    stderr_tail: StderrTail | None = None,
+) -> int:
     """Run ``cmd`` to completion under the profiler; returns its raw return code (negative:
     killed by that signal). The caller finalizes. ``stdout``: where the program's standard output
     goes (default: ours). ``stderr_tail``: tee the program's stderr through it (default: the
@@ -124,8 +129,12 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
     try:
         run_range.__enter__()
         try:
-            proc = subprocess.Popen(cmd, env=child_env(profile_dir, settings), stdout=stdout,
-                                    stderr=subprocess.PIPE if stderr_tail is not None else None)
+            proc = subprocess.Popen(
+                cmd,
+                env=child_env(profile_dir, settings),
+                stdout=stdout,
+                stderr=subprocess.PIPE if stderr_tail is not None else None,
+            )
         except OSError as e:
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
         if stderr_tail is not None:
@@ -165,5 +174,8 @@ def run_profiled(cmd: list[str], profile_dir: Path, settings: Settings, stdout: 
 
 def run_end(rc: int, tail: StderrTail | None) -> RunEnd:
     """The record of how the run ended, from Popen's return code (finalize counts the steps)."""
-    return RunEnd(exit_code=exit_status(rc), signal=-rc if rc < 0 else None,
-                  last_stderr_line=tail.last_line() if tail is not None else "")
+    return RunEnd(
+        exit_code=exit_status(rc),
+        signal=-rc if rc < 0 else None,
+        last_stderr_line=tail.last_line() if tail is not None else "",
+    )

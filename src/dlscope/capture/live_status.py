@@ -1,7 +1,8 @@
 """What the running program is doing, written about once a second for `dlscope profile`'s live
 line (:mod:`.live_view`): the step it is in, the last and median step times, the phase it is in.
 
-A collector inside each profiled process, on only when the parent shows the line (``Settings.live``). Per step it appends one clock reading to a bounded deque; the file is written by the
+A collector inside each profiled process, on only when the parent shows the line (``Settings.live``).
+Per step it appends one clock reading to a bounded deque; the file is written by the
 session's flusher thread, so the program's own thread does no I/O for it.
 """
 
@@ -62,10 +63,14 @@ class LiveStatus(Collector):
             return
         b = list(self.bounds)
         durations = [(y - x) / 1e6 for x, y in zip(b, b[1:])]
-        status: dict[str, Any] = {"rank": self.session.rank, "step": self.step, "phase": self.phase,
-                                  "last_ms": durations[-1] if durations else None,
-                                  "median_ms": statistics.median(durations) if durations else None,
-                                  "written_ns": time.time_ns()}
+        status: dict[str, Any] = {
+            "rank": self.session.rank,
+            "step": self.step,
+            "phase": self.phase,
+            "last_ms": durations[-1] if durations else None,
+            "median_ms": statistics.median(durations) if durations else None,
+            "written_ns": time.time_ns(),
+        }
         spool.write_json_atomic(Path(self.session.spool_dir) / f"{self.session.pid}.live.json", status, durable=False)
 
     def _open_phase(self) -> str | None:
@@ -81,4 +86,4 @@ class LiveStatus(Collector):
         if not open_now:
             return None
         name = max(open_now)[1]
-        return name[len(HOOK_PREFIX):] if name.startswith(HOOK_PREFIX) else name
+        return name[len(HOOK_PREFIX) :] if name.startswith(HOOK_PREFIX) else name

@@ -49,8 +49,7 @@ class NvmlCollector(Collector):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.interval_ms = float(settings.sample_interval_ms or 50)
-        self.gpm_interval_ms = max(float(settings.gpm_interval_ms or DEFAULT_GPM_INTERVAL_MS),
-                                   MIN_GPM_INTERVAL_MS)
+        self.gpm_interval_ms = max(float(settings.gpm_interval_ms or DEFAULT_GPM_INTERVAL_MS), MIN_GPM_INTERVAL_MS)
         self.module = settings.nvml_module
         self.mode = ""
         self._spool_dir = Path()
@@ -72,8 +71,13 @@ class NvmlCollector(Collector):
 
     def _start_thread(self) -> None:
         self.mode = "thread"
-        self._sampler = open_sampler(self._spool_dir, self._pid, nvml_module=self.module,
-                                     interval_ms=self.interval_ms, gpm_interval_ms=self.gpm_interval_ms)
+        self._sampler = open_sampler(
+            self._spool_dir,
+            self._pid,
+            nvml_module=self.module,
+            interval_ms=self.interval_ms,
+            gpm_interval_ms=self.gpm_interval_ms,
+        )
         self._thread = threading.Thread(target=self._run_thread, name="dlscope-nvml", daemon=True)
         self._thread.start()
 
@@ -96,14 +100,34 @@ class NvmlCollector(Collector):
         env = dict(os.environ)
         env.pop("DLSCOPE_SESSION", None)  # the helper is not a program to profile
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)  # the same dlscope and NVML
-        cmd = [sys.executable, "-m", "dlscope.capture.nvml_sampler", "--spool-dir", str(self._spool_dir),
-               "--pid", str(self._pid), "--interval-ms", str(self.interval_ms),
-               "--gpm-interval-ms", str(self.gpm_interval_ms),
-               "--flush-s", str(self.settings.flush_interval_s), "--nvml-module", self.module]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dlscope.capture.nvml_sampler",
+            "--spool-dir",
+            str(self._spool_dir),
+            "--pid",
+            str(self._pid),
+            "--interval-ms",
+            str(self.interval_ms),
+            "--gpm-interval-ms",
+            str(self.gpm_interval_ms),
+            "--flush-s",
+            str(self.settings.flush_interval_s),
+            "--nvml-module",
+            self.module,
+        ]
         log = open(self._spool_dir / f"{self._pid}.nvml.log", "wb")  # noqa: SIM115 - the helper's stderr
         try:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log,
-                                          env=env, close_fds=True, start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+                close_fds=True,
+                start_new_session=True,
+            )
         except OSError as e:
             raise CollectorUnavailable(f"cannot start the sampler process: {e}") from None
         finally:
@@ -129,8 +153,11 @@ class NvmlCollector(Collector):
 
     def describe(self) -> dict[str, Any]:
         h = self._header()
-        out: dict[str, Any] = {"mode": self.mode, "interval_ms": self.interval_ms,
-                               "gpm_interval_ms": self.gpm_interval_ms}
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "interval_ms": self.interval_ms,
+            "gpm_interval_ms": self.gpm_interval_ms,
+        }
         if h.get("status") == "ok":
             out["devices"] = [d.get("name", "?") for d in h.get("devices", [])]
             out["samples"] = h.get("samples", 0)
@@ -158,6 +185,7 @@ class NvmlCollector(Collector):
     @classmethod
     def decode(cls, spool_dir: Path, pid: int, context: DecodeContext) -> dict[str, pa.Table]:
         import pyarrow as pa
+
         header = read_header(spool_dir, pid)
         path = counter_spool.spool_path(spool_dir, pid)
         if header is None or not path.exists():
@@ -177,13 +205,17 @@ class NvmlCollector(Collector):
         idx = code % counter_spool.MAX_METRICS
         known = idx < len(metrics)
         names = np.array(metrics + ["<unknown>"], dtype=object)[np.where(known, idx, len(metrics))]
-        return {"counters": pa.table({
-            "rank": pa.array(np.full(len(t), context.rank, np.int32)),
-            "device": pa.array((code // counter_spool.MAX_METRICS).astype(np.int32)),
-            "ts_ns": pa.array(t + context.offset_ns),
-            "metric": pa.array(names.tolist(), pa.string()),
-            "value": pa.array(value),
-        })}
+        return {
+            "counters": pa.table(
+                {
+                    "rank": pa.array(np.full(len(t), context.rank, np.int32)),
+                    "device": pa.array((code // counter_spool.MAX_METRICS).astype(np.int32)),
+                    "ts_ns": pa.array(t + context.offset_ns),
+                    "metric": pa.array(names.tolist(), pa.string()),
+                    "value": pa.array(value),
+                }
+            )
+        }
 
 
 def read_header(spool_dir: Path, pid: int) -> dict[str, Any] | None:

@@ -50,12 +50,27 @@ FAST_METRICS: tuple[str, ...] = tuple(m for ms in FAST_GROUPS.values() for m in 
 ALL_METRICS: tuple[str, ...] = FAST_METRICS + tuple(GPM_METRICS)
 
 # CUDA cores per SM, to derive the SM count when NVML's device attributes are not available.
-_CORES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128,
-                 (10, 0): 128, (10, 3): 128, (12, 0): 128, (12, 1): 128}
+_CORES_PER_SM = {
+    (7, 0): 64,
+    (7, 5): 64,
+    (8, 0): 64,
+    (8, 6): 128,
+    (8, 7): 128,
+    (8, 9): 128,
+    (9, 0): 128,
+    (10, 0): 128,
+    (10, 3): 128,
+    (12, 0): 128,
+    (12, 1): 128,
+}
 
 # NVML return codes that mean "this GPU or driver cannot do that", as opposed to a passing fault.
-_PERMANENT = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NO_PERMISSION",
-              "NVML_ERROR_GPU_IS_LOST")
+_PERMANENT = (
+    "NVML_ERROR_NOT_SUPPORTED",
+    "NVML_ERROR_FUNCTION_NOT_FOUND",
+    "NVML_ERROR_NO_PERMISSION",
+    "NVML_ERROR_GPU_IS_LOST",
+)
 
 
 def _text(v: Any) -> str:
@@ -166,15 +181,21 @@ def open_gpus(nvml: Any, cuda_visible: str | None) -> tuple[list[Gpu], list[str]
             if s.startswith("MIG-"):
                 notes.append(f"{s}: MIG instances are not sampled (NVML counters are per GPU)")
                 continue
-            match = [(i, h) for i, h in handles if (s.isdigit() and int(s) == i) or
-                     (not s.isdigit() and uuids[i].startswith(s))]
+            match = [
+                (i, h)
+                for i, h in handles
+                if (s.isdigit() and int(s) == i) or (not s.isdigit() and uuids[i].startswith(s))
+            ]
             if match:
                 chosen.append(match[0])
     if not chosen:
-        raise CollectorUnavailable(f"none of the GPUs NVML sees is visible to the program "
-                                   f"(CUDA_VISIBLE_DEVICES={cuda_visible!r})")
-    gpus = [Gpu(cuda_index, h, device_info(nvml, h, cuda_index, nvml_index))
-            for cuda_index, (nvml_index, h) in enumerate(chosen)]
+        raise CollectorUnavailable(
+            f"none of the GPUs NVML sees is visible to the program (CUDA_VISIBLE_DEVICES={cuda_visible!r})"
+        )
+    gpus = [
+        Gpu(cuda_index, h, device_info(nvml, h, cuda_index, nvml_index))
+        for cuda_index, (nvml_index, h) in enumerate(chosen)
+    ]
     for g in gpus:
         g.gpm, reason = gpm_support(nvml, g.handle, g.info.get("name", "this GPU"))
         if not g.gpm:
@@ -223,8 +244,9 @@ def gpm_support(nvml: Any, h: Any, name: str) -> tuple[bool, str]:
 def fast_readers(nvml: Any) -> dict[str, Callable[[Any], tuple[float, ...]]]:
     """group -> function(handle) returning the group's metrics in schema units."""
     # the newer name first; older nvidia-ml-py only has the "throttle" one
-    throttle = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    throttle = (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
 
     def util(h: Any) -> tuple[float, ...]:
         u = nvml.nvmlDeviceGetUtilizationRates(h)

@@ -42,9 +42,16 @@ MAX_TRANSIENT_FAILURES = 50  # consecutive failures of one reading before it is 
 class Sampler:
     """Samples ``gpus`` into ``writer``. Drive it with :meth:`run`, or call :meth:`tick` (tests)."""
 
-    def __init__(self, nvml: Any, gpus: list[Gpu], writer: counter_spool.SampleWriter, *,
-                 clock: Callable[[], int] = time.perf_counter_ns, interval_ms: float = 50,
-                 gpm_interval_ms: float = MIN_GPM_INTERVAL_MS) -> None:
+    def __init__(
+        self,
+        nvml: Any,
+        gpus: list[Gpu],
+        writer: counter_spool.SampleWriter,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        interval_ms: float = 50,
+        gpm_interval_ms: float = MIN_GPM_INTERVAL_MS,
+    ) -> None:
         self.nvml = nvml
         self.gpus = gpus
         self.writer = writer
@@ -165,8 +172,9 @@ class Sampler:
             pair.free()
 
     # ---- loop ---------------------------------------------------------------------------------
-    def run(self, stop: threading.Event, should_stop: Callable[[], bool] = lambda: False,
-            flush_every_s: float | None = None) -> None:
+    def run(
+        self, stop: threading.Event, should_stop: Callable[[], bool] = lambda: False, flush_every_s: float | None = None
+    ) -> None:
         """Sample until ``stop`` is set or ``should_stop()`` is true; flush every ``flush_every_s``."""
         next_flush = time.monotonic() + flush_every_s if flush_every_s else None
         while not stop.is_set() and not should_stop():
@@ -198,9 +206,17 @@ class Sampler:
 
 
 # ---- setting up and tearing down (shared by the thread and the helper process) --------------
-def open_sampler(spool_dir: Path, pid: int, *, nvml_module: str = "pynvml", interval_ms: float = 50,
-                 gpm_interval_ms: float = MIN_GPM_INTERVAL_MS, mode: str = "thread",
-                 env: dict[str, str] | None = None, clock: Callable[[], int] = time.perf_counter_ns) -> Sampler:
+def open_sampler(
+    spool_dir: Path,
+    pid: int,
+    *,
+    nvml_module: str = "pynvml",
+    interval_ms: float = 50,
+    gpm_interval_ms: float = MIN_GPM_INTERVAL_MS,
+    mode: str = "thread",
+    env: dict[str, str] | None = None,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> Sampler:
     """Find the GPUs, open the spool, write its header; raises CollectorUnavailable(reason)."""
     env = dict(os.environ) if env is None else env
     reason = nvml_api.precheck(env) if nvml_module == "pynvml" else None
@@ -215,10 +231,19 @@ def open_sampler(spool_dir: Path, pid: int, *, nvml_module: str = "pynvml", inte
     writer = counter_spool.SampleWriter(counter_spool.spool_path(spool_dir, pid), list(nvml_api.ALL_METRICS))
     sampler = Sampler(nvml, gpus, writer, clock=clock, interval_ms=interval_ms, gpm_interval_ms=gpm_interval_ms)
     sampler.header = {
-        "version": 1, "status": "ok", "reason": "", "clock": "perf_counter_ns", "pid": pid,
-        "metrics": writer.metrics, "devices": [g.info for g in gpus], "notes": notes,
-        "settings": {"mode": mode, "interval_ms": interval_ms,
-                     "gpm_interval_ms": max(gpm_interval_ms, MIN_GPM_INTERVAL_MS)},
+        "version": 1,
+        "status": "ok",
+        "reason": "",
+        "clock": "perf_counter_ns",
+        "pid": pid,
+        "metrics": writer.metrics,
+        "devices": [g.info for g in gpus],
+        "notes": notes,
+        "settings": {
+            "mode": mode,
+            "interval_ms": interval_ms,
+            "gpm_interval_ms": max(gpm_interval_ms, MIN_GPM_INTERVAL_MS),
+        },
     }
     write_header(spool_dir, pid, sampler)
     return sampler
@@ -274,11 +299,20 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=watch_stdin, name="dlscope-nvml-stdin", daemon=True).start()
     try:
-        sampler = open_sampler(spool_dir, args.pid, nvml_module=args.nvml_module, interval_ms=args.interval_ms,
-                               gpm_interval_ms=args.gpm_interval_ms, mode="process")
+        sampler = open_sampler(
+            spool_dir,
+            args.pid,
+            nvml_module=args.nvml_module,
+            interval_ms=args.interval_ms,
+            gpm_interval_ms=args.gpm_interval_ms,
+            mode="process",
+        )
     except CollectorUnavailable as e:
-        counter_spool.write_header(spool_dir, args.pid, {"version": 1, "status": "unavailable", "reason": str(e),
-                                                         "final": True, "sampler_pid": os.getpid()})
+        counter_spool.write_header(
+            spool_dir,
+            args.pid,
+            {"version": 1, "status": "unavailable", "reason": str(e), "final": True, "sampler_pid": os.getpid()},
+        )
         return 0
     sampler.header["sampler_pid"] = os.getpid()
     write_header(spool_dir, args.pid, sampler)
@@ -290,8 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # never leave the spool without a final header
         sampler.header["status"], sampler.header["reason"] = "failed", f"{e.__class__.__name__}: {e}"
     # cpu_total_s: the whole helper's CPU, interpreter start-up and imports included
-    close_sampler(spool_dir, args.pid, sampler, time.process_time() - cpu0, time.monotonic() - wall0,
-                  cpu_total_s=time.process_time())
+    close_sampler(
+        spool_dir,
+        args.pid,
+        sampler,
+        time.process_time() - cpu0,
+        time.monotonic() - wall0,
+        cpu_total_s=time.process_time(),
+    )
     return 0
 
 

@@ -40,8 +40,9 @@ def nvtx_range_class(base: type[Range], domain: Any) -> type[Range]:
             _push(self._nvtx_attrs)
             return _enter(self)
 
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any, _pop: Any = domain.pop_range,
-                     _exit: Any = base.__exit__) -> Literal[False]:
+        def __exit__(
+            self, exc_type: Any, exc: Any, tb: Any, _pop: Any = domain.pop_range, _exit: Any = base.__exit__
+        ) -> Literal[False]:
             _exit(self, exc_type, exc, tb)
             _pop()
             return False

@@ -49,7 +49,7 @@ REANCHOR_MS = 10_000.0  # a float32 of 10 s in ms still resolves 1 us
 # H100's event timer and CUPTI's host-clock timestamps was seen over a GPT-2 run.
 RESYNC_NS = 2_000_000_000
 RESYNC_WINDOW_NS = 30_000
-POOL_LIMIT = 4096       # events kept for reuse; a program that never lets the GPU catch up gets more
+POOL_LIMIT = 4096  # events kept for reuse; a program that never lets the GPU catch up gets more
 # Marks are read at step boundaries; a program without steps (an inference loop under dlscope
 # profile) would pile up pending events, so a phase's end also reads them past this many
 POLL_PENDING = 64
@@ -58,10 +58,10 @@ POLL_PENDING = 64
 class EventBackend(Protocol):
     """What the clock needs from CUDA (:class:`TorchEvents` in real use; a fake in tests)."""
 
-    def ready(self) -> bool: ...                      # CUDA initialized by the program, not capturing
+    def ready(self) -> bool: ...  # CUDA initialized by the program, not capturing
     def device(self) -> int: ...
     def new_event(self) -> Any: ...
-    def record(self, event: Any) -> None: ...         # on the current stream of the current device
+    def record(self, event: Any) -> None: ...  # on the current stream of the current device
     def query(self, event: Any) -> bool: ...
     def synchronize(self, event: Any) -> None: ...
     def elapsed_ms(self, a: Any, b: Any) -> float: ...
@@ -76,8 +76,9 @@ class TorchEvents:
         self.cuda = torch.cuda
         C = torch._C
         self._initialized: Callable[[], bool] = getattr(torch.cuda, "is_initialized", lambda: True)
-        self._capturing: Any = getattr(C, "_cuda_isCurrentStreamCapturing", None) or \
-            getattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+        self._capturing: Any = getattr(C, "_cuda_isCurrentStreamCapturing", None) or getattr(
+            torch.cuda, "is_current_stream_capturing", lambda: False
+        )
         self._get_device = getattr(C, "_cuda_getDevice", None) or torch.cuda.current_device
         self._raw_stream = getattr(C, "_cuda_getCurrentRawStream", None)
         base = getattr(C, "_CudaEventBase", None)
@@ -128,8 +129,9 @@ class _Anchor:
 class PhaseGpuClock:
     """Marks phases with CUDA events and turns the read marks into spool records."""
 
-    def __init__(self, backend: EventBackend, names: tuple[str, ...],
-                 clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(
+        self, backend: EventBackend, names: tuple[str, ...], clock: Callable[[], int] = time.perf_counter_ns
+    ) -> None:
         self.backend = backend
         self.index = {n: i for i, n in enumerate(names)}
         self.clock = clock
@@ -187,7 +189,9 @@ class PhaseGpuClock:
                 return
             ev = self._pool.pop() if self._pool else b.new_event()
             b.record(ev)
-            self._pending.append((threading.get_native_id(), idx, dev, host_start, start_ev, ev, self.clock(), anchor_ns))
+            self._pending.append(
+                (threading.get_native_id(), idx, dev, host_start, start_ev, ev, self.clock(), anchor_ns)
+            )
         except Exception as e:
             self.failed = f"{e.__class__.__name__}: {e}"
             return
@@ -280,6 +284,6 @@ def read(path: Path) -> tuple[list[tuple[int, ...]], bool]:
     data = path.read_bytes()
     if not data.startswith(MAGIC):
         raise ValueError("not a dlscope phase_gpu spool")
-    body = memoryview(data)[len(MAGIC):]
+    body = memoryview(data)[len(MAGIC) :]
     n = len(body) // RECORD.size
     return [RECORD.unpack_from(body, i * RECORD.size) for i in range(n)], len(body) != n * RECORD.size

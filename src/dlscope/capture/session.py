@@ -48,9 +48,15 @@ if hasattr(os, "register_at_fork"):
 class Session:
     """One process's recording into ``profile_dir/spool``."""
 
-    def __init__(self, profile_dir: str | Path, settings: Settings | None = None, owner: str = "api",
-                 collectors: list[type[Collector]] | None = None,
-                 clock: Callable[[], int] = time.perf_counter_ns, wall_clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        profile_dir: str | Path,
+        settings: Settings | None = None,
+        owner: str = "api",
+        collectors: list[type[Collector]] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        wall_clock: Callable[[], int] = time.time_ns,
+    ) -> None:
         self.profile_dir = Path(profile_dir)
         self.spool_dir = self.profile_dir / "spool"
         self.settings = settings or Settings()
@@ -182,7 +188,9 @@ class Session:
                 if changed is not None:
                     st.status, st.reason = changed
         end = {
-            "pid": self.pid, "end_ns": self.offset.to_epoch(self.clock()), "reason": reason,
+            "pid": self.pid,
+            "end_ns": self.offset.to_epoch(self.clock()),
+            "reason": reason,
             "steps": self.recorder.step_count,
             "settings": self.settings.to_dict(),
             "collectors": {k: v.__dict__ for k, v in self.statuses.items()},
@@ -246,14 +254,21 @@ class Session:
 
     def _session_info(self) -> dict[str, Any]:
         return {
-            "pid": self.pid, "rank": self.rank, "rank_source": self.rank_source, "world_size": self.world_size,
+            "pid": self.pid,
+            "rank": self.rank,
+            "rank_source": self.rank_source,
+            "world_size": self.world_size,
             "local_rank": distributed.env_local_rank(),
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "host": socket.gethostname(), "owner": self.owner,
-            "start_ns": self.start_ns, "clock": self.offset.as_dict(),
+            "host": socket.gethostname(),
+            "owner": self.owner,
+            "start_ns": self.start_ns,
+            "clock": self.offset.as_dict(),
             "settings": self.settings.to_dict(),
             "schedule": {"start": self.schedule.start, "stop": self.schedule.stop, "warmup": self.schedule.warmup},
-            "argv": list(sys.argv), "python": sys.version.split()[0], "dlscope": __version__,
+            "argv": list(sys.argv),
+            "python": sys.version.split()[0],
+            "dlscope": __version__,
         }
 
     def _atexit(self) -> None:
@@ -300,7 +315,9 @@ class Session:
         self.collectors = []
         self.recorder.set_recording(False)
         self._events = self._strings = None
-        self.recorder.on_step = None  # the parent's ledger is not this process's (its descriptor stays open: the parent's)
+        self.recorder.on_step = (
+            None  # the parent's ledger is not this process's (its descriptor stays open: the parent's)
+        )
         self._ledger = None
 
 

@@ -167,8 +167,9 @@ class TorchCollector(Collector):
         os.replace(tmp, final)
         window = (self._window_start, self.session.clock(), threading.get_native_id())
         self.windows_done.append({"marker": list(marker) if marker else None, "window": list(window)})
-        spool.write_json_atomic(self.session.spool_dir / f"{self.session.pid}.torch.windows.json",
-                                {"windows": self.windows_done})
+        spool.write_json_atomic(
+            self.session.spool_dir / f"{self.session.pid}.torch.windows.json", {"windows": self.windows_done}
+        )
         self.export_s += time.perf_counter() - t
 
     def on_step(self, step: int, action: Action) -> None:
@@ -199,8 +200,12 @@ class TorchCollector(Collector):
 
     def describe(self) -> dict[str, Any]:
         torch = self._torch or sys.modules.get("torch")
-        out: dict[str, Any] = {"mode": self.settings.mode, "activities": self.activities,
-                               "windows": self.windows, "export_s": round(self.export_s, 3)}
+        out: dict[str, Any] = {
+            "mode": self.settings.mode,
+            "activities": self.activities,
+            "windows": self.windows,
+            "export_s": round(self.export_s, 3),
+        }
         if torch is not None:
             out["torch"] = getattr(torch, "__version__", "?")
         out["traced_until_step"] = self.last_step
@@ -231,16 +236,22 @@ class TorchCollector(Collector):
             path = spool_dir / f"{pid}.torch.{i}.json"
             if not path.exists():
                 continue
-            tt = read_trace(path, con, f"w{i}_", rank=context.rank, op_base=op_base, with_steps=False,
-                            timings=context.timings)
-            tables = {name: pa.concat_tables([db.query_arrow(con, f"SELECT * FROM {r}") for r in rels],
-                                             promote_options="default")
-                      for name, rels in tt.tables.items()}
+            tt = read_trace(
+                path, con, f"w{i}_", rank=context.rank, op_base=op_base, with_steps=False, timings=context.timings
+            )
+            tables = {
+                name: pa.concat_tables(
+                    [db.query_arrow(con, f"SELECT * FROM {r}") for r in rels], promote_options="default"
+                )
+                for name, rels in tt.tables.items()
+            }
             for rel in tt.backing:  # the event table may be a view over parts
                 db.drop(con, rel)
             shift = _clock_shift(win.get("marker"), tables, context.offset_ns)
             if shift:
-                context.notes.append(f"process {pid}: PyTorch events shifted by {shift / 1e3:.1f} us to the session clock")
+                context.notes.append(
+                    f"process {pid}: PyTorch events shifted by {shift / 1e3:.1f} us to the session clock"
+                )
             for name, t in tables.items():
                 if shift:
                     t = _shift(t, shift)
@@ -259,18 +270,30 @@ class TorchCollector(Collector):
             start = [w["window"][0] + context.offset_ns for w in windows]
             end = [w["window"][1] + context.offset_ns for w in windows]
             n = len(windows)
-            out.setdefault("phases", []).append(pa.table({
-                "rank": pa.array([context.rank] * n, pa.int32()), "pid": [pid] * n,
-                "tid": [w["window"][2] for w in windows], "start_ns": start, "end_ns": end,
-                "name": [WINDOW_NAME] * n, "kind": ["range"] * n, "source": ["dlscope"] * n,
-                "domain": [TRACE_DOMAIN] * n}))
+            out.setdefault("phases", []).append(
+                pa.table(
+                    {
+                        "rank": pa.array([context.rank] * n, pa.int32()),
+                        "pid": [pid] * n,
+                        "tid": [w["window"][2] for w in windows],
+                        "start_ns": start,
+                        "end_ns": end,
+                        "name": [WINDOW_NAME] * n,
+                        "kind": ["range"] * n,
+                        "source": ["dlscope"] * n,
+                        "domain": [TRACE_DOMAIN] * n,
+                    }
+                )
+            )
         tables = {k: pa.concat_tables(v, promote_options="default") for k, v in out.items() if v}
         world = context.session.get("world_size")
         if world and tables.get("comms") is not None and tables["comms"].num_rows:
             # a profiler started before init_process_group writes no distributedInfo: the session knows
             c = tables["comms"]
             i = c.schema.get_field_index("group_size")
-            tables["comms"] = c.set_column(i, "group_size", pc.fill_null(c.column(i), pa.scalar(int(world), c.column(i).type)))
+            tables["comms"] = c.set_column(
+                i, "group_size", pc.fill_null(c.column(i), pa.scalar(int(world), c.column(i).type))
+            )
         return tables
 
 
@@ -287,8 +310,8 @@ def detail_last_step(settings: Settings, schedule: Any) -> int | None:
 def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_ns: int) -> int:
     """ns to add to PyTorch times so the clock marker lies inside the session-clock bracket."""
 
-
     import pyarrow.compute as pc
+
     if not marker:
         return 0
     a, b = (int(x) + offset_ns for x in marker)
@@ -308,9 +331,9 @@ def _clock_shift(marker: list[int] | None, tables: dict[str, pa.Table], offset_n
 
 def _shift(t: pa.Table, ns: int) -> pa.Table:
 
-
     import pyarrow as pa
     import pyarrow.compute as pc
+
     for c in _TIME_COLUMNS:
         if c in t.column_names:
             t = t.set_column(t.schema.get_field_index(c), c, pc.add(t.column(c), pa.scalar(ns, pa.int64())))

@@ -84,8 +84,8 @@ class TorchPhaseHooks(Collector):
         self.session: Session | None = None
         self._torch: ModuleType | None = None
         self._local = threading.local()
-        self._handles: list[Any] = []        # hook handles to remove at stop
-        self._global_fwd: list[Any] = []     # the global module hooks (removed after discovery)
+        self._handles: list[Any] = []  # hook handles to remove at stop
+        self._global_fwd: list[Any] = []  # the global module hooks (removed after discovery)
         self._tops: weakref.WeakSet[Any] = weakref.WeakSet()
         self._restore: list[tuple[Any, str, Any]] = []  # (owner, attribute, original)
         self._compiling: Any = lambda: False
@@ -113,8 +113,13 @@ class TorchPhaseHooks(Collector):
                     self._gpu = PhaseGpuClock(TorchEvents(torch), GPU_PHASES)
             except Exception:
                 self._gpu = None
-        for install in (self._hook_dataloader, self._hook_forward, self._hook_backward, self._hook_optimizer,
-                        self._hook_sync):
+        for install in (
+            self._hook_dataloader,
+            self._hook_forward,
+            self._hook_backward,
+            self._hook_optimizer,
+            self._hook_sync,
+        ):
             try:
                 install(torch)
             except Exception:  # an older or newer torch without that hook point: the others still run
@@ -170,17 +175,21 @@ class TorchPhaseHooks(Collector):
         off = context.offset_ns
         hs, he, gs, ge, tid, idx, dev = (list(c) for c in zip(*rows))
         names = [GPU_PHASES[i] if 0 <= i < len(GPU_PHASES) else "<unknown>" for i in idx]
-        return {"phase_gpu": pa.table({
-            "rank": pa.array([context.rank] * len(rows), pa.int32()),
-            "pid": pa.array([pid] * len(rows), pa.int64()),
-            "tid": pa.array(tid, pa.int64()),
-            "start_ns": pa.array([v + off for v in hs], pa.int64()),
-            "end_ns": pa.array([v + off for v in he], pa.int64()),
-            "name": pa.array(names, pa.string()),
-            "device": pa.array(dev, pa.int32()),
-            "gpu_start_ns": pa.array([v + off for v in gs], pa.int64()),
-            "gpu_end_ns": pa.array([v + off for v in ge], pa.int64()),
-        })}
+        return {
+            "phase_gpu": pa.table(
+                {
+                    "rank": pa.array([context.rank] * len(rows), pa.int32()),
+                    "pid": pa.array([pid] * len(rows), pa.int64()),
+                    "tid": pa.array(tid, pa.int64()),
+                    "start_ns": pa.array([v + off for v in hs], pa.int64()),
+                    "end_ns": pa.array([v + off for v in he], pa.int64()),
+                    "name": pa.array(names, pa.string()),
+                    "device": pa.array(dev, pa.int32()),
+                    "gpu_start_ns": pa.array([v + off for v in gs], pa.int64()),
+                    "gpu_end_ns": pa.array([v + off for v in ge], pa.int64()),
+                }
+            )
+        }
 
     # ---- the ranges --------------------------------------------------------------------------
     def _range(self, name: str) -> Range:
@@ -227,7 +236,9 @@ class TorchPhaseHooks(Collector):
                     return orig(*args, **kwargs)
                 finally:
                     self._exit(name)
+
             return wrapper
+
         return make
 
     # ---- hook points -------------------------------------------------------------------------
@@ -244,6 +255,7 @@ class TorchPhaseHooks(Collector):
             def init(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
                 orig(it, loader, *args, **kwargs)
                 loader_batch[it] = getattr(loader, "batch_size", None)  # the iterator keeps no loader
+
             return init
 
         def make_next(orig: Any) -> Any:
@@ -260,6 +272,7 @@ class TorchPhaseHooks(Collector):
                     it_cls.__next__, it_cls.__init__ = plain_next, orig_init  # type: ignore[method-assign]  # the hooks put back
                     loader_batch.clear()
                 return batch
+
             return next_
 
         self._patch(it_cls, "__init__", make_init)
@@ -301,6 +314,7 @@ class TorchPhaseHooks(Collector):
                     return orig(t, *args, **kwargs)
                 finally:
                     rng.__exit__(None, None, None)
+
             return wrapper
 
         for m in _SYNC_METHODS:
@@ -312,8 +326,10 @@ class TorchPhaseHooks(Collector):
         from torch.nn.modules import module as nn_module
 
         pre, post = self._forward_hooks(discover=True)
-        self._global_fwd = [nn_module.register_module_forward_pre_hook(pre),
-                            _with_always_call(nn_module.register_module_forward_hook, post)]
+        self._global_fwd = [
+            nn_module.register_module_forward_pre_hook(pre),
+            _with_always_call(nn_module.register_module_forward_hook, post),
+        ]
         self.hooked.append(FORWARD)
 
     def _forward_hooks(self, discover: bool) -> tuple[Any, Any]:

@@ -150,7 +150,9 @@ class XprofCollector(Collector):
             if self.tracing or self.done or self.session is None or self.session.stopped:
                 return
             if not self.session.claim_cupti(self.name):
-                self.reason = f"CUPTI is used by {self.session.cupti_owner}: GPU activity of {self.framework} not recorded"
+                self.reason = (
+                    f"CUPTI is used by {self.session.cupti_owner}: GPU activity of {self.framework} not recorded"
+                )
             clock = self.session.clock
             start = clock()
             try:
@@ -176,7 +178,9 @@ class XprofCollector(Collector):
             try:
                 self._stop_profiler()
             except Exception as e:
-                self.reason = f"{self.framework} profiler did not write its trace: {e.__class__.__name__}: {str(e)[:200]}"
+                self.reason = (
+                    f"{self.framework} profiler did not write its trace: {e.__class__.__name__}: {str(e)[:200]}"
+                )
             finally:
                 self.session.release_cupti(self.name)
 
@@ -190,9 +194,14 @@ class XprofCollector(Collector):
         self._unwatch_steps()
         self._end()
         if self.session is not None and self.window:
-            header = {"marker": list(self.marker) if self.marker else None, "window": self.window,
-                      "app_steps": self.session.recorder.step_count, "framework": self.framework,
-                      "steps": self.steps, "tid": threading.get_native_id()}
+            header = {
+                "marker": list(self.marker) if self.marker else None,
+                "window": self.window,
+                "app_steps": self.session.recorder.step_count,
+                "framework": self.framework,
+                "steps": self.steps,
+                "tid": threading.get_native_id(),
+            }
             (self.session.spool_dir / f"{self.session.pid}.{self.name}.json").write_text(json.dumps(header))
         if self.module is None:
             raise CollectorUnavailable(f"the program never imported {self.framework}")
@@ -253,16 +262,29 @@ class XprofCollector(Collector):
                     context.devices.append(d)
             context.frameworks.update(res.frameworks)
         if header.get("steps") and not header.get("app_steps"):
-            out["steps"] = [_warmup(_timed_steps(header, context, pid),
-                                    int((context.session.get("schedule") or {}).get("warmup") or 0))]
+            out["steps"] = [
+                _warmup(
+                    _timed_steps(header, context, pid), int((context.session.get("schedule") or {}).get("warmup") or 0)
+                )
+            ]
         w = header.get("window") or []
         if len(w) == 3:
             end = w[1] or w[0]
-            out.setdefault("phases", []).append(pa.table({
-                "rank": pa.array([context.rank], pa.int32()), "pid": [pid], "tid": [int(w[2])],
-                "start_ns": [int(w[0]) + context.offset_ns], "end_ns": [int(end) + context.offset_ns],
-                "name": [f"{header.get('framework')} profiler tracing"], "kind": ["range"], "source": ["dlscope"],
-                "domain": [TRACE_DOMAIN]}))
+            out.setdefault("phases", []).append(
+                pa.table(
+                    {
+                        "rank": pa.array([context.rank], pa.int32()),
+                        "pid": [pid],
+                        "tid": [int(w[2])],
+                        "start_ns": [int(w[0]) + context.offset_ns],
+                        "end_ns": [int(end) + context.offset_ns],
+                        "name": [f"{header.get('framework')} profiler tracing"],
+                        "kind": ["range"],
+                        "source": ["dlscope"],
+                        "domain": [TRACE_DOMAIN],
+                    }
+                )
+            )
         return {k: pa.concat_tables(v, promote_options="permissive") for k, v in out.items()}
 
 
@@ -286,12 +308,19 @@ def _timed_steps(header: dict[str, Any], context: DecodeContext, pid: int) -> pa
     for step, start, end in header["steps"]:
         seen.setdefault(int(step), [int(start), int(end)])
     n = len(seen)
-    return pa.table({"rank": pa.array([context.rank] * n, pa.int32()), "step": pa.array(list(seen), pa.int32()),
-                     "start_ns": pa.array([v[0] + context.offset_ns for v in seen.values()], pa.int64()),
-                     "end_ns": pa.array([v[1] + context.offset_ns for v in seen.values()], pa.int64()),
-                     "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array([tid] * n, pa.int64()),
-                     "source": ["profiler_step"] * n, "warmup": pa.array([False] * n, pa.bool_()),
-                     "traced": pa.array([True] * n, pa.bool_())})
+    return pa.table(
+        {
+            "rank": pa.array([context.rank] * n, pa.int32()),
+            "step": pa.array(list(seen), pa.int32()),
+            "start_ns": pa.array([v[0] + context.offset_ns for v in seen.values()], pa.int64()),
+            "end_ns": pa.array([v[1] + context.offset_ns for v in seen.values()], pa.int64()),
+            "pid": pa.array([pid] * n, pa.int64()),
+            "tid": pa.array([tid] * n, pa.int64()),
+            "source": ["profiler_step"] * n,
+            "warmup": pa.array([False] * n, pa.bool_()),
+            "traced": pa.array([True] * n, pa.bool_()),
+        }
+    )
 
 
 def _warmup(steps: pa.Table, n: int) -> pa.Table:

@@ -24,9 +24,21 @@ from .stats import StatsCommand
 from .summary import SummaryCommand
 from .try_cmd import TryCommand
 
-COMMANDS: list[type[Command]] = [ProfileCommand, ImportCommand, SummaryCommand, AdviseCommand, StatsCommand,
-                                 SqlCommand, ExportCommand, ReportCommand, DiffCommand, CheckCommand, NcuCommand,
-                                 TryCommand, MergeCommand]
+COMMANDS: list[type[Command]] = [
+    ProfileCommand,
+    ImportCommand,
+    SummaryCommand,
+    AdviseCommand,
+    StatsCommand,
+    SqlCommand,
+    ExportCommand,
+    ReportCommand,
+    DiffCommand,
+    CheckCommand,
+    NcuCommand,
+    TryCommand,
+    MergeCommand,
+]
 
 
 def build_parser(only: str | None = None) -> Parser:
@@ -84,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if os.environ.get("DLSCOPE_DEBUG"):
             raise
-        print(f"dlscope: internal error: {e.__class__.__name__}: {one_line(str(e))} "
-              "(a dlscope bug: rerun with DLSCOPE_DEBUG=1 for the traceback and please report it)",
-              file=sys.stderr)
+        print(
+            f"dlscope: internal error: {e.__class__.__name__}: {one_line(str(e))} "
+            "(a dlscope bug: rerun with DLSCOPE_DEBUG=1 for the traceback and please report it)",
+            file=sys.stderr,
+        )
         return 1

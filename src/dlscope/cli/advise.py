@@ -27,10 +27,14 @@ class AdviseCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")
         parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-        parser.add_argument("-v", "--verbose", action="store_true",
-                            help="also list the rules that found nothing or could not run")
-        parser.add_argument("--what-if", action="store_true",
-                            help="the predicted step time after each fix, and after it and the fixes above it")
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", help="also list the rules that found nothing or could not run"
+        )
+        parser.add_argument(
+            "--what-if",
+            action="store_true",
+            help="the predicted step time after each fix, and after it and the fixes above it",
+        )
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -62,6 +66,8 @@ class AdviseCommand(Command):
             for rule_id, why in result.skipped.items():
                 out.print(f"[bold]{rule_id}[/bold] could not run: {why}", markup=True, highlight=False)
         elif result.skipped:
-            out.print(f"\n{len(result.skipped)} rule{'s' if len(result.skipped) != 1 else ''} could not run on this "
-                      "profile (--verbose says why).")
+            out.print(
+                f"\n{len(result.skipped)} rule{'s' if len(result.skipped) != 1 else ''} could not run on this "
+                "profile (--verbose says why)."
+            )
         return 0

@@ -30,23 +30,47 @@ class CheckCommand(Command):
         metrics, defaults = metric_names()
 
         parser.add_argument("profile", help="the profile (or trace) to check")
-        parser.add_argument("--baseline", required=True, metavar="BASE",
-                            help="a profile, a trace, or a 'dlscope summary --format json' file")
-        parser.add_argument("--max-regression", default="5%", metavar="PCT",
-                            help="allowed worsening, in percent (default 5%%)")
-        parser.add_argument("--metric", default=",".join(defaults), metavar="M[,M]",
-                            help=f"metrics to check: {', '.join(metrics)} (default {','.join(defaults)})")
+        parser.add_argument(
+            "--baseline",
+            required=True,
+            metavar="BASE",
+            help="a profile, a trace, or a 'dlscope summary --format json' file",
+        )
+        parser.add_argument(
+            "--max-regression", default="5%", metavar="PCT", help="allowed worsening, in percent (default 5%%)"
+        )
+        parser.add_argument(
+            "--metric",
+            default=",".join(defaults),
+            metavar="M[,M]",
+            help=f"metrics to check: {', '.join(metrics)} (default {','.join(defaults)})",
+        )
         parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
         add_selection(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from ..application.check import check_against, parse_limit, parse_metrics
 
-        result = check_against(args.profile, args.baseline, selection_from(args), args.key_node,
-                               parse_metrics(args.metric), parse_limit(args.max_regression))
+        result = check_against(
+            args.profile,
+            args.baseline,
+            selection_from(args),
+            args.key_node,
+            parse_metrics(args.metric),
+            parse_limit(args.max_regression),
+        )
         if args.format == "json":
-            sys.stdout.write(json.dumps({"regressed": result.regressed, "baseline": result.baseline,
-                                         "metrics": [v.as_dict() for v in result.verdicts]}, indent=1) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    {
+                        "regressed": result.regressed,
+                        "baseline": result.baseline,
+                        "metrics": [v.as_dict() for v in result.verdicts],
+                    },
+                    indent=1,
+                )
+                + "\n"
+            )
         else:
             for v in result.verdicts:
                 print(v.line())

@@ -17,8 +17,9 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--iter-start", type=int, metavar="N", help="first step to include (inclusive)")
     g.add_argument("--iter-stop", type=int, metavar="M", help="last step to include (inclusive)")
     g.add_argument("--include-warmup", action="store_true", help="keep warm-up steps in statistics")
-    g.add_argument("--key-node", metavar="NAME",
-                   help="a phase, NVTX range or op whose instances mark iterations (as in DLProf)")
+    g.add_argument(
+        "--key-node", metavar="NAME", help="a phase, NVTX range or op whose instances mark iterations (as in DLProf)"
+    )
 
 
 def selection_from(args: argparse.Namespace) -> Selection:
@@ -30,9 +31,7 @@ def selection_from(args: argparse.Namespace) -> Selection:
     return Selection(start, stop, bool(getattr(args, "include_warmup", False)), getattr(args, "key_node", None))
 
 
-
-
-
-def add_format(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("table", "csv", "json"),
-               default: str = "table") -> None:
+def add_format(
+    parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("table", "csv", "json"), default: str = "table"
+) -> None:
     parser.add_argument("--format", choices=choices, default=default, help=f"output format (default: {default})")

@@ -63,8 +63,10 @@ class DiffCommand(Command):
 
             assert out_path is not None
             size = write_diff(d, d.advice, out_path)
-            print(f"dlscope: diff written to {out_path} ({size / 1e3:,.0f} kB; opens offline in any browser)",
-                  file=sys.stderr)
+            print(
+                f"dlscope: diff written to {out_path} ({size / 1e3:,.0f} kB; opens offline in any browser)",
+                file=sys.stderr,
+            )
             return 0
         if args.format == "json":
             text = json.dumps(d.as_dict(), indent=1, default=str) + "\n"

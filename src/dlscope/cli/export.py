@@ -47,19 +47,39 @@ class ExportCommand(Command):
         from ..render.timeline import PART_BYTES, PART_EVENTS
 
         parser.add_argument("profile", help="a NAME.dlscope directory")
-        parser.add_argument("--type", "-t", choices=("perfetto", "csv", "parquet"), default="perfetto",
-                            help="perfetto: a Chrome-trace timeline (default); csv, parquet: the raw tables")
-        parser.add_argument("-o", "--output", metavar="OUT",
-                            help="file (.json or .json.gz) for perfetto, directory for csv/parquet "
-                                 "(default: NAME.trace.json.gz or NAME-csv/)")
+        parser.add_argument(
+            "--type",
+            "-t",
+            choices=("perfetto", "csv", "parquet"),
+            default="perfetto",
+            help="perfetto: a Chrome-trace timeline (default); csv, parquet: the raw tables",
+        )
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="OUT",
+            help=(
+                "file (.json or .json.gz) for perfetto, directory for csv/parquet "
+                "(default: NAME.trace.json.gz or NAME-csv/)"
+            ),
+        )
         parser.add_argument("-f", "--force", action="store_true", help="overwrite existing output")
         parser.add_argument("--steps", metavar="A:B", help="only steps A to B (inclusive)")
-        parser.add_argument("--max-events", type=_positive, metavar="N",
-                            help="timeline: keep only the first N events")
-        parser.add_argument("--part-events", type=_positive, default=PART_EVENTS, metavar="N",
-                            help=f"timeline: most events per file (default {PART_EVENTS:,})")
-        parser.add_argument("--part-mb", type=_positive, default=PART_BYTES // 1_000_000, metavar="MB",
-                            help=f"timeline: most uncompressed megabytes per file (default {PART_BYTES // 1_000_000})")
+        parser.add_argument("--max-events", type=_positive, metavar="N", help="timeline: keep only the first N events")
+        parser.add_argument(
+            "--part-events",
+            type=_positive,
+            default=PART_EVENTS,
+            metavar="N",
+            help=f"timeline: most events per file (default {PART_EVENTS:,})",
+        )
+        parser.add_argument(
+            "--part-mb",
+            type=_positive,
+            default=PART_BYTES // 1_000_000,
+            metavar="MB",
+            help=f"timeline: most uncompressed megabytes per file (default {PART_BYTES // 1_000_000})",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from ..application.export import damaged_tables_refused, export_window, open_for_export
@@ -88,21 +108,27 @@ class ExportCommand(Command):
 
             with progress(f"exporting {args.type} tables"):
                 files = export_tables(data, out, args.type, window)
-            print(f"dlscope: wrote {len(files)} tables to {out}/ ({', '.join(f.name for f in files)})",
-                  file=sys.stderr)
+            print(f"dlscope: wrote {len(files)} tables to {out}/ ({', '.join(f.name for f in files)})", file=sys.stderr)
             return 0
-        opts = TimelineOptions(window=window, max_events=args.max_events, part_events=args.part_events,
-                               part_bytes=args.part_mb * 1_000_000)
+        opts = TimelineOptions(
+            window=window, max_events=args.max_events, part_events=args.part_events, part_bytes=args.part_mb * 1_000_000
+        )
         with progress("exporting timeline") as bar:
             opts.progress = bar
             res = export_timeline(data, out, opts)
         for note in res.notes:
             print(f"dlscope: note: {note}", file=sys.stderr)
         if len(res.files) > 1:
-            print(f"dlscope: the timeline has {res.events:,} events ({_mb(res.bytes)} of JSON), more than one file "
-                  f"opens well: split into {len(res.files)} parts of at most {args.part_events:,} events and "
-                  f"{args.part_mb:,} MB each: {', '.join(str(f) for f in res.files)}", file=sys.stderr)
+            print(
+                f"dlscope: the timeline has {res.events:,} events ({_mb(res.bytes)} of JSON), more than one file "
+                f"opens well: split into {len(res.files)} parts of at most {args.part_events:,} events and "
+                f"{args.part_mb:,} MB each: {', '.join(str(f) for f in res.files)}",
+                file=sys.stderr,
+            )
         else:
-            print(f"dlscope: timeline written to {out} ({res.events:,} events, {_mb(res.bytes)} of JSON); "
-                  "open it in https://ui.perfetto.dev or chrome://tracing", file=sys.stderr)
+            print(
+                f"dlscope: timeline written to {out} ({res.events:,} events, {_mb(res.bytes)} of JSON); "
+                "open it in https://ui.perfetto.dev or chrome://tracing",
+                file=sys.stderr,
+            )
         return 0

@@ -34,7 +34,11 @@ class ImportCommand(Command):
         from ..render.progress import progress
 
         with progress("importing") as bar:
-            out = import_traces(args.inputs, args.output,
-                                ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar), force=args.force)
+            out = import_traces(
+                args.inputs,
+                args.output,
+                ImportOptions(key_node=args.key_node, rank=args.rank, progress=bar),
+                force=args.force,
+            )
         print(f"dlscope: imported {len(args.inputs)} input(s) into {out}", file=sys.stderr)
         return 0

@@ -43,8 +43,11 @@ class MergeCommand(Command):
         hosts = [open_for_analysis(p) for p in args.profiles]
         fits = merge_profiles(hosts, out)
         for path, fit in zip(args.profiles[1:], fits):
-            print(f"dlscope: {path}: offset {fit.offset_ns / 1e6:+.3f} ms, drift {fit.drift_ppm:+.2f} ppm from "
-                  f"{fit.matched} shared collectives; residual max {fit.residual_max_ns / 1e3:.1f} us, "
-                  f"rms {fit.residual_rms_ns / 1e3:.1f} us", file=sys.stderr)
+            print(
+                f"dlscope: {path}: offset {fit.offset_ns / 1e6:+.3f} ms, drift {fit.drift_ppm:+.2f} ppm from "
+                f"{fit.matched} shared collectives; residual max {fit.residual_max_ns / 1e3:.1f} us, "
+                f"rms {fit.residual_rms_ns / 1e3:.1f} us",
+                file=sys.stderr,
+            )
         print(f"dlscope: job profile written to {out}", file=sys.stderr)
         return 0

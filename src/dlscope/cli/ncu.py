@@ -14,14 +14,22 @@ _SECTIONS_HELP = "SpeedOfLight, Occupancy, LaunchStats"
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=5, metavar="N", help="profile the N costliest kernels (5)")
-    parser.add_argument("--launch-skip", type=int, default=1, metavar="N",
-                        help="launches of each kernel to skip first (warm-up; 1)")
+    parser.add_argument(
+        "--launch-skip", type=int, default=1, metavar="N", help="launches of each kernel to skip first (warm-up; 1)"
+    )
     parser.add_argument("--launch-count", type=int, default=1, metavar="N", help="launches to measure (1)")
-    parser.add_argument("--section", action="append", metavar="NAME",
-                        help=f"ncu section, repeatable (default: {_SECTIONS_HELP})")
-    parser.add_argument("--metrics", action="append", metavar="SPEC",
-                        help="ncu --metrics value, repeatable or comma-separated, passed to ncu as one list "
-                             "(default: DRAM bytes, FP instruction counts, tensor pipe)")
+    parser.add_argument(
+        "--section", action="append", metavar="NAME", help=f"ncu section, repeatable (default: {_SECTIONS_HELP})"
+    )
+    parser.add_argument(
+        "--metrics",
+        action="append",
+        metavar="SPEC",
+        help=(
+            "ncu --metrics value, repeatable or comma-separated, passed to ncu as one list "
+            "(default: DRAM bytes, FP instruction counts, tensor pipe)"
+        ),
+    )
     parser.add_argument("--ncu", metavar="PATH", help="the ncu executable (default: on PATH)")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per-kernel limit (600 s)")
 
@@ -53,7 +61,7 @@ class NcuCommand(Command):
             opts = Parser(prog="dlscope ncu", add_help=False)
             _options(opts)
             opts.parse_args(cmd[:split], namespace=args)
-        cmd = cmd[split + 1:]
+        cmd = cmd[split + 1 :]
         if not cmd:
             raise UsageError("ncu: give the program to run after --")
         if args.top < 1 or args.launch_count < 1 or args.launch_skip < 0:
@@ -61,9 +69,21 @@ class NcuCommand(Command):
 
         from ..application.ncu import NcuOptions, measure_kernels
 
-        options = NcuOptions(args.profile, cmd, args.top, args.launch_skip, args.launch_count, args.section,
-                             args.metrics, args.ncu, args.timeout)
+        options = NcuOptions(
+            args.profile,
+            cmd,
+            args.top,
+            args.launch_skip,
+            args.launch_count,
+            args.section,
+            args.metrics,
+            args.ncu,
+            args.timeout,
+        )
         stored = measure_kernels(options, lambda line: print(f"dlscope: {line}", file=sys.stderr))
-        print(f"dlscope: stored {stored.rows} metric values of {stored.kernels} kernel(s) in {stored.path} "
-              "(dlscope stats --report kernel_metrics)", file=sys.stderr)
+        print(
+            f"dlscope: stored {stored.rows} metric values of {stored.kernels} kernel(s) in {stored.path} "
+            "(dlscope stats --report kernel_metrics)",
+            file=sys.stderr,
+        )
         return 0

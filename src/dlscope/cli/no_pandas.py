@@ -18,8 +18,7 @@ class _PandasBlocker:
     """A meta path finder that refuses pandas (pyarrow catches the ImportError)."""
 
     @staticmethod
-    def find_spec(name: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
         if name == "pandas" or name.startswith("pandas."):
             raise ImportError(f"{name} is not loaded by dlscope's analysis commands")
         return None

@@ -42,6 +42,5 @@ class ReportCommand(Command):
         data = open_for_analysis(args.profile, selection_from(args))
         with progress("writing report") as bar:
             size = write_report(build_report(data, bar), out, bar)
-        print(f"dlscope: report written to {out} ({size / 1e3:,.0f} kB; opens offline in any browser)",
-              file=sys.stderr)
+        print(f"dlscope: report written to {out} ({size / 1e3:,.0f} kB; opens offline in any browser)", file=sys.stderr)
         return 0

@@ -35,7 +35,10 @@ class SqlCommand(Command):
         tables = open_tables(args.profile)
         if tables.unfinished:
             n = len(tables.unfinished)
-            print(f"dlscope: left out {n} unfinished recording(s) (finalize each with 'dlscope summary PATH'): "
-                  f"{', '.join(map(str, tables.unfinished[:3]))}{' ...' if n > 3 else ''}", file=sys.stderr)
+            print(
+                f"dlscope: left out {n} unfinished recording(s) (finalize each with 'dlscope summary PATH'): "
+                f"{', '.join(map(str, tables.unfinished[:3]))}{' ...' if n > 3 else ''}",
+                file=sys.stderr,
+            )
         render(query(tables, args.query), args.format, console())
         return 0

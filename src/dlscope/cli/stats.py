@@ -27,8 +27,13 @@ class StatsCommand(Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")
-        parser.add_argument("--report", "-r", default="all", metavar="NAME[,NAME...]",
-                            help="reports to print (default: all): " + ", ".join(_all_reports()))
+        parser.add_argument(
+            "--report",
+            "-r",
+            default="all",
+            metavar="NAME[,NAME...]",
+            help="reports to print (default: all): " + ", ".join(_all_reports()),
+        )
         add_format(parser)
         add_selection(parser)
 

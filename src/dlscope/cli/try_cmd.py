@@ -36,15 +36,34 @@ class TryCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         from ..application.try_fixes import DEFAULT_MAX_ROUNDS, WARMUP_STEPS
 
-        parser.add_argument("--fixes", default="auto", metavar="auto|NAME,...",
-                            help="fixes to try (default auto: those the advice names on the first run)")
-        parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N",
-                            help=f"measured steps per run, after {WARMUP_STEPS} warm-up steps (default {DEFAULT_STEPS})")
-        parser.add_argument("--max-rounds", type=int, metavar="K",
-                            help="rounds at most: each fix stops as soon as its rounds decide it, the rest are "
-                                 f"'undecided' after K (default {DEFAULT_MAX_ROUNDS})")
-        parser.add_argument("--repeat", type=int, metavar="R",
-                            help="exactly R rounds, no early stop, one test at the end (instead of --max-rounds)")
+        parser.add_argument(
+            "--fixes",
+            default="auto",
+            metavar="auto|NAME,...",
+            help="fixes to try (default auto: those the advice names on the first run)",
+        )
+        parser.add_argument(
+            "--steps",
+            type=int,
+            default=DEFAULT_STEPS,
+            metavar="N",
+            help=f"measured steps per run, after {WARMUP_STEPS} warm-up steps (default {DEFAULT_STEPS})",
+        )
+        parser.add_argument(
+            "--max-rounds",
+            type=int,
+            metavar="K",
+            help=(
+                "rounds at most: each fix stops as soon as its rounds decide it, the rest are "
+                f"'undecided' after K (default {DEFAULT_MAX_ROUNDS})"
+            ),
+        )
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            metavar="R",
+            help="exactly R rounds, no early stop, one test at the end (instead of --max-rounds)",
+        )
         parser.add_argument("-o", "--output", metavar="DIR", help="folder for the runs' profiles (default SCRIPT.try)")
         parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing folder")
         parser.add_argument("--no-combined", action="store_true", help="do not measure the helpful fixes together")
@@ -73,8 +92,16 @@ class TryCommand(Command):
 
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        result = Trial(cmd, out, args.steps, args.repeat, asked, not args.no_combined,
-                       quiet=args.format == "json", max_rounds=args.max_rounds or DEFAULT_MAX_ROUNDS).run()
+        result = Trial(
+            cmd,
+            out,
+            args.steps,
+            args.repeat,
+            asked,
+            not args.no_combined,
+            quiet=args.format == "json",
+            max_rounds=args.max_rounds or DEFAULT_MAX_ROUNDS,
+        ).run()
         if args.format == "json":
             print(json.dumps(result, indent=1, default=str))
         return 130 if result["interrupted"] else 0  # the shell's code for Ctrl-C

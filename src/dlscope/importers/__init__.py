@@ -12,7 +12,13 @@ from .nsys import NsysImporter
 from .xprof import XprofImporter
 
 # nsys first: it recognizes SQLite by its magic bytes, cheaper than the JSON sniffs
-IMPORTERS: list[Importer] = [NsysImporter(), NcuImporter(), XprofImporter(), ExecutionTraceImporter(),
-                             MemoryTimelineImporter(), KinetoImporter()]
+IMPORTERS: list[Importer] = [
+    NsysImporter(),
+    NcuImporter(),
+    XprofImporter(),
+    ExecutionTraceImporter(),
+    MemoryTimelineImporter(),
+    KinetoImporter(),
+]
 
 __all__ = ["IMPORTERS", "ImportOptions", "Importer"]

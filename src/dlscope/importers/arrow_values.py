@@ -6,6 +6,7 @@ value's own type, a flipped byte makes a step number a 63-bit varint. The format
 (``schema.VALUE_RULE``, docs/format.md) says what each becomes: a value the type cannot hold is
 NULL (and the builder drops a row that loses a required value), bytes in a text column are read
 as UTF-8 with U+FFFD for what is not, and a number in a text column is its digits."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

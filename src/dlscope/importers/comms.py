@@ -28,8 +28,10 @@ def comms_sql(ev: str, launch: str, rank: int, world_size: int | None, host_pid:
     # the op's "Input type"/"Input Dims" as the trace gave them: text that is not JSON (an empty
     # string, a damaged trace) gives no size rather than failing the import (json_extract raises)
     gloo_type = "CASE WHEN json_valid(e.input_types) THEN json_extract_string(e.input_types, '$[0]') END"
-    gloo_nelems = ("list_aggregate(TRY_CAST(CASE WHEN json_valid(e.input_shapes) THEN json_extract(e.input_shapes, '$[0]') "
-                   "END AS BIGINT[]), 'product')::BIGINT")
+    gloo_nelems = (
+        "list_aggregate(TRY_CAST(CASE WHEN json_valid(e.input_shapes) THEN json_extract(e.input_shapes, '$[0]') "
+        "END AS BIGINT[]), 'product')::BIGINT"
+    )
     return f"""
     WITH params AS (
         SELECT external_id, any_value(coll_name) AS coll_name, any_value(in_nelems) AS in_nelems,
@@ -49,9 +51,9 @@ def comms_sql(ev: str, launch: str, rank: int, world_size: int | None, host_pid:
             WHERE regexp_matches(lower(name), '{COMMUNICATION_RE}')))
     SELECT {rank} AS rank, coalesce(l.pid, {pid}) AS pid, l.tid, coalesce(k.device_arg, k.pid_int) AS device,
            coalesce(k.stream_arg, k.tid_int) AS stream, k.start_ns, k.start_ns + k.dur_ns AS end_ns,
-           coalesce({normalize_sql('k.c_name')}, {kernel_collective_sql('k.name')}, 'unknown') AS name,
-           {backend_sql('k.name')} AS backend, 'gpu' AS "where",
-           k.c_in * {dtype_bytes_sql('k.c_dtype')} AS in_bytes, k.c_out * {dtype_bytes_sql('k.c_dtype')} AS out_bytes,
+           coalesce({normalize_sql("k.c_name")}, {kernel_collective_sql("k.name")}, 'unknown') AS name,
+           {backend_sql("k.name")} AS backend, 'gpu' AS "where",
+           k.c_in * {dtype_bytes_sql("k.c_dtype")} AS in_bytes, k.c_out * {dtype_bytes_sql("k.c_dtype")} AS out_bytes,
            k.c_dtype AS dtype, k.c_pg AS group_name, k.c_ranks AS group_ranks,
            coalesce(k.c_size, {world}) AS group_size, k.correlation_id, k.external_id
     FROM k LEFT JOIN {launch} l ON l.correlation_id = k.correlation_id

@@ -29,8 +29,11 @@ class ExecutionTraceImporter(Importer):
         return text[:1] == b"{" and b'"nodes"' in head and b'"schema"' in head and b'"traceEvents"' not in head
 
     def expand_dir(self, directory: Path) -> list[Path]:
-        return sorted(p for p in directory.rglob("*") if p.is_file() and
-                      (p.name.endswith((".et.json", ".et.json.gz")) or "_et." in p.name))
+        return sorted(
+            p
+            for p in directory.rglob("*")
+            if p.is_file() and (p.name.endswith((".et.json", ".et.json.gz")) or "_et." in p.name)
+        )
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         self._nodes, self._files, self._bad_rf = [], [], 0
@@ -45,8 +48,9 @@ class ExecutionTraceImporter(Importer):
                     # past int64, negative, a string, true) matches no op, whose ids are int64, and is
                     # counted so that the loss shows
                     if isinstance(rf, int) and not isinstance(rf, bool) and 0 < rf < 2**63:
-                        self._nodes.append((rf, json.dumps(n.get("input_shapes", [])),
-                                            json.dumps(n.get("input_types", []))))
+                        self._nodes.append(
+                            (rf, json.dumps(n.get("input_shapes", [])), json.dumps(n.get("input_types", [])))
+                        )
                     elif not (rf is None or (type(rf) is int and rf == 0)):
                         self._bad_rf += 1
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -59,15 +63,24 @@ class ExecutionTraceImporter(Importer):
             return
         parts = builder.parts.get("ops", [])
         if not parts:
-            meta.note(f"{', '.join(self._files)}: an execution trace has op structure but no timings; "
-                      "import it together with its Kineto trace to add input shapes to the ops")
+            meta.note(
+                f"{', '.join(self._files)}: an execution trace has op structure but no timings; "
+                "import it together with its Kineto trace to add input shapes to the ops"
+            )
             return
         import pyarrow as pa
 
         con = builder.con
-        con.register("et_nodes", pa.table({
-            "et_rf": [r for r, _, _ in self._nodes], "et_shapes": [s for _, s, _ in self._nodes],
-            "et_types": [t for _, _, t in self._nodes]}))
+        con.register(
+            "et_nodes",
+            pa.table(
+                {
+                    "et_rf": [r for r, _, _ in self._nodes],
+                    "et_shapes": [s for _, s, _ in self._nodes],
+                    "et_types": [t for _, _, t in self._nodes],
+                }
+            ),
+        )
         matched = 0
         for i, rel in enumerate(parts):
             have = {r[0] for r in con.execute(f"DESCRIBE {rel}").fetchall()}
@@ -86,5 +99,7 @@ class ExecutionTraceImporter(Importer):
             parts[i] = new
         meta.note(f"{', '.join(self._files)}: input shapes and types of {matched} ops taken from the execution trace")
         if self._bad_rf:
-            meta.note(f"{self._bad_rf} execution-trace node(s) with an rf_id that is not a positive 64-bit "
-                      "integer matched no op")
+            meta.note(
+                f"{self._bad_rf} execution-trace node(s) with an rf_id that is not a positive 64-bit "
+                "integer matched no op"
+            )

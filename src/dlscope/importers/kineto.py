@@ -44,7 +44,8 @@ _ARGS_TYPED = """
     "External id" BIGINT, correlation BIGINT, cbid INTEGER, device INTEGER, stream BIGINT,
     "registers per thread" INTEGER, "shared memory" BIGINT, grid INTEGER[], block INTEGER[], bytes BIGINT,
     size BIGINT, direction VARCHAR, "Sequence number" BIGINT, "Fwd thread id" BIGINT,
-    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" BIGINT, cuda_sync_kind VARCHAR,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" BIGINT,
+    cuda_sync_kind VARCHAR,
     "Device Id" INTEGER, "Device Type" INTEGER, "Total Allocated" BIGINT, "Total Reserved" BIGINT,
     "Collective name" VARCHAR, "In msg nelems" BIGINT, "Out msg nelems" BIGINT, "Group size" BIGINT,
     dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
@@ -52,7 +53,8 @@ _ARGS_TEXT = """
     "External id" VARCHAR, correlation VARCHAR, cbid VARCHAR, device VARCHAR, stream VARCHAR,
     "registers per thread" VARCHAR, "shared memory" VARCHAR, grid JSON, block JSON, bytes VARCHAR,
     size VARCHAR, direction VARCHAR, "Sequence number" VARCHAR, "Fwd thread id" VARCHAR,
-    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" VARCHAR, cuda_sync_kind VARCHAR,
+    "Input Dims" VARCHAR, "Input type" VARCHAR, "Concrete Inputs" VARCHAR, "Record function id" VARCHAR,
+    cuda_sync_kind VARCHAR,
     "Device Id" VARCHAR, "Device Type" VARCHAR, "Total Allocated" VARCHAR, "Total Reserved" VARCHAR,
     "Collective name" VARCHAR, "In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "Group size" VARCHAR,
     dtype VARCHAR, "Process Group Name" VARCHAR, "Process Group Ranks" VARCHAR"""
@@ -66,8 +68,18 @@ MEMSET_CATS = ("gpu_memset", "memset")
 OP_CATS = ("cpu_op", "operator")
 ANNOTATION_CATS = ("user_annotation",)
 # categories read on purpose elsewhere or deliberately left out (flows are rebuilt from ids)
-KNOWN_SKIPPED = ("ac2g", "fwdbwd", "async_gpu", "async_cpu_to_gpu", "critical_path", "trace",
-                 "gpu_user_annotation", "cuda_profiler_range", "python_function", "overhead")
+KNOWN_SKIPPED = (
+    "ac2g",
+    "fwdbwd",
+    "async_gpu",
+    "async_cpu_to_gpu",
+    "critical_path",
+    "trace",
+    "gpu_user_annotation",
+    "cuda_profiler_range",
+    "python_function",
+    "overhead",
+)
 
 
 def _ns(col: str) -> str:
@@ -76,7 +88,8 @@ def _ns(col: str) -> str:
     double. CASE, not coalesce: the fallback must not be computed for every row. Kineto writes
     exactly three decimals: that case is tested first and is one cast (0.2 s less on 500k events)."""
     dot = f"strpos({col}, '.')"
-    return f"""(CASE WHEN {dot} > 0 AND length({col}) - {dot} = 3 AND NOT contains({col}, 'e') AND NOT contains({col}, 'E')
+    return f"""(CASE WHEN {dot} > 0 AND length({col}) - {dot} = 3
+        AND NOT contains({col}, 'e') AND NOT contains({col}, 'E')
              THEN TRY_CAST(replace({col}, '.', '') AS BIGINT)
         WHEN {col} LIKE '%e%' OR {col} LIKE '%E%' THEN round(TRY_CAST({col} AS DOUBLE) * 1000)::BIGINT
         WHEN {dot} = 0 THEN TRY_CAST({col} AS BIGINT) * 1000
@@ -114,9 +127,16 @@ def _devices(metadata: dict[str, Any], rank: int) -> list[dict[str, Any]]:
         for p in props:
             if isinstance(p, dict):
                 cc = f"{p.get('computeMajor')}.{p.get('computeMinor')}" if "computeMajor" in p else None
-                out.append({"rank": rank, "index": p.get("id"), "name": p.get("name"),
-                            "sms": p.get("numSms"), "memory_bytes": p.get("totalGlobalMem"),
-                            "compute_capability": cc})
+                out.append(
+                    {
+                        "rank": rank,
+                        "index": p.get("id"),
+                        "name": p.get("name"),
+                        "sms": p.get("numSms"),
+                        "memory_bytes": p.get("totalGlobalMem"),
+                        "compute_capability": cc,
+                    }
+                )
     return out
 
 
@@ -132,9 +152,15 @@ class KinetoImporter(Importer):
 
     def expand_dir(self, directory: Path) -> list[Path]:
         # a JAX profile folder holds the same events as JSON beside its XSpace: the XSpace is read
-        return sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                      and not p.name.endswith(".et.json") and "_et." not in p.name
-                      and not any(p.parent.glob("*.xplane.pb")))
+        return sorted(
+            p
+            for p in directory.rglob("*")
+            if p.is_file()
+            and p.name.endswith(TRACE_SUFFIXES)
+            and not p.name.endswith(".et.json")
+            and "_et." not in p.name
+            and not any(p.parent.glob("*.xplane.pb"))
+        )
 
     def load(self, files: list[Path], options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         op_base = 0
@@ -165,10 +191,17 @@ def _share(options: ImportOptions, path: Path, i: int, n: int) -> Callable[[str,
     return lambda what, f: report(f"{what} {path.name}", 0.8 * (i + f) / n)
 
 
-def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: int | None = None, op_base: int = 0,
-               key_node: str | None = None, with_steps: bool = True,
-               timings: dict[str, float] | None = None,
-               progress: Callable[[str, float], None] | None = None) -> TraceTables:
+def read_trace(
+    path: Path,
+    con: duckdb.DuckDBPyConnection,
+    prefix: str,
+    rank: int | None = None,
+    op_base: int = 0,
+    key_node: str | None = None,
+    with_steps: bool = True,
+    timings: dict[str, float] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> TraceTables:
     """Read one Kineto/Chrome trace file into tables of ``con`` named ``<prefix><table>``.
     ``with_steps=False`` leaves iterations to the caller (dlscope's own recording defines them).
     Stage durations are added to ``timings``; ``progress(what, fraction)`` hears how far it got."""
@@ -227,8 +260,9 @@ def read_trace(path: Path, con: duckdb.DuckDBPyConnection, prefix: str, rank: in
     counts = {name: sum(_count(con, r) for r in rs) for name, rs in tables.items()}
     timed("derive", t)
     # the views read {ev} and {prefix}launch: whoever consumes them drops these afterwards
-    return TraceTables(tables, md, skipped, -1 if rank is None else rank, counts, [ev, *parts, f"{prefix}launch"],
-                       dropped)
+    return TraceTables(
+        tables, md, skipped, -1 if rank is None else rank, counts, [ev, *parts, f"{prefix}launch"], dropped
+    )
 
 
 def _drop_untimed(con: duckdb.DuckDBPyConnection, tables: list[str]) -> int:
@@ -247,20 +281,37 @@ def _count(con: duckdb.DuckDBPyConnection, relation: str) -> int:
     return int(con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0])
 
 
-def load_trace(path: Path, options: ImportOptions, builder: ProfileBuilder, meta: Meta, op_base: int = 0,
-               progress: Callable[[str, float], None] | None = None) -> int:
+def load_trace(
+    path: Path,
+    options: ImportOptions,
+    builder: ProfileBuilder,
+    meta: Meta,
+    op_base: int = 0,
+    progress: Callable[[str, float], None] | None = None,
+) -> int:
     """Import one trace file into ``builder``; returns the next free op id."""
     timings: dict[str, float] = {}
-    tt = read_trace(path, builder.con, f"f{op_base}_{abs(hash(str(path))) % 10**8}_", options.rank, op_base,
-                    options.key_node, timings=timings, progress=progress)
+    tt = read_trace(
+        path,
+        builder.con,
+        f"f{op_base}_{abs(hash(str(path))) % 10**8}_",
+        options.rank,
+        op_base,
+        options.key_node,
+        timings=timings,
+        progress=progress,
+    )
     for stage, secs in timings.items():
         meta.timed(f"import.{stage}", secs)
     if tt.rank < 0:  # the tables were written with rank 0
         meta.note(f"{path.name}: no rank in the trace or its name; using rank 0")
         tt.rank = 0
     steps = tt.tables.get("steps", [])
-    if steps and tt.counts.get("steps") and builder.con.execute(
-            f"SELECT any_value(source) FROM {steps[0]}").fetchall()[0][0] == "optimizer":
+    if (
+        steps
+        and tt.counts.get("steps")
+        and builder.con.execute(f"SELECT any_value(source) FROM {steps[0]}").fetchall()[0][0] == "optimizer"
+    ):
         meta.note(f"{path.name}: no ProfilerStep#N ranges; iterations end at each optimizer step")
     for name, rels in tt.tables.items():
         for rel in rels:
@@ -304,8 +355,12 @@ def _read_events(con: duckdb.DuckDBPyConnection, ev: str, carved: CarvedTrace, m
     legacy = _is_legacy(carved.event_files)
     for typed in (True, False):
         try:
-            return create_in_order(con, ev, carved.event_files,
-                                   lambda files: _events_select(files, base_ns, legacy, typed))  # noqa: B023
+            return create_in_order(  # the lambda runs within this iteration: typed is this loop's
+                con,
+                ev,
+                carved.event_files,
+                lambda files: _events_select(files, base_ns, legacy, typed),  # noqa: B023
+            )
         except duckdb.Error:  # a value of an unexpected type somewhere: read everything as text
             if not typed:
                 raise
@@ -317,8 +372,10 @@ def _events_select(events: list[Path], base_ns: int, legacy: bool, typed: bool) 
     fields = _ARGS_TYPED if typed else _ARGS_TEXT
     if legacy:
         fields = fields.replace('"External id"', '"external id"')
-    cols = ("{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', ts: 'VARCHAR', "
-            "dur: 'VARCHAR', args: 'STRUCT(" + fields.replace("'", "''") + ")'}")
+    cols = (
+        "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', ts: 'VARCHAR', "
+        "dur: 'VARCHAR', args: 'STRUCT(" + fields.replace("'", "''") + ")'}"
+    )
     num = (lambda e: e) if typed else (lambda e: f"TRY_CAST({e} AS BIGINT)")  # noqa: E731
 
     def dim(field: str, i: int) -> str:
@@ -330,15 +387,16 @@ def _events_select(events: list[Path], base_ns: int, legacy: bool, typed: bool) 
     return f"""
         SELECT ph, lower(coalesce(cat, '')) AS cat, coalesce(name, '') AS name,
                TRY_CAST(pid AS BIGINT) AS pid_int,
-               CASE WHEN TRY_CAST(tid AS BIGINT) IS NOT NULL THEN TRY_CAST(tid AS BIGINT) ELSE {tid_digits} END AS tid_int,
-               {base_ns} + {_ns('ts')} AS start_ns,
-               greatest(coalesce({_ns('dur')}, 0), 0) AS dur_ns,
-               {num(a + ext)} AS external_id, {num(a + 'correlation')} AS correlation_id, {num(a + 'cbid')} AS cbid,
-               {num(a + 'device')} AS device_arg, {num(a + 'stream')} AS stream_arg,
+               CASE WHEN TRY_CAST(tid AS BIGINT) IS NOT NULL THEN TRY_CAST(tid AS BIGINT)
+                   ELSE {tid_digits} END AS tid_int,
+               {base_ns} + {_ns("ts")} AS start_ns,
+               greatest(coalesce({_ns("dur")}, 0), 0) AS dur_ns,
+               {num(a + ext)} AS external_id, {num(a + "correlation")} AS correlation_id, {num(a + "cbid")} AS cbid,
+               {num(a + "device")} AS device_arg, {num(a + "stream")} AS stream_arg,
                {num(a + '"registers per thread"')} AS registers, {num(a + '"shared memory"')} AS shared_bytes,
-               {dim('grid', 1)} AS grid_x, {dim('grid', 2)} AS grid_y, {dim('grid', 3)} AS grid_z,
-               {dim('block', 1)} AS block_x, {dim('block', 2)} AS block_y, {dim('block', 3)} AS block_z,
-               coalesce({num(a + 'bytes')}, {num(a + 'size')}) AS bytes, args.direction AS direction,
+               {dim("grid", 1)} AS grid_x, {dim("grid", 2)} AS grid_y, {dim("grid", 3)} AS grid_z,
+               {dim("block", 1)} AS block_x, {dim("block", 2)} AS block_y, {dim("block", 3)} AS block_z,
+               coalesce({num(a + "bytes")}, {num(a + "size")}) AS bytes, args.direction AS direction,
                {num(a + '"Sequence number"')} AS sequence_nr, {num(a + '"Fwd thread id"')} AS fwd_tid,
                args."Input Dims" AS input_shapes, args."Input type" AS input_types,
                args."Concrete Inputs" AS input_values,
@@ -349,15 +407,17 @@ def _events_select(events: list[Path], base_ns: int, legacy: bool, typed: bool) 
                {num(a + '"Out msg nelems"')} AS out_nelems, {num(a + '"Group size"')} AS group_size,
                args.dtype AS coll_dtype, args."Process Group Name" AS pg_name,
                args."Process Group Ranks" AS pg_ranks
-        FROM read_json([{', '.join(db.sql_str(str(e)) for e in events)}], columns={cols}, format='array')
+        FROM read_json([{", ".join(db.sql_str(str(e)) for e in events)}], columns={cols}, format='array')
         WHERE ph IN ('X', 'i', 'I')
     """
 
 
-def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
-           op_base: int, world_size: int | None = None) -> tuple[dict[str, str], list[tuple[str, int]]]:
+def _split(
+    con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int, op_base: int, world_size: int | None = None
+) -> tuple[dict[str, str], list[tuple[str, int]]]:
     """One query per table over the normalized events, each creating ``<prefix><table>``.
     Returns the relations by table and the categories left out (with counts)."""
+
     def cats(xs: Iterable[str]) -> str:
         return "(" + ", ".join(f"'{c}'" for c in xs) + ")"
 
@@ -378,41 +438,62 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
     host_pid = main_pid[0][0] if main_pid else None
     # op ids in the trace's order (unique is all the schema asks; ordering them by time was a sort
     # of every op: 0.4 s on 285k)
-    q("ops", f"""
+    q(
+        "ops",
+        f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                {op_base} + row_number() OVER () - 1 AS op_id, external_id, sequence_nr,
-               fwd_tid, nullif(replace(input_shapes, ' ', ''), '[]') AS input_shapes, nullif(replace(input_types, ' ', ''), '[]') AS input_types,
+               fwd_tid, nullif(replace(input_shapes, ' ', ''), '[]') AS input_shapes,
+               nullif(replace(input_types, ' ', ''), '[]') AS input_types,
                nullif(replace(input_values, ' ', ''), '[]') AS input_values,
                cat AS category, rf_id
-        FROM {ev} WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""")
-    q("phases", f"""
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(OP_CATS)}""",
+    )
+    q(
+        "phases",
+        f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                'range' AS kind, 'record_function' AS source,
                CASE WHEN regexp_matches(name, '{TORCH_AUTO_PATTERN}') THEN '{TORCH_AUTO_DOMAIN}' END AS domain
-        FROM {ev} WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND NOT regexp_matches(name, '^ProfilerStep#\\d+$')""")
-    q("steps", f"""
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)}
+            AND NOT regexp_matches(name, '^ProfilerStep#\\d+$')""",
+    )
+    q(
+        "steps",
+        f"""
         SELECT {rank} AS rank, TRY_CAST(regexp_extract(name, '#(\\d+)$', 1) AS INTEGER) AS step,
                start_ns, start_ns + dur_ns AS end_ns, pid_int AS pid, tid_int AS tid,
                'profiler_step' AS source, FALSE AS warmup, TRUE AS traced
         FROM {ev} WHERE ph = 'X' AND cat IN {cats(ANNOTATION_CATS)} AND regexp_matches(name, '^ProfilerStep#\\d+$')
-        QUALIFY row_number() OVER (PARTITION BY step ORDER BY start_ns) = 1""")
-    q("api", f"""
+        QUALIFY row_number() OVER (PARTITION BY step ORDER BY start_ns) = 1""",
+    )
+    q(
+        "api",
+        f"""
         SELECT {rank} AS rank, pid_int AS pid, tid_int AS tid, start_ns, start_ns + dur_ns AS end_ns, name,
                correlation_id, external_id, cbid,
                CASE WHEN cat LIKE '%driver%' THEN 'driver' ELSE 'runtime' END AS kind
-        FROM {ev} WHERE ph = 'X' AND cat IN {cats(API_CATS)}""")
+        FROM {ev} WHERE ph = 'X' AND cat IN {cats(API_CATS)}""",
+    )
     src_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\s*->', 1)")
     dst_kind = _mem_kind("regexp_extract(e.name, '->\\s*(\\w+)\\)', 1)")
     set_kind = _mem_kind("regexp_extract(e.name, '\\((\\w+)\\)', 1)")
     gpu_common = f"""{rank} AS rank, coalesce(e.device_arg, e.pid_int) AS device,
                coalesce(e.stream_arg, e.tid_int) AS stream, e.start_ns, e.start_ns + e.dur_ns AS end_ns,
-               e.correlation_id, e.external_id, coalesce(l.pid, {host_pid if host_pid is not None else 'NULL'}) AS pid"""
+               e.correlation_id, e.external_id,
+                   coalesce(l.pid, {host_pid if host_pid is not None else "NULL"}) AS pid"""
     launch_join = f"LEFT JOIN {launch} l ON l.correlation_id = e.correlation_id"
-    q("kernels", f"""
+    q(
+        "kernels",
+        f"""
         SELECT {gpu_common}, e.name, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers, shared_bytes
         FROM {ev} e {launch_join}
-        WHERE e.ph = 'X' AND e.cat IN {cats(KERNEL_CATS)} AND NOT (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request')""")
-    q("memcpy", f"""
+        WHERE e.ph = 'X' AND e.cat IN {cats(KERNEL_CATS)}
+            AND NOT (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request')""",
+    )
+    q(
+        "memcpy",
+        f"""
         SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
                CASE WHEN e.cat = 'mtia_ccp_events' THEN
                         CASE e.direction WHEN 'DEVICE_TO_HOST' THEN 'DtoH' WHEN 'HOST_TO_DEVICE' THEN 'HtoD'
@@ -421,32 +502,52 @@ def _split(con: duckdb.DuckDBPyConnection, ev: str, prefix: str, rank: int,
                END AS copy_kind,
                {src_kind} AS src_kind, {dst_kind} AS dst_kind
         FROM {ev} e {launch_join}
-        WHERE e.ph = 'X' AND (e.cat IN {cats(MEMCPY_CATS)} OR (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request'))""")
-    q("memset", f"""
+        WHERE e.ph = 'X' AND (e.cat IN {cats(MEMCPY_CATS)}
+            OR (e.cat = 'mtia_ccp_events' AND e.name = 'dma_request'))""",
+    )
+    q(
+        "memset",
+        f"""
         SELECT {gpu_common}, coalesce(e.bytes, 0) AS bytes,
                {set_kind} AS mem_kind
-        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat IN {cats(MEMSET_CATS)}""")
-    q("sync", f"""
+        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat IN {cats(MEMSET_CATS)}""",
+    )
+    q(
+        "sync",
+        f"""
         SELECT {rank} AS rank, l.pid, l.tid, e.device_arg AS device, coalesce(e.stream_arg, e.tid_int) AS stream,
                e.start_ns, e.start_ns + e.dur_ns AS end_ns, e.correlation_id,
                CASE lower(coalesce(e.sync_kind, e.name))
                    WHEN 'stream sync' THEN 'stream' WHEN 'event sync' THEN 'event'
                    WHEN 'context sync' THEN 'context' WHEN 'stream wait event' THEN 'stream_wait_event'
                    WHEN 'wait event' THEN 'stream_wait_event' ELSE 'unknown' END AS kind
-        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""")
+        FROM {ev} e {launch_join} WHERE e.ph = 'X' AND e.cat = 'cuda_sync'""",
+    )
     # a table, not a view: it is read three times (count, interning, copy) and scans every event
     con.execute(f"CREATE OR REPLACE TEMP TABLE {prefix}comms AS {comms_sql(ev, launch, rank, world_size, host_pid)}")
     out["comms"] = f"{prefix}comms"
-    q("counters", f"""
+    q(
+        "counters",
+        f"""
         SELECT {rank} AS rank, CASE WHEN mem_device_type = 0 THEN -1 ELSE mem_device END AS device,
                start_ns AS ts_ns, metric, value
         FROM (SELECT *, UNNEST(['torch_allocated', 'torch_reserved']) AS metric,
                         UNNEST([mem_allocated, mem_reserved])::DOUBLE AS value
               FROM {ev} WHERE ph IN ('i', 'I') AND cat = 'cpu_instant_event' AND name = '[memory]')
-        WHERE value IS NOT NULL""")
+        WHERE value IS NOT NULL""",
+    )
     skipped = con.execute(f"""
-        SELECT cat, count(*) FROM {ev} WHERE cat NOT IN {cats(OP_CATS + ANNOTATION_CATS + API_CATS + KERNEL_CATS
-                                                            + MEMCPY_CATS + MEMSET_CATS + ('cuda_sync', 'cpu_instant_event'))}
+        SELECT cat, count(*) FROM {ev} WHERE cat NOT IN {
+        cats(
+            OP_CATS
+            + ANNOTATION_CATS
+            + API_CATS
+            + KERNEL_CATS
+            + MEMCPY_CATS
+            + MEMSET_CATS
+            + ("cuda_sync", "cpu_instant_event")
+        )
+    }
         GROUP BY 1 ORDER BY 2 DESC""").fetchall()
     return out, [(c, int(n)) for c, n in skipped]
 
@@ -459,10 +560,12 @@ def _mem_kind(expr: str) -> str:
 
 def key_node_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], key_node: str, rank: int, out: str) -> str:
     """Iterations from a named annotation or op, with DLProf's semantics (see analysis.iterations)."""
-    parts = [f"SELECT {rank} AS rank, start_ns, end_ns, pid, tid FROM {rels[n]} WHERE name = $1"
-             for n in ("phases", "ops")]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {out} AS "
-                + key_node_steps_sql(f"({' UNION ALL '.join(parts)})"), [key_node])
+    parts = [
+        f"SELECT {rank} AS rank, start_ns, end_ns, pid, tid FROM {rels[n]} WHERE name = $1" for n in ("phases", "ops")
+    ]
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {out} AS " + key_node_steps_sql(f"({' UNION ALL '.join(parts)})"), [key_node]
+    )
     if not _count(con, out):
         raise InputError(f"--key-node {key_node!r}: no range or op of that name in the trace")
     return out
@@ -479,16 +582,20 @@ def optimizer_steps(con: duckdb.DuckDBPyConnection, rels: dict[str, str], rank: 
     return out
 
 
-def _fill_meta(meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict[str, int],
-               skipped: list[tuple[str, int]]) -> None:
+def _fill_meta(
+    meta: Meta, path: Path, md: dict[str, Any], rank: int, rows: dict[str, int], skipped: list[tuple[str, int]]
+) -> None:
     meta.ranks.append(rank)
     world = _world_size(md)
     if world:
         meta.world_size = max(meta.world_size or 0, world)
     for d in _devices(md, rank):
         meta.add_device(d)
-    for key, label in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver"),
-                       ("cupti_version", "cupti")):
+    for key, label in (
+        ("cuda_runtime_version", "cuda_runtime"),
+        ("cuda_driver_version", "cuda_driver"),
+        ("cupti_version", "cupti"),
+    ):
         if md.get(key) is not None:
             meta.frameworks[label] = str(md[key])
     meta.collectors.setdefault("kineto", CollectorStatus("ok", "", {"record_shapes": md.get("record_shapes")}))

@@ -18,8 +18,16 @@ from .base import Importer, ImportOptions
 from .trace_json import _chunks
 
 # torch.profiler._memory_profiler: the category index is the position in _CATEGORY_TO_COLORS
-CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation", "gradient",
-              "autograd_detail", "unknown")
+CATEGORIES = (
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+)
 
 
 class MemoryTimelineImporter(Importer):
@@ -39,7 +47,9 @@ class MemoryTimelineImporter(Importer):
                 rows = json.loads(b"".join(_chunks(path)))
                 arr = np.asarray(rows, dtype=np.int64)
             except (ValueError, TypeError, OverflowError):  # not rows of four int64s
-                raise InputError(f"{path}: not a memory timeline (expected [time, action, bytes, category] rows)") from None
+                raise InputError(
+                    f"{path}: not a memory timeline (expected [time, action, bytes, category] rows)"
+                ) from None
             if arr.ndim != 2 or arr.shape[1] != 4 or ((arr[:, 3] < 0) | (arr[:, 3] >= len(CATEGORIES))).any():
                 raise InputError(f"{path}: not a memory timeline (expected [time, action, bytes, category] rows)")
             t = arr[:, 0].copy()
@@ -55,10 +65,20 @@ class MemoryTimelineImporter(Importer):
                 out_m += [f"mem_{CATEGORIES[c]}"] * int(sel.sum())
             rank = options.rank or 0
             n = sum(len(x) for x in out_t)
-            builder.add("counters", pa.table({
-                "rank": pa.array(np.full(n, rank, np.int32)), "device": pa.nulls(n, pa.int32()),
-                "ts_ns": np.concatenate(out_t), "metric": pa.array(out_m, pa.string()),
-                "value": np.concatenate(out_v)}))
+            builder.add(
+                "counters",
+                pa.table(
+                    {
+                        "rank": pa.array(np.full(n, rank, np.int32)),
+                        "device": pa.nulls(n, pa.int32()),
+                        "ts_ns": np.concatenate(out_t),
+                        "metric": pa.array(out_m, pa.string()),
+                        "value": np.concatenate(out_v),
+                    }
+                ),
+            )
             meta.ranks.append(rank)
-            meta.note(f"{path.name}: memory timeline by tensor category (counters mem_*); "
-                      "the file does not say which device it describes")
+            meta.note(
+                f"{path.name}: memory timeline by tensor category (counters mem_*); "
+                "the file does not say which device it describes"
+            )

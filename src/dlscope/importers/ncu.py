@@ -32,12 +32,27 @@ if TYPE_CHECKING:  # loaded with the first ncu file: registering importers must 
 ID_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name")
 _HEADER = '"ID","Process ID","Process Name","Host Name",'
 # raw-page columns that describe the launch, not metrics
-_LAUNCH_COLUMNS = frozenset({"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",
-                             "Context", "Stream", "Block Size", "Grid Size", "Device", "CC", "Function Name",
-                             "Demangled Name", "Mangled Name"})
+_LAUNCH_COLUMNS = frozenset(
+    {
+        "ID",
+        "Process ID",
+        "Process Name",
+        "Host Name",
+        "Kernel Name",
+        "Kernel Time",
+        "Context",
+        "Stream",
+        "Block Size",
+        "Grid Size",
+        "Device",
+        "CC",
+        "Function Name",
+        "Demangled Name",
+        "Mangled Name",
+    }
+)
 
-_TIME = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
-         "s": 1e9, "second": 1e9}
+_TIME = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 _SCALED = re.compile(r"^([KMGTP]?)(byte|hz|cycle|inst|warp|block|thread|request|sector|flop)(/(second|s))?(.*)$")
 
@@ -90,13 +105,19 @@ def parse_ncu_csv(text: str, path: Path, rank: int = 0) -> pa.Table:
     if not records:
         raise InputError(f"{path}: the Nsight Compute CSV has no metric values")
     cols: dict[str, list[Any]] = {k: [r[k] for r in records] for k in records[0]}
-    return pa.table({
-        "rank": pa.array([rank] * len(records), pa.int32()),
-        "device": typed_array(cols["device"], pa.int32()), "name": pa.array(cols["name"], pa.string()),
-        "launch": typed_array(cols["launch"], pa.int32()), "section": pa.array(cols["section"], pa.string()),
-        "metric": pa.array(cols["metric"], pa.string()), "value": pa.array(cols["value"], pa.float64()),
-        "unit": pa.array(cols["unit"], pa.string()), "pid": pa.array(cols["pid"], pa.int64()),
-    })
+    return pa.table(
+        {
+            "rank": pa.array([rank] * len(records), pa.int32()),
+            "device": typed_array(cols["device"], pa.int32()),
+            "name": pa.array(cols["name"], pa.string()),
+            "launch": typed_array(cols["launch"], pa.int32()),
+            "section": pa.array(cols["section"], pa.string()),
+            "metric": pa.array(cols["metric"], pa.string()),
+            "value": pa.array(cols["value"], pa.float64()),
+            "unit": pa.array(cols["unit"], pa.string()),
+            "pid": pa.array(cols["pid"], pa.int64()),
+        }
+    )
 
 
 def _int(text: str | None) -> int | None:
@@ -130,10 +151,18 @@ def _details(header: list[str], rows: list[list[str]], path: Path) -> list[dict[
         if not metric or value is None or launch is None:
             continue  # a rule's row, or a setting that is not a number
         v, unit = base_unit(value, r[ix["Metric Unit"]])
-        out.append({"device": _int(r[ix["Device"]]) if "Device" in ix else None, "name": r[ix["Kernel Name"]],
-                    "launch": launch, "section": r[ix["Section Name"]] if "Section Name" in ix else None,
-                    "metric": metric, "value": v, "unit": unit,
-                    "pid": _int(r[ix["Process ID"]]) if "Process ID" in ix else None})
+        out.append(
+            {
+                "device": _int(r[ix["Device"]]) if "Device" in ix else None,
+                "name": r[ix["Kernel Name"]],
+                "launch": launch,
+                "section": r[ix["Section Name"]] if "Section Name" in ix else None,
+                "metric": metric,
+                "value": v,
+                "unit": unit,
+                "pid": _int(r[ix["Process ID"]]) if "Process ID" in ix else None,
+            }
+        )
     return out
 
 
@@ -157,9 +186,18 @@ def _raw(header: list[str], rows: list[list[str]], path: Path) -> list[dict[str,
             if value is None:
                 continue
             v, unit = base_unit(value, units[i] if i < len(units) else "")
-            out.append({"device": _int(r[ix["Device"]]) if "Device" in ix else None, "name": r[ix["Kernel Name"]],
-                        "launch": launch, "section": None, "metric": name, "value": v, "unit": unit,
-                        "pid": _int(r[ix["Process ID"]]) if "Process ID" in ix else None})
+            out.append(
+                {
+                    "device": _int(r[ix["Device"]]) if "Device" in ix else None,
+                    "name": r[ix["Kernel Name"]],
+                    "launch": launch,
+                    "section": None,
+                    "metric": name,
+                    "value": v,
+                    "unit": unit,
+                    "pid": _int(r[ix["Process ID"]]) if "Process ID" in ix else None,
+                }
+            )
     return out
 
 

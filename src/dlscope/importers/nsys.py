@@ -50,8 +50,10 @@ def key_node_steps(phases: pa.Table | None, key_node: str, rank: int) -> pa.Tabl
     if phases is not None:
         hits = phases.filter(pc.and_(pc.equal(phases["name"], key_node), pc.equal(phases["kind"], "range")))
     if phases is None or hits.num_rows == 0:
-        raise NoStepsError(f"no NVTX range named {key_node!r} was found to mark iterations "
-                           "(names are matched exactly, without the domain)")
+        raise NoStepsError(
+            f"no NVTX range named {key_node!r} was found to mark iterations "
+            "(names are matched exactly, without the domain)"
+        )
     con = duckdb.connect(":memory:")
     con.register("hits", hits.select(["start_ns", "end_ns", "pid", "tid"]))
     return query_arrow(con, key_node_steps_sql(f"(SELECT {int(rank)}::INTEGER AS rank, * FROM hits)"))
@@ -91,17 +93,20 @@ class NsysImporter(Importer):
             with open_export(path) as x:
                 self._load_one(x, rank_of(path, i, options), options, builder, meta)
 
-    def _load_one(self, x: NsysExport, rank: int, options: ImportOptions, builder: ProfileBuilder,
-                  meta: Meta) -> None:
+    def _load_one(self, x: NsysExport, rank: int, options: ImportOptions, builder: ProfileBuilder, meta: Meta) -> None:
         from . import nsys_events as ev
 
         clock = session_clock(x)
         off = clock.offset_ns
         got: dict[str, pa.Table] = {}
-        readers: dict[str, Callable[[NsysExport, int], pa.Table | None]] = {"kernels": ev.read_kernels, "memcpy": ev.read_memcpy, "memset": ev.read_memset,
-                   "api": ev.read_api,
-                   # waits take their thread and kind from the API calls read just before
-                   "sync": lambda x, off: ev.read_sync(x, off, got.get("api"))}
+        readers: dict[str, Callable[[NsysExport, int], pa.Table | None]] = {
+            "kernels": ev.read_kernels,
+            "memcpy": ev.read_memcpy,
+            "memset": ev.read_memset,
+            "api": ev.read_api,
+            # waits take their thread and kind from the API calls read just before
+            "sync": lambda x, off: ev.read_sync(x, off, got.get("api")),
+        }
         for n, (name, read) in enumerate(readers.items()):
             if options.progress:
                 options.progress(f"{x.path.name}: {name}", n / (len(readers) + 1))
@@ -117,8 +122,16 @@ class NsysImporter(Importer):
             builder.add("steps", key_node_steps(phases, options.key_node, rank))
         self._fill_meta(x, rank, clock.as_dict(), rows, phases, unclosed, meta)
 
-    def _fill_meta(self, x: NsysExport, rank: int, clock: dict[str, Any], rows: dict[str, int],
-                   phases: pa.Table | None, unclosed: int, meta: Meta) -> None:
+    def _fill_meta(
+        self,
+        x: NsysExport,
+        rank: int,
+        clock: dict[str, Any],
+        rows: dict[str, int],
+        phases: pa.Table | None,
+        unclosed: int,
+        meta: Meta,
+    ) -> None:
         import pyarrow.compute as pc
 
         from . import nsys_events as ev
@@ -143,8 +156,9 @@ class NsysImporter(Importer):
         meta.frameworks.setdefault("nsys", x.version())
         meta.note(f"imported from Nsight Systems {x.version()} (export schema {x.schema_version()})")
         if clock["offset_ns"] == 0:
-            meta.note(f"{x.path.name}: no session start time in the export; times are nsys session time, "
-                      "not Unix epoch")
+            meta.note(
+                f"{x.path.name}: no session start time in the export; times are nsys session time, not Unix epoch"
+            )
 
         cuda_tables = [t for t in ("kernels", "memcpy", "memset", "api", "sync") if t in rows]
         if cuda_tables:
@@ -153,20 +167,46 @@ class NsysImporter(Importer):
                 meta.note("nsys exports carry no CUPTI callback ids: api.cbid is empty")
         else:
             traced = "CUPTI_ACTIVITY_KIND_RUNTIME" in x.columns or "CUPTI_ACTIVITY_KIND_KERNEL" in x.columns
-            _set_status(meta, "cupti", CollectorStatus("unavailable", (
-                "the nsys export has CUDA tables but no CUDA events" if traced else
-                "the nsys export has no CUDA trace (capture with 'nsys profile -t cuda')")))
+            _set_status(
+                meta,
+                "cupti",
+                CollectorStatus(
+                    "unavailable",
+                    (
+                        "the nsys export has CUDA tables but no CUDA events"
+                        if traced
+                        else "the nsys export has no CUDA trace (capture with 'nsys profile -t cuda')"
+                    ),
+                ),
+            )
         n_ranges = 0 if phases is None else int(pc.sum(pc.equal(phases["kind"], "range")).as_py() or 0)
         if phases is not None:
-            _set_status(meta, "nvtx", CollectorStatus("ok", settings={
-                "ranges": n_ranges, "marks": phases.num_rows - n_ranges}))
+            _set_status(
+                meta, "nvtx", CollectorStatus("ok", settings={"ranges": n_ranges, "marks": phases.num_rows - n_ranges})
+            )
         else:
-            _set_status(meta, "nvtx", CollectorStatus("unavailable", (
-                "the nsys export has no NVTX ranges or marks" if ev.NVTX in x.columns else
-                "the nsys export has no NVTX trace (capture with 'nsys profile -t nvtx')")))
+            _set_status(
+                meta,
+                "nvtx",
+                CollectorStatus(
+                    "unavailable",
+                    (
+                        "the nsys export has no NVTX ranges or marks"
+                        if ev.NVTX in x.columns
+                        else "the nsys export has no NVTX trace (capture with 'nsys profile -t nvtx')"
+                    ),
+                ),
+            )
         if unclosed:
-            meta.note(f"{x.path.name}: {unclosed} NVTX range(s) never ended; they end at the last NVTX "
-                      "timestamp, as in nsys's summaries")
-        _set_status(meta, "torch", CollectorStatus(
-            "unavailable", "an Nsight Systems export holds no framework ops (import a PyTorch/Kineto "
-                           "trace for that layer)"))
+            meta.note(
+                f"{x.path.name}: {unclosed} NVTX range(s) never ended; they end at the last NVTX "
+                "timestamp, as in nsys's summaries"
+            )
+        _set_status(
+            meta,
+            "torch",
+            CollectorStatus(
+                "unavailable",
+                "an Nsight Systems export holds no framework ops (import a PyTorch/Kineto trace for that layer)",
+            ),
+        )

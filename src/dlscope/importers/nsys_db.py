@@ -27,8 +27,14 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 SUFFIXES = (".sqlite", ".sqlite.gz", ".sqlite3", ".sqlite3.gz")
 # Tables only an nsys export has; a database with StringIds and none of these is someone else's.
-NSYS_MARKERS = ("META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME", "NVTX_EVENTS",
-                "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "ANALYSIS_DETAILS")
+NSYS_MARKERS = (
+    "META_DATA_EXPORT",
+    "TARGET_INFO_SESSION_START_TIME",
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "ANALYSIS_DETAILS",
+)
 FETCH_ROWS = 200_000  # rows per fetch: bounds memory of the Python row tuples at any moment
 
 
@@ -119,8 +125,10 @@ def _check_header(path: Path, shown: Path) -> None:
     except OSError as e:
         raise InputError(f"{shown}: unreadable ({e.__class__.__name__}: {e})") from None
     if not head.startswith(SQLITE_MAGIC):
-        raise InputError(f"{shown}: not an SQLite database (expected an Nsight Systems export, "
-                         "made with 'nsys export --type sqlite')")
+        raise InputError(
+            f"{shown}: not an SQLite database (expected an Nsight Systems export, "
+            "made with 'nsys export --type sqlite')"
+        )
     if len(head) < 100:
         raise InputError(f"{shown}: truncated SQLite database ({size} bytes)")
     (page_size,) = struct.unpack(">H", head[16:18])
@@ -164,8 +172,10 @@ def open_export(path: Path) -> Iterator[NsysExport]:
         try:
             export = NsysExport(path, con)
             if "StringIds" not in export.columns or not any(t in export.columns for t in NSYS_MARKERS):
-                raise InputError(f"{path}: an SQLite database, but not an Nsight Systems export "
-                                 "(it lacks nsys's StringIds and event tables)")
+                raise InputError(
+                    f"{path}: an SQLite database, but not an Nsight Systems export "
+                    "(it lacks nsys's StringIds and event tables)"
+                )
             yield export
         finally:
             con.close()

@@ -39,18 +39,61 @@ NVTX_DOMAIN_CREATE = 75
 
 # Enum names (suffix after the last known prefix) -> dlscope's values. The export's own ENUM_*
 # tables are read when present, because nsys numbers memory kinds differently from CUPTI.
-COPY_KINDS = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP",
-              "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD", "DTOA": "DtoA",
-              "UVM_HTOD": "UVM_HtoD", "UVM_DTOH": "UVM_DtoH", "UVM_DTOD": "UVM_DtoD"}
-MEM_KINDS = {"PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", "ARRAY": "array",
-             "MANAGED": "managed", "DEVICE_STATIC": "device_static", "MANAGED_STATIC": "managed_static"}
-SYNC_KINDS = {"EVENT_SYNCHRONIZE": "event", "STREAM_WAIT_EVENT": "stream_wait_event",
-              "STREAM_SYNCHRONIZE": "stream", "CONTEXT_SYNCHRONIZE": "context"}
+COPY_KINDS = {
+    "HTOD": "HtoD",
+    "DTOH": "DtoH",
+    "DTOD": "DtoD",
+    "HTOH": "HtoH",
+    "PTOP": "PtoP",
+    "HTOA": "HtoA",
+    "ATOH": "AtoH",
+    "ATOA": "AtoA",
+    "ATOD": "AtoD",
+    "DTOA": "DtoA",
+    "UVM_HTOD": "UVM_HtoD",
+    "UVM_DTOH": "UVM_DtoH",
+    "UVM_DTOD": "UVM_DtoD",
+}
+MEM_KINDS = {
+    "PAGEABLE": "pageable",
+    "PINNED": "pinned",
+    "DEVICE": "device",
+    "ARRAY": "array",
+    "MANAGED": "managed",
+    "DEVICE_STATIC": "device_static",
+    "MANAGED_STATIC": "managed_static",
+}
+SYNC_KINDS = {
+    "EVENT_SYNCHRONIZE": "event",
+    "STREAM_WAIT_EVENT": "stream_wait_event",
+    "STREAM_SYNCHRONIZE": "stream",
+    "CONTEXT_SYNCHRONIZE": "context",
+}
 # nsys's numbering (schema 3.x) for exports without the ENUM tables
-DEFAULT_COPY_IDS = {1: "HTOD", 2: "DTOH", 3: "HTOA", 4: "ATOH", 5: "ATOA", 6: "ATOD", 7: "DTOA", 8: "DTOD",
-                    9: "HTOH", 10: "PTOP", 11: "UVM_HTOD", 12: "UVM_DTOH", 13: "UVM_DTOD"}
-DEFAULT_MEM_IDS = {0: "PAGEABLE", 1: "PINNED", 2: "DEVICE", 3: "ARRAY", 4: "MANAGED", 5: "DEVICE_STATIC",
-                   6: "MANAGED_STATIC"}
+DEFAULT_COPY_IDS = {
+    1: "HTOD",
+    2: "DTOH",
+    3: "HTOA",
+    4: "ATOH",
+    5: "ATOA",
+    6: "ATOD",
+    7: "DTOA",
+    8: "DTOD",
+    9: "HTOH",
+    10: "PTOP",
+    11: "UVM_HTOD",
+    12: "UVM_DTOH",
+    13: "UVM_DTOD",
+}
+DEFAULT_MEM_IDS = {
+    0: "PAGEABLE",
+    1: "PINNED",
+    2: "DEVICE",
+    3: "ARRAY",
+    4: "MANAGED",
+    5: "DEVICE_STATIC",
+    6: "MANAGED_STATIC",
+}
 DEFAULT_SYNC_IDS = {1: "EVENT_SYNCHRONIZE", 2: "STREAM_WAIT_EVENT", 3: "STREAM_SYNCHRONIZE", 4: "CONTEXT_SYNCHRONIZE"}
 
 
@@ -79,7 +122,7 @@ def decode_names(x: NsysExport, ids: pa.ChunkedArray, transform: Callable[[str],
     wanted = [int(u) for u in uniq if u >= 0]
     found: dict[int, str] = {}
     for i in range(0, len(wanted), 10_000):  # SQLite caps the number of bound parameters
-        part = wanted[i:i + 10_000]
+        part = wanted[i : i + 10_000]
         found.update(x.rows(f"SELECT id, value FROM StringIds WHERE id IN ({', '.join('?' * len(part))})", part))
     values = [fitted(found.get(int(u)), pa.string()) or "" for u in uniq]
     if transform is not None:
@@ -93,8 +136,14 @@ def _named(x: NsysExport, t: pa.Table, id_col: str, transform: Callable[[str], s
     return t.drop_columns([id_col]).append_column("name", names)
 
 
-def _enum_case(x: NsysExport, enum_table: str, column: str, names: dict[str, str],
-               defaults: dict[int, str], fallback: str = "'unknown'") -> str:
+def _enum_case(
+    x: NsysExport,
+    enum_table: str,
+    column: str,
+    names: dict[str, str],
+    defaults: dict[int, str],
+    fallback: str = "'unknown'",
+) -> str:
     """SQL CASE mapping the integer ``column`` to dlscope's text through the export's enum table
     (matched by the end of each enum name), else through nsys's default numbering."""
     ids: dict[int, str] = {}
@@ -115,8 +164,10 @@ def _query(x: NsysExport, select: dict[str, tuple[str, pa.DataType]], from_sql: 
     """Run ``SELECT expr AS name, ... from_sql`` and build an Arrow table chunk by chunk."""
     schema = pa.schema([(n, t) for n, (_, t) in select.items()])
     sql = "SELECT " + ", ".join(f"{expr} AS {n}" for n, (expr, _) in select.items()) + " " + from_sql
-    batches = [pa.record_batch([typed_array(col, f.type) for col, f in zip(zip(*chunk), schema)], schema=schema)
-               for chunk in x.chunks(sql)]
+    batches = [
+        pa.record_batch([typed_array(col, f.type) for col, f in zip(zip(*chunk), schema)], schema=schema)
+        for chunk in x.chunks(sql)
+    ]
     return pa.Table.from_batches(batches, schema=schema)
 
 
@@ -128,22 +179,36 @@ def read_kernels(x: NsysExport, offset_ns: int) -> pa.Table | None:
         return None
     # the templated (demangled) name is what nsys prints by default
     name_col = next((c for c in ("demangledName", "shortName", "mangledName") if x.has(KERNEL, c)), None)
+
     def c(col: str, expr: str | None = None) -> str:
         return x.col(KERNEL, col, expr, "k")
+
     static = c("staticSharedMemory")
     dynamic = c("dynamicSharedMemory")
-    t = _query(x, {
-        "start_ns": (f"k.start + {offset_ns}", I64), "end_ns": (f"k.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
-        "correlation_id": (c("correlationId"), I64),
-        "pid": (c("globalPid", pid_of("k.globalPid")), I64),
-        "name_sid": (f"k.{name_col}" if name_col else "NULL", I64),
-        "grid_x": (c("gridX"), I32), "grid_y": (c("gridY"), I32), "grid_z": (c("gridZ"), I32),
-        "block_x": (c("blockX"), I32), "block_y": (c("blockY"), I32), "block_z": (c("blockZ"), I32),
-        "registers": (c("registersPerThread"), I32),
-        "static_shared_bytes": (static, I64), "dynamic_shared_bytes": (dynamic, I64),
-        "shared_bytes": (f"{static} + {dynamic}" if "NULL" not in (static, dynamic) else "NULL", I64),
-    }, f"FROM {KERNEL} k")
+    t = _query(
+        x,
+        {
+            "start_ns": (f"k.start + {offset_ns}", I64),
+            "end_ns": (f"k.end + {offset_ns}", I64),
+            "device": (c("deviceId"), I32),
+            "stream": (c("streamId"), I64),
+            "context": (c("contextId"), I32),
+            "correlation_id": (c("correlationId"), I64),
+            "pid": (c("globalPid", pid_of("k.globalPid")), I64),
+            "name_sid": (f"k.{name_col}" if name_col else "NULL", I64),
+            "grid_x": (c("gridX"), I32),
+            "grid_y": (c("gridY"), I32),
+            "grid_z": (c("gridZ"), I32),
+            "block_x": (c("blockX"), I32),
+            "block_y": (c("blockY"), I32),
+            "block_z": (c("blockZ"), I32),
+            "registers": (c("registersPerThread"), I32),
+            "static_shared_bytes": (static, I64),
+            "dynamic_shared_bytes": (dynamic, I64),
+            "shared_bytes": (f"{static} + {dynamic}" if "NULL" not in (static, dynamic) else "NULL", I64),
+        },
+        f"FROM {KERNEL} k",
+    )
     return _named(x, t, "name_sid")
 
 
@@ -151,8 +216,11 @@ def _gpu_activity_columns(c: Any, offset_ns: int) -> dict[str, tuple[str, Any]]:
     """Where and when a copy or a memset ran: the columns every CUPTI activity table of the
     export shares (aliased ``m``)."""
     return {
-        "start_ns": (f"m.start + {offset_ns}", I64), "end_ns": (f"m.end + {offset_ns}", I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64), "context": (c("contextId"), I32),
+        "start_ns": (f"m.start + {offset_ns}", I64),
+        "end_ns": (f"m.end + {offset_ns}", I64),
+        "device": (c("deviceId"), I32),
+        "stream": (c("streamId"), I64),
+        "context": (c("contextId"), I32),
         "correlation_id": (c("correlationId"), I64),
     }
 
@@ -160,35 +228,61 @@ def _gpu_activity_columns(c: Any, offset_ns: int) -> dict[str, tuple[str, Any]]:
 def read_memcpy(x: NsysExport, offset_ns: int) -> pa.Table | None:
     if not x.has(MEMCPY, "start", "end"):
         return None
+
     def c(col: str, expr: str | None = None) -> str:
         return x.col(MEMCPY, col, expr, "m")
-    copy_kind = _enum_case(x, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind", COPY_KINDS, DEFAULT_COPY_IDS) \
-        if x.has(MEMCPY, "copyKind") else "'unknown'"
-    src = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.srcKind", MEM_KINDS, DEFAULT_MEM_IDS) \
-        if x.has(MEMCPY, "srcKind") else "NULL"
-    dst = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.dstKind", MEM_KINDS, DEFAULT_MEM_IDS) \
-        if x.has(MEMCPY, "dstKind") else "NULL"
-    return _query(x, {
-        **_gpu_activity_columns(c, offset_ns),
-        "bytes": (c("bytes", "coalesce(m.bytes, 0)") if x.has(MEMCPY, "bytes") else "0", I64),
-        "copy_kind": (copy_kind, STR), "src_kind": (src, STR), "dst_kind": (dst, STR),
-        "pid": (c("globalPid", pid_of("m.globalPid")), I64),
-    }, f"FROM {MEMCPY} m")
+
+    copy_kind = (
+        _enum_case(x, "ENUM_CUDA_MEMCPY_OPER", "m.copyKind", COPY_KINDS, DEFAULT_COPY_IDS)
+        if x.has(MEMCPY, "copyKind")
+        else "'unknown'"
+    )
+    src = (
+        _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.srcKind", MEM_KINDS, DEFAULT_MEM_IDS)
+        if x.has(MEMCPY, "srcKind")
+        else "NULL"
+    )
+    dst = (
+        _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.dstKind", MEM_KINDS, DEFAULT_MEM_IDS)
+        if x.has(MEMCPY, "dstKind")
+        else "NULL"
+    )
+    return _query(
+        x,
+        {
+            **_gpu_activity_columns(c, offset_ns),
+            "bytes": (c("bytes", "coalesce(m.bytes, 0)") if x.has(MEMCPY, "bytes") else "0", I64),
+            "copy_kind": (copy_kind, STR),
+            "src_kind": (src, STR),
+            "dst_kind": (dst, STR),
+            "pid": (c("globalPid", pid_of("m.globalPid")), I64),
+        },
+        f"FROM {MEMCPY} m",
+    )
 
 
 def read_memset(x: NsysExport, offset_ns: int) -> pa.Table | None:
     if not x.has(MEMSET, "start", "end"):
         return None
+
     def c(col: str, expr: str | None = None) -> str:
         return x.col(MEMSET, col, expr, "m")
-    kind = _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.memKind", MEM_KINDS, DEFAULT_MEM_IDS) \
-        if x.has(MEMSET, "memKind") else "NULL"
-    return _query(x, {
-        **_gpu_activity_columns(c, offset_ns),
-        "bytes": ("coalesce(m.bytes, 0)" if x.has(MEMSET, "bytes") else "0", I64),
-        "mem_kind": (kind, STR),
-        "pid": (c("globalPid", pid_of("m.globalPid")), I64),
-    }, f"FROM {MEMSET} m")
+
+    kind = (
+        _enum_case(x, "ENUM_CUDA_MEM_KIND", "m.memKind", MEM_KINDS, DEFAULT_MEM_IDS)
+        if x.has(MEMSET, "memKind")
+        else "NULL"
+    )
+    return _query(
+        x,
+        {
+            **_gpu_activity_columns(c, offset_ns),
+            "bytes": ("coalesce(m.bytes, 0)" if x.has(MEMSET, "bytes") else "0", I64),
+            "mem_kind": (kind, STR),
+            "pid": (c("globalPid", pid_of("m.globalPid")), I64),
+        },
+        f"FROM {MEMSET} m",
+    )
 
 
 def _split_thread_ids(t: pa.Table, column: str) -> pa.Table:
@@ -206,13 +300,22 @@ def read_api(x: NsysExport, offset_ns: int) -> pa.Table | None:
     This is usually the largest table: only integers come out of SQLite."""
     if not x.has(RUNTIME, "start", "end", "nameId"):
         return None
+
     def c(col: str, expr: str | None = None) -> str:
         return x.col(RUNTIME, col, expr, "r")
-    t = _query(x, {
-        "start_ns": (f"r.start + {offset_ns}", I64), "end_ns": (f"r.end + {offset_ns}", I64),
-        "gtid": (c("globalTid"), I64), "correlation_id": (c("correlationId"), I64),
-        "name_sid": ("r.nameId", I64), "event_class": (c("eventClass"), I32),
-    }, f"FROM {RUNTIME} r")
+
+    t = _query(
+        x,
+        {
+            "start_ns": (f"r.start + {offset_ns}", I64),
+            "end_ns": (f"r.end + {offset_ns}", I64),
+            "gtid": (c("globalTid"), I64),
+            "correlation_id": (c("correlationId"), I64),
+            "name_sid": ("r.nameId", I64),
+            "event_class": (c("eventClass"), I32),
+        },
+        f"FROM {RUNTIME} r",
+    )
     t = _split_thread_ids(_named(x, t, "name_sid", api_display_name), "gtid")
     if x.has(RUNTIME, "eventClass"):  # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
         driver = pc.fill_null(pc.equal(t["event_class"], 1), False)
@@ -223,8 +326,13 @@ def read_api(x: NsysExport, offset_ns: int) -> pa.Table | None:
 
 
 # API call name patterns -> the wait they make, most specific first
-_SYNC_CALLS = (("StreamWaitEvent", "stream_wait_event"), ("StreamSynchronize", "stream"),
-               ("EventSynchronize", "event"), ("DeviceSynchronize", "context"), ("CtxSynchronize", "context"))
+_SYNC_CALLS = (
+    ("StreamWaitEvent", "stream_wait_event"),
+    ("StreamSynchronize", "stream"),
+    ("EventSynchronize", "event"),
+    ("DeviceSynchronize", "context"),
+    ("CtxSynchronize", "context"),
+)
 
 
 def read_sync(x: NsysExport, offset_ns: int, api: pa.Table | None) -> pa.Table | None:
@@ -234,20 +342,33 @@ def read_sync(x: NsysExport, offset_ns: int, api: pa.Table | None) -> pa.Table |
     records carry the id its ENUM_CUPTI_SYNC_TYPE calls 'stream wait event')."""
     if not x.has(SYNC, "start", "end"):
         return None
+
     def c(col: str, expr: str | None = None) -> str:
         return x.col(SYNC, col, expr, "y")
-    by_enum = _enum_case(x, "ENUM_CUPTI_SYNC_TYPE", "y.syncType", SYNC_KINDS, DEFAULT_SYNC_IDS) \
-        if x.has(SYNC, "syncType") else "'unknown'"
-    t = _query(x, {
-        "start_ns": (f"y.start + {offset_ns}", I64), "end_ns": (f"y.end + {offset_ns}", I64),
-        "pid": (c("globalPid", pid_of("y.globalPid")), I64),
-        "device": (c("deviceId"), I32), "stream": (c("streamId"), I64),
-        "correlation_id": (c("correlationId"), I64), "enum_kind": (by_enum, STR),
-    }, f"FROM {SYNC} y")
+
+    by_enum = (
+        _enum_case(x, "ENUM_CUPTI_SYNC_TYPE", "y.syncType", SYNC_KINDS, DEFAULT_SYNC_IDS)
+        if x.has(SYNC, "syncType")
+        else "'unknown'"
+    )
+    t = _query(
+        x,
+        {
+            "start_ns": (f"y.start + {offset_ns}", I64),
+            "end_ns": (f"y.end + {offset_ns}", I64),
+            "pid": (c("globalPid", pid_of("y.globalPid")), I64),
+            "device": (c("deviceId"), I32),
+            "stream": (c("streamId"), I64),
+            "correlation_id": (c("correlationId"), I64),
+            "enum_kind": (by_enum, STR),
+        },
+        f"FROM {SYNC} y",
+    )
     if api is None or not t.num_rows:
         return t.rename_columns([n if n != "enum_kind" else "kind" for n in t.column_names])
     calls = api.select(["correlation_id", "pid", "tid", "name"]).rename_columns(
-        ["correlation_id", "pid", "tid", "api_name"])
+        ["correlation_id", "pid", "tid", "api_name"]
+    )
     t = t.join(calls, keys=["correlation_id", "pid"], join_type="left outer")
     names = pc.fill_null(t["api_name"].cast(pa.string()), "")
     kind = t["enum_kind"]
@@ -280,27 +401,38 @@ def read_nvtx(x: NsysExport, offset_ns: int) -> tuple[pa.Table | None, int]:
         dom_text, dom_join = _nvtx_text(x, "d0", "ds")
         # min(start) makes SQLite take the name from the first create event of the domain
         join_domain = f"""
-            LEFT JOIN (SELECT d0.domainId AS id, {pid_of('d0.globalTid')} AS pid, min(d0.start) AS first,
+            LEFT JOIN (SELECT d0.domainId AS id, {pid_of("d0.globalTid")} AS pid, min(d0.start) AS first,
                               {dom_text} AS name
                        FROM {NVTX} d0{dom_join} WHERE d0.eventType = {NVTX_DOMAIN_CREATE} GROUP BY 1, 2) d
-              ON d.id = e.domainId AND d.pid = {pid_of('e.globalTid')}"""
+              ON d.id = e.domainId AND d.pid = {pid_of("e.globalTid")}"""
         domain = "d.name"
     ranges = ", ".join(map(str, NVTX_PUSHPOP + NVTX_STARTEND))
     marks = ", ".join(map(str, NVTX_MARKS))
     startend = ", ".join(map(str, NVTX_STARTEND))
     last = x.scalar(f"SELECT max(coalesce(max(start), 0), coalesce(max(end), 0)) FROM {NVTX}") or 0
     unclosed = int(x.scalar(f"SELECT count(*) FROM {NVTX} WHERE end IS NULL AND eventType IN ({ranges})") or 0)
-    table = _query(x, {
-        "start_ns": (f"e.start + {offset_ns}", I64),
-        "end_ns": (f"CASE WHEN e.eventType IN ({marks}) THEN e.start ELSE coalesce(e.end, {int(last)}) END"
-                   f" + {offset_ns}", I64),
-        "pid": (pid_of("e.globalTid") if has_tid else "NULL", I64),
-        "tid": (tid_of("e.globalTid") if has_tid else "NULL", I64),
-        "name": (f"coalesce({text}, '')", STR),
-        "domain": (domain, STR),
-        "kind": (f"CASE WHEN e.eventType IN ({marks}) THEN 'mark' ELSE 'range' END", STR),
-        "style": (f"CASE WHEN e.eventType IN ({marks}) THEN NULL WHEN e.eventType IN ({startend}) "
-                  "THEN 'startend' ELSE 'pushpop' END", STR),
-        "source": ("'nvtx'", STR),
-    }, f"FROM {NVTX} e{join_text}{join_domain} WHERE e.eventType IN ({ranges}, {marks})")
+    table = _query(
+        x,
+        {
+            "start_ns": (f"e.start + {offset_ns}", I64),
+            "end_ns": (
+                f"CASE WHEN e.eventType IN ({marks}) THEN e.start ELSE coalesce(e.end, {int(last)}) END + {offset_ns}",
+                I64,
+            ),
+            "pid": (pid_of("e.globalTid") if has_tid else "NULL", I64),
+            "tid": (tid_of("e.globalTid") if has_tid else "NULL", I64),
+            "name": (f"coalesce({text}, '')", STR),
+            "domain": (domain, STR),
+            "kind": (f"CASE WHEN e.eventType IN ({marks}) THEN 'mark' ELSE 'range' END", STR),
+            "style": (
+                (
+                    f"CASE WHEN e.eventType IN ({marks}) THEN NULL WHEN e.eventType IN ({startend}) "
+                    "THEN 'startend' ELSE 'pushpop' END"
+                ),
+                STR,
+            ),
+            "source": ("'nvtx'", STR),
+        },
+        f"FROM {NVTX} e{join_text}{join_domain} WHERE e.eventType IN ({ranges}, {marks})",
+    )
     return (table if table.num_rows else None), unclosed

@@ -51,10 +51,19 @@ def devices(x: NsysExport) -> list[dict[str, Any]]:
     if x.has("TARGET_INFO_CUDA_DEVICE", "gpuId", "cudaId"):
         for gpu, cuda in x.rows("SELECT DISTINCT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE"):
             cuda_ids.setdefault(int(gpu), []).append(int(cuda))
-    fields = {"name": "name", "sms": "smCount", "memory_bytes": "totalMemory", "uuid": "uuid",
-              "bus": "busLocation", "clock_hz": "clockRate", "memory_bandwidth_Bps": "memoryBandwidth",
-              "l2_bytes": "l2CacheSize", "chip": "chipName", "cc_major": "computeMajor",
-              "cc_minor": "computeMinor"}
+    fields = {
+        "name": "name",
+        "sms": "smCount",
+        "memory_bytes": "totalMemory",
+        "uuid": "uuid",
+        "bus": "busLocation",
+        "clock_hz": "clockRate",
+        "memory_bandwidth_Bps": "memoryBandwidth",
+        "l2_bytes": "l2CacheSize",
+        "chip": "chipName",
+        "cc_major": "computeMajor",
+        "cc_minor": "computeMinor",
+    }
     present = {k: c for k, c in fields.items() if x.has("TARGET_INFO_GPU", c)}
     cols = ", ".join(["id"] + list(present.values()))
     out = []

@@ -21,8 +21,9 @@ import duckdb
 from ..store import db
 
 
-def create_in_order(con: duckdb.DuckDBPyConnection, name: str, files: list[Path],
-                    select: Callable[[list[Path]], str]) -> list[str]:
+def create_in_order(
+    con: duckdb.DuckDBPyConnection, name: str, files: list[Path], select: Callable[[list[Path]], str]
+) -> list[str]:
     """Create ``name`` in ``con`` holding ``select(files)``'s rows in file order: a temporary
     table for one file; for several, a view over one table per file, each built by
     ``select([file])`` on its own thread. Returns the tables behind the view (to drop with it).
@@ -36,13 +37,19 @@ def create_in_order(con: duckdb.DuckDBPyConnection, name: str, files: list[Path]
         _parse_parts(con, parts, files, select, workers)
     except duckdb.OutOfMemoryException:  # the parts at once do not fit the memory limit: in turn
         _parse_parts(con, parts, files, select, 1)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS "
-                + " UNION ALL ".join(f"SELECT * FROM {part}" for part in parts))
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS " + " UNION ALL ".join(f"SELECT * FROM {part}" for part in parts)
+    )
     return parts
 
 
-def _parse_parts(con: duckdb.DuckDBPyConnection, parts: list[str], files: list[Path],
-                 select: Callable[[list[Path]], str], workers: int) -> None:
+def _parse_parts(
+    con: duckdb.DuckDBPyConnection,
+    parts: list[str],
+    files: list[Path],
+    select: Callable[[list[Path]], str],
+    workers: int,
+) -> None:
     """Create each table of ``parts`` from its file, ``workers`` at a time; on an error, none is
     left and the first error is raised."""
     pending = list(zip(parts, files))

@@ -42,8 +42,9 @@ def expand(paths: list[Path]) -> list[Path]:
     return out
 
 
-def import_files(paths: list[str | Path], output: str | Path, options: ImportOptions | None = None,
-                 force: bool = False) -> Path:
+def import_files(
+    paths: list[str | Path], output: str | Path, options: ImportOptions | None = None, force: bool = False
+) -> Path:
     """Import ``paths`` (files or directories) into the profile ``output``."""
     options = options or ImportOptions()
     out = Path(output)

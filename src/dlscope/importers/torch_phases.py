@@ -73,7 +73,8 @@ def derive_torch_phases(con: duckdb.DuckDBPyConnection, ops: str, phases: str, s
               ON o.rank = bw.rank AND o.start_ns >= w.start_ns AND o.start_ns < bw.s
             GROUP BY bw.wid)
         SELECT *, 'range' AS kind, 'derived' AS source FROM (
-            SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid) AS tid, fw.s AS start_ns, fw.e AS end_ns, 'forward' AS name
+            SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid) AS tid,
+                fw.s AS start_ns, fw.e AS end_ns, 'forward' AS name
             FROM bw JOIN fw USING (wid) WHERE fw.s IS NOT NULL AND fw.e IS NOT NULL AND fw.e > fw.s
             UNION ALL
             SELECT bw.rank, bw.pid, coalesce(fw.tid, bw.btid), bw.s, bw.e, 'backward' FROM bw LEFT JOIN fw USING (wid)
@@ -85,5 +86,3 @@ def derive_torch_phases(con: duckdb.DuckDBPyConnection, ops: str, phases: str, s
         con.execute(f"DROP TABLE {out}")
         return None
     return out
-
-

@@ -43,7 +43,6 @@ _LONG_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*-?\d{14,}\.\d+')
 _TIME_NUMBER = re.compile(rb'("(?:ts|dur)"\s*:\s*)(-?[0-9][0-9.eE+-]*)')
 
 
-
 class _Quoter:
     """Quotes ts/dur numbers in a byte stream cut at arbitrary points (a number may span two
     chunks, so the end of each chunk after its last separator waits for the next)."""
@@ -94,7 +93,7 @@ class _Parts:
             m = _EVENT_SEP.search(block, max(0, self.part_bytes - self._in_part))
             if m is None:  # no event ends in the rest of this block: cut in a later one
                 break
-            self._out.write(block[:m.start() + 1] + b"\n]")
+            self._out.write(block[: m.start() + 1] + b"\n]")
             self._out.close()
             rest = m.end() - 1  # from the '{'
             self.written += rest
@@ -112,9 +111,9 @@ class _Parts:
         k = max(i for i, start in enumerate(self.starts) if start < cut)
         with open(self.files[k], "r+b") as f:
             f.truncate(cut - self.starts[k] + (1 if k else 0))
-        for extra in self.files[k + 1:]:
+        for extra in self.files[k + 1 :]:
             extra.unlink()
-        del self.files[k + 1:], self.starts[k + 1:]
+        del self.files[k + 1 :], self.starts[k + 1 :]
 
     def close(self) -> None:
         self._out.close()
@@ -197,7 +196,7 @@ def _end_of_array(tail: bytes) -> tuple[int, dict[str, Any]] | None:
         pos = tail.rfind(b"]", 0, pos)
         if pos < 0 or (best is not None and best[0] - pos > SCAN_PAST_VALID):
             return best
-        rest = tail[pos + 1:].strip()
+        rest = tail[pos + 1 :].strip()
         if rest == b"}":
             best = (pos, {})
         elif rest.startswith(b","):
@@ -209,8 +208,7 @@ def _end_of_array(tail: bytes) -> tuple[int, dict[str, Any]] | None:
                 best = (pos, extra)
 
 
-def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = None,
-          parts: int = 1) -> CarvedTrace:
+def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = None, parts: int = 1) -> CarvedTrace:
     """Write the trace's event array to files in ``workdir`` (up to ``parts`` of equal size, none
     under :data:`MIN_PART_BYTES`) and return them with the metadata. ``progress`` gets the
     fraction of the input file read. Raises InputError for a file that is not a trace or is
@@ -240,9 +238,9 @@ def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = 
                         if len(head) > HEAD_LIMIT:
                             raise InputError(f"{path}: not a trace (no traceEvents array)")
                         continue
-                    head_text = head[:m.start()]
+                    head_text = head[: m.start()]
                     header = {"_head": head_text}
-                    block = head[m.end() - 1:]  # from the '['
+                    block = head[m.end() - 1 :]  # from the '['
                     head = b""
             if not decided:
                 decided = True
@@ -256,8 +254,7 @@ def carve(path: Path, workdir: Path, progress: Callable[[float], None] | None = 
             out.write(block)
             tail = _keep_tail(tail, block)
         if header is None and not top_level_array:
-            raise InputError(f"{path}: not a trace (no traceEvents array)" if head.strip()
-                             else f"{path}: empty file")
+            raise InputError(f"{path}: not a trace (no traceEvents array)" if head.strip() else f"{path}: empty file")
         if top_level_array:
             end = tail.rstrip()
             if not end.endswith(b"]"):

@@ -64,18 +64,18 @@ def fields(buf: bytes) -> list[tuple[int, int, Any]]:
         elif wt == 1:
             if i + 8 > n:
                 raise ValueError("truncated fixed64")
-            v = buf[i:i + 8]
+            v = buf[i : i + 8]
             i += 8
         elif wt == 2:
             ln, i = _varint(buf, i)
             if i + ln > n:
                 raise ValueError("truncated field")
-            v = buf[i:i + ln]
+            v = buf[i : i + ln]
             i += ln
         elif wt == 5:
             if i + 4 > n:
                 raise ValueError("truncated fixed32")
-            v = buf[i:i + 4]
+            v = buf[i : i + 4]
             i += 4
         else:
             raise ValueError(f"unsupported wire type {wt}")
@@ -187,8 +187,12 @@ def parse_plane(buf: bytes) -> Plane:
     return plane
 
 
-def _line(buf: bytes, event_md: dict[int, tuple[str, str, list[bytes]]], md_stats: dict[int, dict[str, Any]],
-          stat_names: dict[int, str]) -> Line:
+def _line(
+    buf: bytes,
+    event_md: dict[int, tuple[str, str, list[bytes]]],
+    md_stats: dict[int, dict[str, Any]],
+    stat_names: dict[int, str],
+) -> Line:
     line = Line(0, "")
     ts_ns = 0
     raw_events: list[bytes] = []
@@ -225,8 +229,15 @@ def _line(buf: bytes, event_md: dict[int, tuple[str, str, list[bytes]]], md_stat
                 md_stats[mid] = dict(_stat(x, stat_names) for x in mstats)
             stats = {**md_stats[mid], **stats}
         start_ps = base_ps + offset_ps
-        line.events.append(Event(name, start_ps // 1000, (start_ps + dur_ps) // 1000 - start_ps // 1000, stats,
-                                 display if display != name else ""))
+        line.events.append(
+            Event(
+                name,
+                start_ps // 1000,
+                (start_ps + dur_ps) // 1000 - start_ps // 1000,
+                stats,
+                display if display != name else "",
+            )
+        )
     return line
 
 

@@ -53,16 +53,41 @@ INTERNAL = re.compile(
     r"|^lower_|^backend_compile|^batched_copy|^BatchedCopy|^ExecuteReplicated|^PythonRefManager|^Eager"
     r"|^TFE_|^ValidateInputTypeAndPlacement$|^convert_to_tensor$|^tf\.constant$|^FunctionRun$|^end: "
     r"|^cu[A-Z]\w*$|^cuda[A-Z]\w*$|^Thunk|^Execute|^Compile|^Await|^trace_to_|jaxpr|^mlir|^cache_miss|^compile"
-    r"|^np\.asarray|^ExecutorDoneCallback$")
+    r"|^np\.asarray|^ExecutorDoneCallback$"
+)
 _GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
 _STREAM = re.compile(r"^Stream #(\d+)")
 # lines XProf derives from the streams' events (what they say is read from the streams themselves)
-DERIVED_LINES = frozenset({"XLA Ops", "XLA Modules", "Async XLA Ops", "Steps", "Framework Ops", "Framework Name Scope",
-                           "TensorFlow Ops", "TensorFlow Name Scope", "Source code", "Launch Stats", "XLA TraceMe",
-                           "Host Threads", "SparseCore Ops", "CUPTI overhead"})
+DERIVED_LINES = frozenset(
+    {
+        "XLA Ops",
+        "XLA Modules",
+        "Async XLA Ops",
+        "Steps",
+        "Framework Ops",
+        "Framework Name Scope",
+        "TensorFlow Ops",
+        "TensorFlow Name Scope",
+        "Source code",
+        "Launch Stats",
+        "XLA TraceMe",
+        "Host Threads",
+        "SparseCore Ops",
+        "CUPTI overhead",
+    }
+)
 _KERNEL_DETAIL = re.compile(r"(regs|static_shared|dynamic_shared|grid|block):([\d,]+)")
-_MEMCPY_KIND = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "htoh": "HtoH", "ptop": "PtoP",
-                "h2d": "HtoD", "d2h": "DtoH", "d2d": "DtoD", "p2p": "PtoP"}
+_MEMCPY_KIND = {
+    "htod": "HtoD",
+    "dtoh": "DtoH",
+    "dtod": "DtoD",
+    "htoh": "HtoH",
+    "ptop": "PtoP",
+    "h2d": "HtoD",
+    "d2h": "DtoH",
+    "d2d": "DtoD",
+    "p2p": "PtoP",
+}
 _MEM_KINDS = ("pageable", "pinned", "device", "managed", "array")
 CUPTI_PLANE = "/host:CUPTI"  # XLA's CUPTI tracer puts the CUDA API calls it saw here
 OP_TRACK_BASE = 1 << 40  # tid of the per-stream op track: never an OS thread id or a line id seen here
@@ -121,8 +146,15 @@ class XSpaceResult:
     marker_line: int | None = None  # the id of the host line (thread) it was on
 
 
-def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: int | None = None,
-                op_base: int = 0, marker: str | None = None) -> XSpaceResult:
+def read_xspace(
+    data: bytes,
+    *,
+    rank: int = 0,
+    pid: int | None = None,
+    base_ns: int | None = None,
+    op_base: int = 0,
+    marker: str | None = None,
+) -> XSpaceResult:
     """One XSpace to tables (text name columns). ``base_ns``: epoch ns of the session start
     (default: the trace's own ``profile_start_time``); ``pid`` overrides the trace's; the host
     event named ``marker`` (a clock-sync annotation) is left out and its times returned."""
@@ -172,15 +204,29 @@ def read_xspace(data: bytes, *, rank: int = 0, pid: int | None = None, base_ns: 
         m = _GPU_PLANE.match(p.name)
         if m:
             dev = int(m.group(1))
-            devices.append({"rank": rank, "index": dev, "name": p.stats.get("device_name") or p.stats.get("name"),
-                            "sms": _int(p.stats.get("core_count")), "memory_bytes": _int(p.stats.get("memory_size")),
-                            "compute_capability": _cc(p.stats)})
+            devices.append(
+                {
+                    "rank": rank,
+                    "index": dev,
+                    "name": p.stats.get("device_name") or p.stats.get("name"),
+                    "sms": _int(p.stats.get("core_count")),
+                    "memory_bytes": _int(p.stats.get("memory_size")),
+                    "compute_capability": _cc(p.stats),
+                }
+            )
             _device(p, dev, out, rank, pid, base_ns, ids, sources)
     counts = {t: out.count(t) for t in ("ops", "phases", "steps", "api", "kernels", "memcpy", "memset")}
     if hosts:
         notes.append(f"host {hosts[0]}")
-    return XSpaceResult(out.arrow(), frameworks, devices, notes, counts, marker_ns and marker_ns[:2],
-                        marker_ns[2] if marker_ns else None)
+    return XSpaceResult(
+        out.arrow(),
+        frameworks,
+        devices,
+        notes,
+        counts,
+        marker_ns and marker_ns[:2],
+        marker_ns[2] if marker_ns else None,
+    )
 
 
 def _cc(stats: dict[str, Any]) -> str | None:
@@ -193,8 +239,16 @@ def _source(sources: dict[str, dict[str, str]], module: Any, op: Any, stats: dic
     return sources.get(str(module), {}).get(str(op)) if module and op else None
 
 
-def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
-          sources: dict[str, dict[str, str]], marker: str | None = None) -> tuple[int, int, int] | None:
+def _host(
+    plane: Plane,
+    out: Tables,
+    rank: int,
+    pid: int,
+    base: int,
+    ids: Iterable[int],
+    sources: dict[str, dict[str, str]],
+    marker: str | None = None,
+) -> tuple[int, int, int] | None:
     """Host events to steps, phases and ops; returns the marker's (start, end, line id) if seen."""
     it = iter(ids)
     marker_ns = None
@@ -218,8 +272,18 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
             if step is not None:
                 if step not in seen_steps:  # one row per step (nested re-annotations ignored)
                     seen_steps.add(step)
-                    out.add("steps", rank=rank, step=step, start_ns=s, end_ns=t, pid=pid, tid=line.id,
-                            source="profiler_step", warmup=False, traced=True)
+                    out.add(
+                        "steps",
+                        rank=rank,
+                        step=step,
+                        start_ns=s,
+                        end_ns=t,
+                        pid=pid,
+                        tid=line.id,
+                        source="profiler_step",
+                        warmup=False,
+                        traced=True,
+                    )
                 continue
             kind = op_kind(e)
             if kind is not None:
@@ -229,8 +293,15 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
                     if e.start_ns < jit_end.get(name, -1):
                         continue
                     jit_end[name] = e.start_ns + e.dur_ns
-                ops.append(dict(**common, name=name, category=category, op_id=next(it),
-                                source=_source(sources, module, e.stats.get("hlo_op"), e.stats)))
+                ops.append(
+                    dict(
+                        **common,
+                        name=name,
+                        category=category,
+                        op_id=next(it),
+                        source=_source(sources, module, e.stats.get("hlo_op"), e.stats),
+                    )
+                )
                 if category == "hlo_op" and module:
                     run = e.stats.get("run_id")
                     if run is None:
@@ -242,20 +313,43 @@ def _host(plane: Plane, out: Tables, rank: int, pid: int, base: int, ids: Iterab
                     span = modules.setdefault(key, [s, t, line.id])
                     span[0], span[1] = min(span[0], s), max(span[1], t)
                 continue
-            if annotations and not e.name.startswith("$") and not INTERNAL.search(e.name) \
-                    and "_src" not in e.stats and e.dur_ns > 0:
-                out.add("phases", **common, name=e.name, kind="range", source="record_function",
-                        domain="xprof")
+            if (
+                annotations
+                and not e.name.startswith("$")
+                and not INTERNAL.search(e.name)
+                and "_src" not in e.stats
+                and e.dur_ns > 0
+            ):
+                out.add("phases", **common, name=e.name, kind="range", source="record_function", domain="xprof")
     # modules first: a module with one op has that op's span, and the first of two equal intervals
     # becomes the parent
     if not seen_steps:  # a TF1 program: each Session.run is an iteration, as in TensorFlow's own RunMetadata
         runs = sorted((o["start_ns"], o["end_ns"], o["tid"]) for o in ops if o["category"] == "tf_session_run")
         for i, (s, t, tid) in enumerate(runs):
-            out.add("steps", rank=rank, step=i, start_ns=s, end_ns=t, pid=pid, tid=tid, source="session_run",
-                    warmup=False, traced=True)
+            out.add(
+                "steps",
+                rank=rank,
+                step=i,
+                start_ns=s,
+                end_ns=t,
+                pid=pid,
+                tid=tid,
+                source="session_run",
+                warmup=False,
+                traced=True,
+            )
     for key, (s, t, tid) in modules.items():
-        out.add("ops", rank=rank, pid=pid, tid=tid, start_ns=s, end_ns=t, name=str(key[0]),
-                category="xla_module", op_id=next(it))
+        out.add(
+            "ops",
+            rank=rank,
+            pid=pid,
+            tid=tid,
+            start_ns=s,
+            end_ns=t,
+            name=str(key[0]),
+            category="xla_module",
+            op_id=next(it),
+        )
     for row in ops:
         out.add("ops", **row)
     return marker_ns
@@ -268,9 +362,17 @@ def _cupti_api(plane: Plane, out: Tables, rank: int, pid: int, base: int) -> Non
         for e in line.events:
             corr = _int(e.stats.get("correlation_id"))
             s = base + e.start_ns
-            out.add("api", rank=rank, pid=pid, tid=_int(e.stats.get("thread_id")) or line.id, start_ns=s,
-                    end_ns=s + e.dur_ns, name=e.display or e.name, correlation_id=corr,
-                    kind="runtime" if e.name.startswith("cuda") else "driver")
+            out.add(
+                "api",
+                rank=rank,
+                pid=pid,
+                tid=_int(e.stats.get("thread_id")) or line.id,
+                start_ns=s,
+                end_ns=s + e.dur_ns,
+                name=e.display or e.name,
+                correlation_id=corr,
+                kind="runtime" if e.name.startswith("cuda") else "driver",
+            )
 
 
 def op_kind(e: Event) -> tuple[str, str] | None:
@@ -279,7 +381,7 @@ def op_kind(e: Event) -> tuple[str, str] | None:
     if st.get("hlo_op"):
         return "hlo_op", str(st["hlo_op"])
     if e.name.startswith("PjitFunction(") and e.name.endswith(")"):
-        return "jax_function", f"jit({e.name[len('PjitFunction('):-1]})"
+        return "jax_function", f"jit({e.name[len('PjitFunction(') : -1]})"
     if "tf_function_call" in st:
         return "tf_function", e.name
     if e.name == "SessionRun":  # a TF1 tf.compat.v1.Session.run call
@@ -305,8 +407,16 @@ def stream_of(line: Line) -> int | None:
     return None
 
 
-def _device(plane: Plane, dev: int, out: Tables, rank: int, pid: int, base: int, ids: Iterable[int],
-            sources: dict[str, dict[str, str]]) -> None:
+def _device(
+    plane: Plane,
+    dev: int,
+    out: Tables,
+    rank: int,
+    pid: int,
+    base: int,
+    ids: Iterable[int],
+    sources: dict[str, dict[str, str]],
+) -> None:
     it = iter(ids)
     for line in plane.lines:
         stream = stream_of(line)
@@ -318,11 +428,22 @@ def _device(plane: Plane, dev: int, out: Tables, rank: int, pid: int, base: int,
 
         op_rows: list[dict[str, Any]] = []  # written after the modules (see _host)
 
-        def close(span: dict[str, Any] | None, category: str, track: int = track,
-                  op_rows: list[dict[str, Any]] = op_rows) -> None:
+        def close(
+            span: dict[str, Any] | None, category: str, track: int = track, op_rows: list[dict[str, Any]] = op_rows
+        ) -> None:
             if span is not None:
-                row = dict(rank=rank, pid=pid, tid=track, start_ns=span["s"], end_ns=span["t"], name=span["name"],
-                           category=category, op_id=span["id"], external_id=span["id"], source=span.get("source"))
+                row = dict(
+                    rank=rank,
+                    pid=pid,
+                    tid=track,
+                    start_ns=span["s"],
+                    end_ns=span["t"],
+                    name=span["name"],
+                    category=category,
+                    op_id=span["id"],
+                    external_id=span["id"],
+                    source=span.get("source"),
+                )
                 if category == "xla_module":
                     out.add("ops", **row)
                 else:
@@ -332,16 +453,29 @@ def _device(plane: Plane, dev: int, out: Tables, rank: int, pid: int, base: int,
             s, t = base + e.start_ns, base + e.start_ns + e.dur_ns
             st = e.stats
             corr = _int(st.get("correlation_id"))
-            gpu = {"rank": rank, "device": dev, "stream": stream, "start_ns": s, "end_ns": t,
-                   "correlation_id": corr, "pid": pid}
+            gpu = {
+                "rank": rank,
+                "device": dev,
+                "stream": stream,
+                "start_ns": s,
+                "end_ns": t,
+                "correlation_id": corr,
+                "pid": pid,
+            }
             key = st.get("hlo_op") or st.get("tf_op") or st.get("long_name")
             mod = st.get("hlo_module")
             ext = None
             if key:
                 if op is None or op["name"] != key or op["module"] != mod:
                     close(op, "tf_op" if not st.get("hlo_op") else "hlo_op")
-                    op = {"name": str(key), "module": mod, "s": s, "t": t, "id": next(it),
-                          "source": _source(sources, mod, st.get("hlo_op"), st)}
+                    op = {
+                        "name": str(key),
+                        "module": mod,
+                        "s": s,
+                        "t": t,
+                        "id": next(it),
+                        "source": _source(sources, mod, st.get("hlo_op"), st),
+                    }
                 op["t"] = max(op["t"], t)
                 ext = op["id"]
                 if mod:
@@ -367,8 +501,11 @@ def _kernel(details: str) -> dict[str, Any]:
     d = dict(_KERNEL_DETAIL.findall(details))
     out: dict[str, Any] = {"registers": _int(d.get("regs"))}
     st, dy = _int(d.get("static_shared")), _int(d.get("dynamic_shared"))
-    out.update(static_shared_bytes=st, dynamic_shared_bytes=dy,
-               shared_bytes=(st or 0) + (dy or 0) if st is not None or dy is not None else None)
+    out.update(
+        static_shared_bytes=st,
+        dynamic_shared_bytes=dy,
+        shared_bytes=(st or 0) + (dy or 0) if st is not None or dy is not None else None,
+    )
     for key in ("grid", "block"):
         dims = [_int(x) for x in d.get(key, "").split(",") if x] + [None, None, None]
         out.update({f"{key}_x": dims[0], f"{key}_y": dims[1], f"{key}_z": dims[2]})
@@ -400,8 +537,9 @@ def find_xspaces(directory: Path) -> list[Path]:
 
 class XprofImporter(Importer):
     name = "xprof"
-    description = ("JAX and TensorFlow profiler traces (jax.profiler / tf.profiler.experimental: a log folder or "
-                   "its *.xplane.pb)")
+    description = (
+        "JAX and TensorFlow profiler traces (jax.profiler / tf.profiler.experimental: a log folder or its *.xplane.pb)"
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         if path.name.endswith(".xplane.pb"):
@@ -434,7 +572,9 @@ class XprofImporter(Importer):
             for n in res.notes:
                 meta.note(f"{path.name}: {n}")
             if not res.counts["steps"]:
-                meta.note(f"{path.name}: no step annotations (jax.profiler.StepTraceAnnotation or "
-                          "tf.profiler.experimental.Trace with step_num)")
+                meta.note(
+                    f"{path.name}: no step annotations (jax.profiler.StepTraceAnnotation or "
+                    "tf.profiler.experimental.Trace with step_num)"
+                )
             if not (res.counts["kernels"] or res.counts["memcpy"]):
                 meta.note(f"{path.name}: no GPU activity (a CPU-only run)")

@@ -59,8 +59,10 @@ def saving_phrase(f: Any, digits: int = 2) -> str:
     head = ("predicted " if what_if else "up to ") + ", ".join(parts)
     if what_if and what_if.fixed_above:
         above = what_if.fixed_above
-        head += (f"; {what_if.saving_after_above_ms:,.{digits}f} ms once {', '.join(above)} "
-                 f"{'is' if len(above) == 1 else 'are'} fixed")
+        head += (
+            f"; {what_if.saving_after_above_ms:,.{digits}f} ms once {', '.join(above)} "
+            f"{'is' if len(above) == 1 else 'are'} fixed"
+        )
     return head
 
 
@@ -100,8 +102,14 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
         if i:
             out.print()
         sev = str(getattr(f, "severity", "info")).lower()
-        out.print(Text.assemble((sev.upper(), SEVERITY_STYLE.get(sev, "")), " ",
-                                (str(getattr(f, "title", "")), "bold"), f" ({getattr(f, 'id', '')})"))
+        out.print(
+            Text.assemble(
+                (sev.upper(), SEVERITY_STYLE.get(sev, "")),
+                " ",
+                (str(getattr(f, "title", "")), "bold"),
+                f" ({getattr(f, 'id', '')})",
+            )
+        )
         saving = saving_phrase(f)
         text, bound, ev = evidence_parts(getattr(f, "evidence", None))
         if saving:
@@ -149,15 +157,26 @@ def render_top_findings(findings: Sequence[Any], out: Console, profile: str, lim
         out.print("[bold]Advice[/bold]  no rule found a problem (dlscope advise PATH --verbose lists what was checked)")
         return
     shown = findings[:limit]
-    more = f"top {len(shown)} of {len(findings)}" if len(findings) > len(shown) else f"{len(findings)} finding" + (
-        "s" if len(findings) != 1 else "")
+    more = (
+        f"top {len(shown)} of {len(findings)}"
+        if len(findings) > len(shown)
+        else f"{len(findings)} finding" + ("s" if len(findings) != 1 else "")
+    )
     out.print(f"[bold]Advice[/bold]  ({more}; dlscope advise {escape(profile)} for the evidence)")
     for f in shown:
         sev = str(getattr(f, "severity", "info")).lower()
         saving = saving_phrase(f, digits=1)
         saving = f": {saving}" if saving else ""
-        out.print(Text.assemble("  ", (f"{sev.upper():<8}", SEVERITY_STYLE.get(sev, "")), " ",
-                                (str(getattr(f, "title", "")), "bold"), saving, f" [{getattr(f, 'id', '')}]"))
+        out.print(
+            Text.assemble(
+                "  ",
+                (f"{sev.upper():<8}", SEVERITY_STYLE.get(sev, "")),
+                " ",
+                (str(getattr(f, "title", "")), "bold"),
+                saving,
+                f" [{getattr(f, 'id', '')}]",
+            )
+        )
         if getattr(f, "advice", None):
             out.print(Text("           " + str(f.advice)))
 
@@ -167,12 +186,27 @@ def render_what_if(findings: Sequence[Any], out: Console) -> None:
     after its fix alone, and after it and every finding ranked above it (the chain of fixes)."""
     rows = [f for f in findings if getattr(f, "what_if", None)]
     if not rows:
-        out.print("No finding has a what-if: the profile has no traced steps with runtime calls and GPU work to replay.")
+        out.print(
+            "No finding has a what-if: the profile has no traced steps with runtime calls and GPU work to replay."
+        )
         return
-    t = Table(show_edge=False, header_style="bold", pad_edge=False, box=None,
-              title="Predicted step time (ms) after each fix, from a replay of the traced steps")
-    for c in ("rank", "finding", "now", "this fix alone", "saving", "after the fixes above", "then with this fix",
-              "saving there"):
+    t = Table(
+        show_edge=False,
+        header_style="bold",
+        pad_edge=False,
+        box=None,
+        title="Predicted step time (ms) after each fix, from a replay of the traced steps",
+    )
+    for c in (
+        "rank",
+        "finding",
+        "now",
+        "this fix alone",
+        "saving",
+        "after the fixes above",
+        "then with this fix",
+        "saving there",
+    ):
         t.add_column(c, justify="left" if c == "finding" else "right")
     for i, f in enumerate(findings, 1):
         w = _what_if(f)
@@ -181,19 +215,33 @@ def render_what_if(findings: Sequence[Any], out: Console) -> None:
         per = " /sample" if w.per_sample else ""
         after = w.after_above_ms if w.after_above_ms is not None else w.step_ms
         after_fixed = w.after_above_fixed_ms if w.after_above_fixed_ms is not None else w.fixed_step_ms
-        t.add_row(str(i), escape(str(f.id)), f"{w.step_ms:,.2f}", f"{w.fixed_step_ms:,.2f}{per}",
-                  f"{w.saving_ms:,.2f}", f"{after:,.2f}", f"{after_fixed:,.2f}", f"{w.saving_after_above_ms:,.2f}")
+        t.add_row(
+            str(i),
+            escape(str(f.id)),
+            f"{w.step_ms:,.2f}",
+            f"{w.fixed_step_ms:,.2f}{per}",
+            f"{w.saving_ms:,.2f}",
+            f"{after:,.2f}",
+            f"{after_fixed:,.2f}",
+            f"{w.saving_after_above_ms:,.2f}",
+        )
     out.print(t)
     f0 = _what_if(rows[0])
     assert f0 is not None
     factors = f0.host_factors or {}
     if f0.calibration is CalibrationBasis.PER_CLASS and any(abs(v - 1.0) > 0.02 for v in factors.values()):
         parts = ", ".join(f"{k} {v:.2f}" for k, v in factors.items())
-        out.print(f"Host work per class scaled to the phases of the steps measured without tracing ({parts}): the "
-                  "tracer slows the host unevenly, and the GPU not at all.")
+        out.print(
+            f"Host work per class scaled to the phases of the steps measured without tracing ({parts}): the "
+            "tracer slows the host unevenly, and the GPU not at all."
+        )
     elif f0.calibration is CalibrationBasis.NONE:
-        out.print("Every step was traced: no step measured without the tracer calibrates the host's work, so these "
-                  "predictions carry the tracer's overhead (at most MEDIUM).")
+        out.print(
+            "Every step was traced: no step measured without the tracer calibrates the host's work, so these "
+            "predictions carry the tracer's overhead (at most MEDIUM)."
+        )
     elif abs(f0.host_factor - 1.0) > 0.02:
-        out.print(f"Host work scaled by {f0.host_factor:.2f} so the replay matches the steps measured without "
-                  "tracing (the tracer slows the host, not the GPU).")
+        out.print(
+            f"Host work scaled by {f0.host_factor:.2f} so the replay matches the steps measured without "
+            "tracing (the tracer slows the host, not the GPU)."
+        )

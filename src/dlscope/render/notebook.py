@@ -77,8 +77,16 @@ def analysis_html(summary: Any, durations: Any, findings: list[Any], path: str) 
 def _numeric_ids() -> set[Any]:
     import pyarrow as pa
 
-    return {pa.int8().id, pa.int16().id, pa.int32().id, pa.int64().id, pa.uint32().id, pa.uint64().id,
-            pa.float32().id, pa.float64().id}
+    return {
+        pa.int8().id,
+        pa.int16().id,
+        pa.int32().id,
+        pa.int64().id,
+        pa.uint32().id,
+        pa.uint64().id,
+        pa.float32().id,
+        pa.float64().id,
+    }
 
 
 _NUMERIC_IDS = _numeric_ids()

@@ -37,8 +37,9 @@ class Bar:
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, amount)
 
-    def update(self, description: str | None = None, completed: float | None = None,
-               total: float | None = None) -> None:
+    def update(
+        self, description: str | None = None, completed: float | None = None, total: float | None = None
+    ) -> None:
         if self._progress is None or self._task is None:
             return
         if total is not None:
@@ -81,8 +82,14 @@ def progress(description: str, total: float | None = None, console: Console | No
     if not enabled(console):
         yield Bar(None, None, total)
         return
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                   TimeElapsedColumn(), console=console, transient=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     with bar:
         task = bar.add_task(description, total=total)
         yield Bar(bar, task, total)

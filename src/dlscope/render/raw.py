@@ -27,8 +27,9 @@ def export_tables(data: ProfileData, out_dir: Path, fmt: str, window: StepWindow
         path = out_dir / f"{spec.name}.{fmt}"
         tmp = path.with_name(path.name + ".tmp")
         select = ", ".join(f'"{c}"' for c in cols)
-        data.con.execute(f"COPY (SELECT {select} FROM {spec.name} WHERE {where}) TO {db.sql_str(str(tmp))} "
-                         f"{FORMATS[fmt]}")
+        data.con.execute(
+            f"COPY (SELECT {select} FROM {spec.name} WHERE {where}) TO {db.sql_str(str(tmp))} {FORMATS[fmt]}"
+        )
         tmp.replace(path)
         files.append(path)
     return files

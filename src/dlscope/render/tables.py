@@ -52,8 +52,9 @@ def _human(v: Any) -> str:
     return str(v)
 
 
-def rich_table(table: pa.Table, title: str | None = None, formats: dict[str, Formatter] | None = None,
-               max_rows: int | None = None) -> RichTable:
+def rich_table(
+    table: pa.Table, title: str | None = None, formats: dict[str, Formatter] | None = None, max_rows: int | None = None
+) -> RichTable:
     formats = formats or {}
     t = RichTable(title=title, title_justify="left", header_style="bold", show_edge=False, pad_edge=False)
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
@@ -73,8 +74,9 @@ def rich_table(table: pa.Table, title: str | None = None, formats: dict[str, For
 TABLE_MAX_ROWS = 500
 
 
-def render(table: pa.Table, fmt: str, console: Console, title: str | None = None,
-           formats: dict[str, Formatter] | None = None) -> None:
+def render(
+    table: pa.Table, fmt: str, console: Console, title: str | None = None, formats: dict[str, Formatter] | None = None
+) -> None:
     if fmt == "csv":
         console.file.write(to_csv(table, formats))
     elif fmt == "json":
@@ -83,12 +85,14 @@ def render(table: pa.Table, fmt: str, console: Console, title: str | None = None
         shown = table.slice(0, TABLE_MAX_ROWS)
         console.print(rich_table(shown, title, formats))
         if table.num_rows > TABLE_MAX_ROWS:
-            console.print(f"  ... {table.num_rows - TABLE_MAX_ROWS:,} more rows "
-                          "(--format csv or --format json prints them all)")
+            console.print(
+                f"  ... {table.num_rows - TABLE_MAX_ROWS:,} more rows (--format csv or --format json prints them all)"
+            )
 
 
-def report_text(name: str, title: str, table: pa.Table, formats: dict[str, Formatter], notes: list[str],
-                max_rows: int) -> str:
+def report_text(
+    name: str, title: str, table: pa.Table, formats: dict[str, Formatter], notes: list[str], max_rows: int
+) -> str:
     """A report as ``dlscope stats --report NAME`` prints it, for ``print(p.report(NAME))`` and the
     REPL: title, table (``max_rows`` at most), notes. As wide as the table: nothing folds."""
     buf = io.StringIO()
@@ -96,8 +100,9 @@ def report_text(name: str, title: str, table: pa.Table, formats: dict[str, Forma
     out.print(f"{name}: {title}", markup=False)
     out.print(rich_table(table, formats=formats, max_rows=max_rows))
     if table.num_rows > max_rows:
-        out.print(f"  ... {table.num_rows - max_rows:,} more rows: .table (Arrow) or .to_pandas() has them all",
-                  markup=False)
+        out.print(
+            f"  ... {table.num_rows - max_rows:,} more rows: .table (Arrow) or .to_pandas() has them all", markup=False
+        )
     for note in notes:
         out.print(f"  note: {note}", markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())

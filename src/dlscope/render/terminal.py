@@ -75,8 +75,10 @@ def render_job_end(end: JobEnd, out: Console) -> None:
     for line in end.rank_lines():
         out.print(f"    {escape(line)}")
     if end.excluded_steps:
-        out.print(f"    left out: step{'s' if len(end.excluded_steps) > 1 else ''} {_ranges(end.excluded_steps)}, "
-                  "not completed by every rank")
+        out.print(
+            f"    left out: step{'s' if len(end.excluded_steps) > 1 else ''} {_ranges(end.excluded_steps)}, "
+            "not completed by every rank"
+        )
 
 
 def render_summary(s: Summary, out: Console) -> None:
@@ -102,9 +104,12 @@ def render_summary(s: Summary, out: Console) -> None:
     if st.count:
         head = f"[bold]Steps[/bold]  {st.count} measured"
         if st.ranks > 1:  # one job step is a step of every rank: say both
-            head = (f"[bold]Steps[/bold]  {st.steps_per_rank} measured on each of {st.ranks} ranks "
-                    f"({st.count} rank-steps; statistics over all of them)" if st.count == st.steps_per_rank * st.ranks
-                    else f"[bold]Steps[/bold]  {st.steps_per_rank} measured, {st.count} rank-steps on {st.ranks} ranks")
+            head = (
+                f"[bold]Steps[/bold]  {st.steps_per_rank} measured on each of {st.ranks} ranks "
+                f"({st.count} rank-steps; statistics over all of them)"
+                if st.count == st.steps_per_rank * st.ranks
+                else f"[bold]Steps[/bold]  {st.steps_per_rank} measured, {st.count} rank-steps on {st.ranks} ranks"
+            )
         if st.first_step is not None:
             head += f" (steps {st.first_step}-{st.last_step})"
         if st.warmup_excluded:
@@ -114,21 +119,32 @@ def render_summary(s: Summary, out: Console) -> None:
         out.print(head)
         if st.traced_excluded:
             tr = st.traced_excluded
-            out.print(f"  timed without tracing overhead: steps {_ranges(tr)} ran with detailed tracing "
-                      "(ops, kernels) and are left out of these statistics")
+            out.print(
+                f"  timed without tracing overhead: steps {_ranges(tr)} ran with detailed tracing "
+                "(ops, kernels) and are left out of these statistics"
+            )
         t = Table(show_edge=False, header_style="bold", pad_edge=False)
         for col in ("mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "steps/s", "samples/s"):
             t.add_column(col, justify="right")
-        t.add_row(_ms(st.mean_ms, 3), _ms(st.p50_ms, 3), _ms(st.p95_ms, 3), _ms(st.p99_ms, 3), _ms(st.std_ms, 3),
-                  _ms(st.steps_per_s, 2), _ms(st.samples_per_s, 1) if st.samples_per_s else "- (batch size unknown)")
+        t.add_row(
+            _ms(st.mean_ms, 3),
+            _ms(st.p50_ms, 3),
+            _ms(st.p95_ms, 3),
+            _ms(st.p99_ms, 3),
+            _ms(st.std_ms, 3),
+            _ms(st.steps_per_s, 2),
+            _ms(st.samples_per_s, 1) if st.samples_per_s else "- (batch size unknown)",
+        )
         out.print(t)
         # diff, report and check use the same definition; the batch size says where it came from
         out.print(f"  {st.throughput_basis}{batch_note(st.batch_size, st.batch_size_source)}")
     elif st.total_steps:
         out.print(f"[bold]Steps[/bold]  {st.total_steps} recorded, none selected ({s.selection or 'all warm-up'})")
     else:
-        out.print("[bold]Steps[/bold]  none found: call prof.step() once per iteration, or name an "
-                  "iteration marker with --key-node")
+        out.print(
+            "[bold]Steps[/bold]  none found: call prof.step() once per iteration, or name an "
+            "iteration marker with --key-node"
+        )
     if s.headline:
         out.print()
         render_headline(s.headline, out)
@@ -139,7 +155,13 @@ def render_summary(s: Summary, out: Console) -> None:
         gpu = any(p.gpu_ms is not None for p in s.phases)
         per = "/step" if st.count else ""
         t = Table(show_edge=False, header_style="bold", pad_edge=False)
-        cols: list[tuple[str, Literal["left", "right"]]] = [("phase", "left"), ("count", "right"), ("total ms", "right"), (f"mean ms{per}", "right"), ("%", "right")]
+        cols: list[tuple[str, Literal["left", "right"]]] = [
+            ("phase", "left"),
+            ("count", "right"),
+            ("total ms", "right"),
+            (f"mean ms{per}", "right"),
+            ("%", "right"),
+        ]
         if gpu:
             cols += [(f"GPU ms{per}", "right"), (f"kernels{per}", "right")]
         span = any(p.gpu_span_ms is not None for p in s.phases)
@@ -148,9 +170,13 @@ def render_summary(s: Summary, out: Console) -> None:
         for col, j in cols:
             t.add_column(col, justify=j)
         for p in s.phases:
-            row = ["  " * p.depth + p.name + (" *" if p.basis == "traced" else ""), f"{p.count:,}", _ms(p.total_ms),
-                   _ms(p.mean_ms, 3),
-                   "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}"]
+            row = [
+                "  " * p.depth + p.name + (" *" if p.basis == "traced" else ""),
+                f"{p.count:,}",
+                _ms(p.total_ms),
+                _ms(p.mean_ms, 3),
+                "-" if p.pct_of_step is None else f"{p.pct_of_step:.1f}",
+            ]
             if gpu:
                 row += [_ms(p.gpu_ms, 3), "-" if p.kernels is None else f"{p.kernels:,.0f}"]
             if span:
@@ -158,12 +184,15 @@ def render_summary(s: Summary, out: Console) -> None:
             t.add_row(*row)
         out.print(t)
         if any(p.basis == "traced" for p in s.phases):
-            out.print("  * found only in the traced steps (derived from the PyTorch trace): measured over those, "
-                      "which ran slower")
+            out.print(
+                "  * found only in the traced steps (derived from the PyTorch trace): measured over those, "
+                "which ran slower"
+            )
         if gpu and st.traced_excluded:
-            out.print("  GPU columns: per traced step (GPU activity is recorded while tracing)"
-                      + ("; GPU span: every measured step, from CUDA events at the phase's start and end" if span
-                         else ""))
+            out.print(
+                "  GPU columns: per traced step (GPU activity is recorded while tracing)"
+                + ("; GPU span: every measured step, from CUDA events at the phase's start and end" if span else "")
+            )
     _render_gpu(s, out)
     out.print()
     out.print("[bold]Layers[/bold]")
@@ -186,8 +215,13 @@ def _render_gpu(s: Summary, out: Console) -> None:
         return
     out.print()
     out.print(f"[bold]GPU counters[/bold]  (mean over the {s.gpu[0].get('basis', 'selected steps')})")
-    labels = (("gpu_util", "util", "%"), ("sm_active", "SM active", "%"), ("tensor_active", "tensor active", "%"),
-              ("dram_bw_util", "DRAM bw", "%"), ("power", "power", " W"))
+    labels = (
+        ("gpu_util", "util", "%"),
+        ("sm_active", "SM active", "%"),
+        ("tensor_active", "tensor active", "%"),
+        ("dram_bw_util", "DRAM bw", "%"),
+        ("power", "power", " W"),
+    )
     for g in s.gpu:
         parts = [f"{label} {g[k]:.0f}{unit}" for k, label, unit in labels if g.get(k) is not None]
         if g.get("mem_used") is not None:
@@ -200,9 +234,16 @@ def _pct(v: float | None) -> str:
 
 
 def render_headline(h: Headline, out: Console) -> None:
-    over = (f"over {h.steps} step{'s' if h.steps != 1 else ''} with GPU data" if h.steps is not None
-            else "over the whole profile")
+    over = (
+        f"over {h.steps} step{'s' if h.steps != 1 else ''} with GPU data"
+        if h.steps is not None
+        else "over the whole profile"
+    )
     out.print(f"[bold]Headline[/bold]  {over} ({_ms(h.wall_ms, 3)} ms)")
-    out.print(f"  GPU utilization {_pct(h.gpu_util_pct)}   tensor-core kernels {_pct(h.tensor_core_pct)} of kernel time")
-    out.print(f"  time: kernels {_pct(h.kernels_pct)}  memory ops {_pct(h.memory_pct)}  "
-              f"data loading {_pct(h.data_loading_pct)}  CPU only {_pct(h.cpu_only_pct)}  other {_pct(h.other_pct)}")
+    out.print(
+        f"  GPU utilization {_pct(h.gpu_util_pct)}   tensor-core kernels {_pct(h.tensor_core_pct)} of kernel time"
+    )
+    out.print(
+        f"  time: kernels {_pct(h.kernels_pct)}  memory ops {_pct(h.memory_pct)}  "
+        f"data loading {_pct(h.data_loading_pct)}  CPU only {_pct(h.cpu_only_pct)}  other {_pct(h.other_pct)}"
+    )

@@ -42,8 +42,9 @@ def replace_table(profile_dir: Path, meta: Meta, name: str, data: pa.Table) -> i
         data = data.drop_columns([text]).append_column(idcol, pa.array(col, pa.int32()))
     if added:
         first = strings.num_rows
-        more = pa.table({"id": pa.array(range(first, first + len(added)), pa.int32()),
-                         "value": pa.array(added, pa.string())})
+        more = pa.table(
+            {"id": pa.array(range(first, first + len(added)), pa.int32()), "value": pa.array(added, pa.string())}
+        )
         _write(pa.concat_tables([strings, more.cast(strings.schema)]), profile_dir / "strings.parquet")
     table = conform(name, data)
     sort = TABLES_BY_NAME[name].sort_by

@@ -53,7 +53,10 @@ BUILD_MEMORY_PER_THREAD_MB = 40
 
 def build_memory_limit(threads: int) -> str:
     """200 MB at 2 threads, 440 MB at 8."""
-    return os.environ.get("DLSCOPE_BUILD_MEMORY") or f"{BUILD_MEMORY_BASE_MB + BUILD_MEMORY_PER_THREAD_MB * max(threads, 2)}MB"
+    return (
+        os.environ.get("DLSCOPE_BUILD_MEMORY")
+        or f"{BUILD_MEMORY_BASE_MB + BUILD_MEMORY_PER_THREAD_MB * max(threads, 2)}MB"
+    )
 
 
 class Interner:
@@ -95,18 +98,20 @@ class Interner:
     def table(self) -> pa.Table:
         import pyarrow as pa
 
-        return pa.table({"id": pa.array(range(len(self.values)), pa.int32()),
-                         "value": pa.array(self.values, pa.string())})
+        return pa.table(
+            {"id": pa.array(range(len(self.values)), pa.int32()), "value": pa.array(self.values, pa.string())}
+        )
 
     def create(self, con: duckdb.DuckDBPyConnection, name: str, values: list[str] | None = None) -> None:
         """Create the DuckDB table ``name`` (value, id) for ``values`` (default: every string),
         interning them; lists go to DuckDB as parameters, no Arrow needed."""
         values = self.values if values is None else values
         ids = [self.intern(v) for v in values]
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT unnest($1::VARCHAR[]) AS value, "
-                    "unnest($2::INTEGER[]) AS id", [values, ids])
-
-
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT unnest($1::VARCHAR[]) AS value, "
+            "unnest($2::INTEGER[]) AS id",
+            [values, ids],
+        )
 
 
 class ProfileBuilder:
@@ -167,7 +172,7 @@ class ProfileBuilder:
                     text = next((t for t, i in text_cols.items() if i == col.name and t in have), None)
                     if text is not None:
                         m = self._intern_column(rel, text)
-                        joins.append(f"LEFT JOIN {m} ON {m}.value = p.\"{text}\"")
+                        joins.append(f'LEFT JOIN {m} ON {m}.value = p."{text}"')
                         exprs.append(f"{m}.id")
                     elif col.name in have:
                         exprs.append(f'p."{col.name}"')
@@ -175,17 +180,20 @@ class ProfileBuilder:
                         exprs.append("NULL")
                     else:
                         raise InputError(f"table {spec.name}: required column {col.name} is missing")
-                cols = ", ".join(f"CAST({e} AS {_duck_type(c.dtype)}) AS \"{c.name}\"" for e, c in zip(exprs, spec.columns))
+                cols = ", ".join(
+                    f'CAST({e} AS {_duck_type(c.dtype)}) AS "{c.name}"' for e, c in zip(exprs, spec.columns)
+                )
                 selects.append(f"SELECT {cols} FROM {rel} p {' '.join(joins)}")
             if not selects:
-                cols = ", ".join(f"CAST(NULL AS {_duck_type(c.dtype)}) AS \"{c.name}\"" for c in spec.columns)
+                cols = ", ".join(f'CAST(NULL AS {_duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns)
                 selects = [f"SELECT {cols} WHERE FALSE"]
             # the row id is the table's rowid (its insertion order), read through a view:
             # row_number() OVER () is a window on one thread (40 ms for 285k ops)
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_rows_{spec.name} AS {' UNION ALL '.join(selects)}")
             self._drop_malformed(spec)
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW in_{spec.name} AS "
-                             f"SELECT rowid + 1 AS rid, * FROM in_rows_{spec.name}")
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP VIEW in_{spec.name} AS SELECT rowid + 1 AS rid, * FROM in_rows_{spec.name}"
+            )
             counts[spec.name] = self.con.execute(f"SELECT count(*) FROM in_{spec.name}").fetchall()[0][0]
             for rel in self.parts.pop(spec.name, []):  # the copy above replaces them: free them now
                 self._drop(rel)
@@ -196,7 +204,8 @@ class ProfileBuilder:
 
     def _drop_malformed(self, spec: Table) -> None:
         """Delete the rows of ``in_rows_<table>`` that the schema does not allow (NULL in a
-        required column, a time out of range, an end before the start, a duration over 2**52 ns) and count them in :attr:`dropped`: an importer
+        required column, a time out of range, an end before the start, a duration over 2**52 ns)
+        and count them in :attr:`dropped`: an importer
         that let one through must not leave every analysis to trip on it."""
         bad = [f'"{c.name}" IS NULL' for c in spec.columns if not c.nullable]
         # a time before the epoch or past 2**62 ns (year 2116), an end before the start, a row
@@ -215,14 +224,20 @@ class ProfileBuilder:
 
     def _note_dropped(self, meta: Meta) -> None:
         for table, n in sorted(self.dropped.items()):
-            meta.note(f"{n} malformed row(s) of {table} not stored (a required value missing, a time out "
-                      "of range, an end before the start, or a duration over 2**52 ns)")
+            meta.note(
+                f"{n} malformed row(s) of {table} not stored (a required value missing, a time out "
+                "of range, an end before the start, or a duration over 2**52 ns)"
+            )
 
     def _intern_column(self, relation: str, column: str) -> str:
         """A (value, id) table for the distinct values of one text column (sorted: the same input
         gets the same ids however DuckDB's threads divided the work)."""
-        values = [r[0] for r in self.con.execute(
-            f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL ORDER BY 1').fetchall()]
+        values = [
+            r[0]
+            for r in self.con.execute(
+                f'SELECT DISTINCT "{column}" FROM {relation} WHERE "{column}" IS NOT NULL ORDER BY 1'
+            ).fetchall()
+        ]
         name = f"strmap{next(_ids)}"
         self.interner.create(self.con, name, values)
         return name
@@ -254,6 +269,7 @@ class ProfileBuilder:
 
 
 # ---- linking: nesting, self time and steps, in SQL ---------------------------------------------
+
 
 def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in") -> str:
     """SQL giving (rid, step) for each row of ``source``: the step whose [start, end) holds the
@@ -305,14 +321,20 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
     j, st = step_join("phases", "start_ns")
     nested = "(SELECT * FROM in_phases WHERE kind = 'range' AND coalesce(style, '') <> 'startend')"
     create_nesting_table(con, nested, ("rank", "pid", "tid"), "phase_nesting")
-    final("phases", f"""SELECT t.* REPLACE (n.depth AS depth, {st} AS step) FROM in_phases t
-        LEFT JOIN phase_nesting n ON n.rid = t.rid {j}""")
+    final(
+        "phases",
+        f"""SELECT t.* REPLACE (n.depth AS depth, {st} AS step) FROM in_phases t
+        LEFT JOIN phase_nesting n ON n.rid = t.rid {j}""",
+    )
     # ops: depth, parent and self time unless the source gave them
     j, st = step_join("ops", "start_ns")
     if has.get("ops") and not con.execute("SELECT count(depth) FROM in_ops").fetchall()[0][0]:
         _create_op_links(con, "op_links")
-        final("ops", f"""SELECT t.* REPLACE (n.depth AS depth, n.parent_id AS parent_id, n.self_ns AS self_ns, {st} AS step)
-            FROM in_ops t LEFT JOIN op_links n ON n.rid = t.rid {j}""")
+        final(
+            "ops",
+            f"""SELECT t.* REPLACE (n.depth AS depth, n.parent_id AS parent_id, n.self_ns AS self_ns, {st} AS step)
+            FROM in_ops t LEFT JOIN op_links n ON n.rid = t.rid {j}""",
+        )
     else:
         final("ops", f"SELECT t.* REPLACE ({st} AS step) FROM in_ops t {j}")
     for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns"), ("phase_gpu", "start_ns")):
@@ -351,8 +373,11 @@ def _create_op_links(con: duckdb.DuckDBPyConnection, name: str) -> None:
     child = np.bincount(parent[has], weights=dur[has], minlength=len(dur)).astype(np.int64)
     op_id = np.asarray(np.ma.getdata(d["op_id"]), np.int64)
     parent_id = np.ma.masked_array(op_id[np.maximum(parent, 0)], mask=~has)
-    register_table(con, name, {"rid": np.asarray(d["rid"], np.int64), "depth": d["depth"],
-                               "parent_id": parent_id, "self_ns": dur - child})
+    register_table(
+        con,
+        name,
+        {"rid": np.asarray(d["rid"], np.int64), "depth": d["depth"], "parent_id": parent_id, "self_ns": dur - child},
+    )
 
 
 def _duck_type(dtype: str) -> str:

@@ -57,14 +57,20 @@ def find_profiles(spec: str) -> tuple[list[Path], list[Path]]:
             unfinished += sorted(s.parent for s in root.rglob("spool") if is_unfinished(s.parent))
     found = sorted(set(found))
     if not found:
-        raise InputError(f"{spec}: no dlscope profile there" + (
-            f" ({len(unfinished)} unfinished recording(s): run 'dlscope summary' on each to finalize it)"
-            if unfinished else ""))
+        raise InputError(
+            f"{spec}: no dlscope profile there"
+            + (
+                f" ({len(unfinished)} unfinished recording(s): run 'dlscope summary' on each to finalize it)"
+                if unfinished
+                else ""
+            )
+        )
     return found, sorted(set(unfinished))
 
 
-def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection | None = None
-                 ) -> duckdb.DuckDBPyConnection:
+def attach_fleet(
+    profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
     """Create, in ``con``, one view per table over every profile, with a ``profile`` column (the
     profile's path as found). ``raw_<table>`` keeps the ids; ``<table>`` adds the decoded names;
     ``profiles`` lists each profile with its source and its start and end (from meta.json)."""
@@ -75,23 +81,35 @@ def attach_fleet(profiles: list[StoredProfile], con: duckdb.DuckDBPyConnection |
             for f in prof.files[spec.name]:
                 files.append(str(f.resolve()))
                 labels.append(str(prof.path))
-    con.execute("CREATE OR REPLACE TEMP TABLE fleet_files AS SELECT unnest($1::VARCHAR[]) AS file, "
-                "unnest($2::VARCHAR[]) AS profile", [files, labels])
-    con.execute("CREATE OR REPLACE TEMP TABLE profiles AS SELECT unnest($1::VARCHAR[]) AS profile, "
-                "unnest($2::VARCHAR[]) AS source, unnest($3::BIGINT[]) AS start_ns, unnest($4::BIGINT[]) AS end_ns",
-                [[str(p.path) for p in profiles], [p.meta.source or "" for p in profiles],
-                 [p.meta.start_ns for p in profiles], [p.meta.end_ns for p in profiles]])
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE fleet_files AS SELECT unnest($1::VARCHAR[]) AS file, "
+        "unnest($2::VARCHAR[]) AS profile",
+        [files, labels],
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE profiles AS SELECT unnest($1::VARCHAR[]) AS profile, "
+        "unnest($2::VARCHAR[]) AS source, unnest($3::BIGINT[]) AS start_ns, unnest($4::BIGINT[]) AS end_ns",
+        [
+            [str(p.path) for p in profiles],
+            [p.meta.source or "" for p in profiles],
+            [p.meta.start_ns for p in profiles],
+            [p.meta.end_ns for p in profiles],
+        ],
+    )
     for spec in TABLES:
         paths = [str(f.resolve()) for p in profiles for f in p.files[spec.name]]
         # optional columns (store.schema.OPTIONAL_COLUMNS) some profiles predate: matched by name
         # (NULL in the files without them), and NULL outright when no file has them
         having = [p for p in profiles if p.files[spec.name]]
-        absent = {c for c in spec.column_names() if having and all(c in p.absent_columns.get(spec.name, ())
-                                                                     for p in having)}
+        absent = {
+            c for c in spec.column_names() if having and all(c in p.absent_columns.get(spec.name, ()) for p in having)
+        }
         some_absent = any(p.absent_columns.get(spec.name) for p in having)
         cols = ", ".join(f'NULL::{c.duck} AS "{c.name}"' if c.name in absent else f'r."{c.name}"' for c in spec.columns)
-        src = (f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true"
-               f"{', union_by_name = true' if some_absent else ''}) r JOIN fleet_files f ON f.file = r.filename")
+        src = (
+            f"SELECT f.profile, {cols} FROM read_parquet({_list(paths)}, filename = true"
+            f"{', union_by_name = true' if some_absent else ''}) r JOIN fleet_files f ON f.file = r.filename"
+        )
         if not paths:  # a table no profile has (written before it existed, e.g. tries): empty
             typed = ", ".join(f'NULL::{c.duck} AS "{c.name}"' for c in spec.columns)
             src = f"SELECT NULL::VARCHAR AS profile, {typed} WHERE FALSE"

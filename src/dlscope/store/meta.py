@@ -116,8 +116,9 @@ class Meta:
         }
         if isinstance(d.get("run_end"), dict):
             end = {k: v for k, v in d["run_end"].items() if k in RUN_END_TYPES}
-            end["ranks"] = [RankEnd(**{k: v for k, v in r.items() if k in RANK_END_TYPES})
-                            for r in end.get("ranks") or []]
+            end["ranks"] = [
+                RankEnd(**{k: v for k, v in r.items() if k in RANK_END_TYPES}) for r in end.get("ranks") or []
+            ]
             kwargs["run_end"] = RunEnd(**end)
         devices = kwargs.pop("devices", None) or []
         for name in ("start_ns", "end_ns"):  # a time the row rule would call malformed is unknown
@@ -135,8 +136,11 @@ class Meta:
         rank and index: PyTorch's device properties and NVML describe the same card). A key the
         commands read whose value has the wrong type (a trace's ``"id": "abc"``, a damaged
         meta.json) is left out, as if the source had not said it."""
-        device = {k: v for k, v in device.items() if k not in DEVICE_TYPES or _is(v, DEVICE_TYPES[k])
-                  or (k == "compute_capability" and _is(v, "float"))}
+        device = {
+            k: v
+            for k, v in device.items()
+            if k not in DEVICE_TYPES or _is(v, DEVICE_TYPES[k]) or (k == "compute_capability" and _is(v, "float"))
+        }
         key = (device.get("rank", 0) or 0, device.get("index"))
         for d in self.devices:
             if (d.get("rank", 0) or 0, d.get("index")) == key and key[1] is not None:
@@ -208,29 +212,74 @@ def _is(value: Any, kind: str) -> bool:
 
 
 FIELD_TYPES: dict[str, str] = {
-    "format": "str", "format_version": "int", "dlscope_version": "str", "source": "str", "inputs": "list[str]",
-    "command": "list[str]?", "host": "str", "start_ns": "int?", "end_ns": "int?", "exit_code": "int?",
-    "ranks": "list[int]", "world_size": "int?", "devices": "list", "frameworks": "dict[str]",
-    "collectors": "dict[dict]", "dropped": "dict[int]", "clock": "dict", "batch_size": "float?",
-    "batch_size_source": "str?", "warmup_steps": "int",
-    "step_window": "list[int?]?", "key_node": "str?", "notes": "list[str]", "table_rows": "dict[int]",
-    "timings_s": "dict[float]", "run_end": "dict?",
+    "format": "str",
+    "format_version": "int",
+    "dlscope_version": "str",
+    "source": "str",
+    "inputs": "list[str]",
+    "command": "list[str]?",
+    "host": "str",
+    "start_ns": "int?",
+    "end_ns": "int?",
+    "exit_code": "int?",
+    "ranks": "list[int]",
+    "world_size": "int?",
+    "devices": "list",
+    "frameworks": "dict[str]",
+    "collectors": "dict[dict]",
+    "dropped": "dict[int]",
+    "clock": "dict",
+    "batch_size": "float?",
+    "batch_size_source": "str?",
+    "warmup_steps": "int",
+    "step_window": "list[int?]?",
+    "key_node": "str?",
+    "notes": "list[str]",
+    "table_rows": "dict[int]",
+    "timings_s": "dict[float]",
+    "run_end": "dict?",
 }
 # the keys of a device (Meta.add_device leaves out those of the wrong type) and of a collector
 # that the commands read, and their types
 # (an index of null is left out too: the GPU's number is unknown, as when the source did not say it)
-DEVICE_TYPES = {"rank": "int?", "index": "int", "nvml_index": "int?", "name": "str?", "memory_bytes": "int?",
-                "sms": "int?", "compute_capability": "str?", "uuid": "str?", "host": "str?", "source": "str?",
-                "pci_bus_id": "str?", "driver": "str?", "cuda_driver": "str?", "gpm": "bool?"}
+DEVICE_TYPES = {
+    "rank": "int?",
+    "index": "int",
+    "nvml_index": "int?",
+    "name": "str?",
+    "memory_bytes": "int?",
+    "sms": "int?",
+    "compute_capability": "str?",
+    "uuid": "str?",
+    "host": "str?",
+    "source": "str?",
+    "pci_bus_id": "str?",
+    "driver": "str?",
+    "cuda_driver": "str?",
+    "gpm": "bool?",
+}
 COLLECTOR_TYPES = {"status": "str", "reason": "str", "settings": "dict"}
-RUN_END_TYPES = {"exit_code": "int?", "signal": "int?", "last_stderr_line": "str", "steps_completed": "int",
-                 "ranks": "list[dict]"}
-RANK_END_TYPES = {"rank": "int", "pid": "int", "exit_code": "int?", "signal": "int?", "clean_stop": "bool",
-                  "end_ns": "int?", "steps_completed": "int"}
+RUN_END_TYPES = {
+    "exit_code": "int?",
+    "signal": "int?",
+    "last_stderr_line": "str",
+    "steps_completed": "int",
+    "ranks": "list[dict]",
+}
+RANK_END_TYPES = {
+    "rank": "int",
+    "pid": "int",
+    "exit_code": "int?",
+    "signal": "int?",
+    "clean_stop": "bool",
+    "end_ns": "int?",
+    "steps_completed": "int",
+}
 
 
 def shape_problem(raw: dict[str, Any]) -> str | None:
     """What is wrong with the JSON types of ``meta.json``'s fields (None: nothing)."""
+
     def wrong(name: str, value: Any, kind: str) -> str:
         return f"{name} is {json.dumps(value)[:40]}, not {kind.replace('?', ' or null')}"
 

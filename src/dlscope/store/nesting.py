@@ -24,7 +24,9 @@ def _plain(a: np.ndarray) -> np.ndarray:
     return np.asarray(np.ma.getdata(a))
 
 
-def nest(groups: list[np.ndarray], start: np.ndarray, end: np.ndarray, rid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nest(
+    groups: list[np.ndarray], start: np.ndarray, end: np.ndarray, rid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Depth (from 0) and parent position (-1 for none) of each range. ``groups`` are key
     arrays (masked where NULL: NULL is a key of its own); ``rid`` breaks the last ties.
     Written for memory: the import's peak is here (2 events per range, a few arrays each)."""
@@ -44,8 +46,14 @@ def nest(groups: list[np.ndarray], start: np.ndarray, end: np.ndarray, rid: np.n
     # events: n starts then n ends. Sort keys, last first: group, time, kind (0: end of a range
     # that ran; 1: start; 2: end of a zero-length range), then the other bound negated (longer
     # first); the sort is stable, so equal events stay in rid order.
-    order = np.lexsort((both(-end, -start), both(np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)),
-                        both(start, end), both(group, group)))
+    order = np.lexsort(
+        (
+            both(-end, -start),
+            both(np.ones(n, np.int8), np.where(end == start, 2, 0).astype(np.int8)),
+            both(start, end),
+            both(group, group),
+        )
+    )
     is_start = order < n
     order[~is_start] -= n
     pos = order  # each event's range
@@ -111,8 +119,9 @@ def _group_ids(groups: list[np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def nesting_arrays(con: duckdb.DuckDBPyConnection, source: str, group_cols: tuple[str, ...],
-                   extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+def nesting_arrays(
+    con: duckdb.DuckDBPyConnection, source: str, group_cols: tuple[str, ...], extra: tuple[str, ...] = ()
+) -> dict[str, np.ndarray]:
     """Fetch ``rid``, ``start_ns``, ``end_ns``, ``group_cols`` and ``extra`` from ``source`` and
     add ``depth`` and ``parent`` (the parent's position in these arrays, -1 for none). Rows
     without both times are left out: they nest nowhere."""

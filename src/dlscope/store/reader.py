@@ -4,7 +4,8 @@
 footer: its columns and their types) and never executes anything from it. A table file damaged
 past its footer is found when DuckDB first reads it (:func:`attach`, then the analysis' first
 read of every table): the same one-line :class:`ProfileFormatError` (:func:`corrupt_table`).
-:func:`attach` makes one DuckDB view per table; the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
+:func:`attach` makes one DuckDB view per table;
+the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
 ...), so ``select name, count(*) from kernels group by 1`` works as a user would expect. The raw
 tables stay reachable as ``raw_<table>``, the decoded ones as stored as ``dec_<table>``.
 """
@@ -106,8 +107,9 @@ def open_profile(path: str | Path) -> StoredProfile:
                     continue
                 fit = _type_fit(stored.field(col.name).type, col.type)
                 if fit is None:
-                    raise ProfileFormatError(f"{f}: column {col.name} of table {spec.name} is "
-                                             f"{stored.field(col.name).type}, not {col.dtype}")
+                    raise ProfileFormatError(
+                        f"{f}: column {col.name} of table {spec.name} is {stored.field(col.name).type}, not {col.dtype}"
+                    )
                 if fit == "narrow":
                     prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
         prof.files[spec.name] = files
@@ -125,8 +127,9 @@ def open_profile(path: str | Path) -> StoredProfile:
 EMPTY: tuple[()] = ()
 
 
-def _time_ranges(con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]],
-                 file_rows: dict[Path, int]) -> dict[Path, tuple[int, int] | tuple[()] | None]:
+def _time_ranges(
+    con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]], file_rows: dict[Path, int]
+) -> dict[Path, tuple[int, int] | tuple[()] | None]:
     """Each file's least and greatest time (``start_ns``, ``end_ns``, ``ts_ns``) by its footer's
     statistics, read by DuckDB's ``parquet_metadata``: :data:`EMPTY` for a table without a time
     column or a file without rows (``file_rows``, from the footers), None where a statistic is
@@ -137,16 +140,20 @@ def _time_ranges(con: duckdb.DuckDBPyConnection, files: dict[str, list[Path]],
     Python cannot catch and the process aborts (found by bench/fuzz.py on damaged Parquet bytes).
     DuckDB raises an error there, or refuses the footer, which is the one-line refusal of a
     damaged table file."""
-    timed = {f: [c for c in TIME_COLUMNS if c in TABLES_BY_NAME[name].column_names()]
-             for name, paths in files.items() for f in paths}
+    timed = {
+        f: [c for c in TIME_COLUMNS if c in TABLES_BY_NAME[name].column_names()]
+        for name, paths in files.items()
+        for f in paths
+    }
     wanted = [f for f, cols in timed.items() if cols and file_rows.get(f, 1) > 0]
-    ranges: dict[Path, tuple[int, int] | tuple[()] | None] = {
-        f: None if f in wanted else EMPTY for f in timed}
+    ranges: dict[Path, tuple[int, int] | tuple[()] | None] = {f: None if f in wanted else EMPTY for f in timed}
     if not wanted:
         return ranges
-    query = ("SELECT file_name, path_in_schema, type, coalesce(stats_min_value, stats_min), "
-             "coalesce(stats_max_value, stats_max) FROM parquet_metadata(?) "
-             f"WHERE row_group_num_rows > 0 AND path_in_schema IN {TIME_COLUMNS}")
+    query = (
+        "SELECT file_name, path_in_schema, type, coalesce(stats_min_value, stats_min), "
+        "coalesce(stats_max_value, stats_max) FROM parquet_metadata(?) "
+        f"WHERE row_group_num_rows > 0 AND path_in_schema IN {TIME_COLUMNS}"
+    )
     try:
         rows = con.execute(query, [[str(f) for f in wanted]]).fetchall()
     except duckdb.Error as whole:
@@ -223,8 +230,9 @@ def corrupt_table_file(where: Path | str, error: Exception) -> ProfileFormatErro
     return ProfileFormatError(f"{where}: corrupt or truncated table file ({reason[:120]})")
 
 
-def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None,
-           in_memory: bool = False) -> duckdb.DuckDBPyConnection:
+def attach(
+    profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None, in_memory: bool = False
+) -> duckdb.DuckDBPyConnection:
     """Create the views of ``profile`` in ``con`` (a new connection if None) and return it.
 
     ``in_memory``: read each table's files once into a temp table ``mem_<table>`` and make
@@ -236,9 +244,16 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None,
     for spec in TABLES:
         absent = profile.absent_columns.get(spec.name, set())
         narrow = profile.narrow_columns.get(spec.name, set())
-        cols = ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in absent
-                         else f'CAST("{c.name}" AS {db.duck_type(c.dtype)}) AS "{c.name}"' if c.name in narrow
-                         else f'"{c.name}"' for c in spec.columns)
+        cols = ", ".join(
+            (
+                f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"'
+                if c.name in absent
+                else f'CAST("{c.name}" AS {db.duck_type(c.dtype)}) AS "{c.name}"'
+                if c.name in narrow
+                else f'"{c.name}"'
+            )
+            for c in spec.columns
+        )
         # read into memory, a table whose files' footers count no row is not read at all: its view
         # is the empty one below (most tables of a small imported trace are empty)
         no_rows = in_memory and spec.name != "strings" and profile.rows.get(spec.name) == 0
@@ -251,15 +266,21 @@ def attach(profile: StoredProfile, con: duckdb.DuckDBPyConnection | None = None,
             # the start, too long: schema.TIME_RULE), whose sums overflow int64 in the reports
             required = [c.name for c in spec.columns if not c.nullable and c.name not in absent]
             keep = [f'"{c}" IS NOT NULL' for c in required]
-            bad_times = malformed_time_sql([c.name for c in spec.columns if c.name not in absent]) \
-                if spec.name in profile.check_times else []
+            bad_times = (
+                malformed_time_sql([c.name for c in spec.columns if c.name not in absent])
+                if spec.name in profile.check_times
+                else []
+            )
             if bad_times:
                 keep.append(f"NOT ({' OR '.join(bad_times)})")
             if keep:
                 src += " WHERE " + " AND ".join(keep)
         else:  # a table this profile predates (see schema.OPTIONAL_TABLES), or one without rows
-            src = "SELECT " + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns) \
+            src = (
+                "SELECT "
+                + ", ".join(f'CAST(NULL AS {db.duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns)
                 + " WHERE FALSE"
+            )
         try:
             if spec.name == "strings":
                 con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")

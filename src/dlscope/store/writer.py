@@ -22,8 +22,9 @@ from .schema import TABLES, TABLES_BY_NAME
 from .spool import write_json_atomic
 
 
-def write_table(con: duckdb.DuckDBPyConnection, source: str, profile_dir: Path, name: str,
-                rank: int | None = None) -> int:
+def write_table(
+    con: duckdb.DuckDBPyConnection, source: str, profile_dir: Path, name: str, rank: int | None = None
+) -> int:
     """Write the relation ``source`` (a view or table in ``con``) as table ``name``; returns its
     row count. The file appears under its final name only once complete."""
     spec = TABLES_BY_NAME[name]
@@ -31,14 +32,17 @@ def write_table(con: duckdb.DuckDBPyConnection, source: str, profile_dir: Path, 
     tmp = profile_dir / (fname + ".tmp")
     cols = ", ".join(f'"{c.name}"' for c in spec.columns)
     order = f"ORDER BY {', '.join(spec.sort_by)}" if spec.sort_by else ""
-    written = con.execute(f"COPY (SELECT {cols} FROM {source} {order}) TO {db.sql_str(str(tmp))} "
-                          "(FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2)").fetchall()
+    written = con.execute(
+        f"COPY (SELECT {cols} FROM {source} {order}) TO {db.sql_str(str(tmp))} "
+        "(FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2)"
+    ).fetchall()
     os.replace(tmp, profile_dir / fname)
     return int(written[0][0])
 
 
-def write_profile(profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: dict[str, str], meta: Meta,
-                  durable: bool = True) -> Path:
+def write_profile(
+    profile_dir: Path, con: duckdb.DuckDBPyConnection, sources: dict[str, str], meta: Meta, durable: bool = True
+) -> Path:
     """Write every table (``sources``: table -> relation in ``con``), then meta.json (synced to
     disk when ``durable``)."""
     t = time.perf_counter()

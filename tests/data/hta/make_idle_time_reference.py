@@ -34,7 +34,6 @@ def main() -> None:
     logging.disable(logging.WARNING)
     from importlib.metadata import version
 
-
     entries = []
     for where, rel, include_last, ta in trace_analyses(args.shared):
         try:
@@ -46,16 +45,26 @@ def main() -> None:
         if error:
             entry["error"] = error
         entries.append(entry)
-    print(json.dumps({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_idle_time_breakdown(ranks, visualize=False)[0]",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv4/bin/python tests/data/hta/make_idle_time_reference.py "
-                   "--shared ../shared > tests/data/hta/idle_time_breakdown.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "consecutive_kernel_delay": 30,
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
+                "call": (
+                    "TraceAnalysis(trace_dir, include_last_profiler_step).get_idle_time_breakdown(ranks,"
+                    " visualize=False)[0]"
+                ),
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv4/bin/python tests/data/hta/make_idle_time_reference.py "
+                    "--shared ../shared > tests/data/hta/idle_time_breakdown.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "consecutive_kernel_delay": 30,
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -66,34 +66,59 @@ def main() -> None:
 
     entries = []
     for where, rel, include_last, ta in trace_analyses(args.shared):
-        types, kernels = ta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=10**9,
-                                                     include_memory_kernels=True)
+        types, kernels = ta.get_gpu_kernel_breakdown(
+            visualize=False, duration_ratio=1.0, num_kernels=10**9, include_memory_kernels=True
+        )
         totals, top = [], []
         for ktype, g in kernels.groupby("kernel_type"):
             for rank, r in g.groupby("rank"):
-                totals.append({"rank": int(rank), "kernel_type": ktype, "names": len(r),
-                               "sum (us)": float(r["sum (us)"].sum())})
+                totals.append(
+                    {"rank": int(rank), "kernel_type": ktype, "names": len(r), "sum (us)": float(r["sum (us)"].sum())}
+                )
             # the TOP names by time over all ranks, with every rank's statistics for them
             names = g.groupby("name")["sum (us)"].sum().sort_index().sort_values(ascending=False, kind="stable")
             for r in g[g["name"].isin(names.index[:TOP])].to_dict(orient="records"):
-                top.append({"rank": int(r["rank"]), "kernel_type": ktype, "name": r["name"][:NAME_CHARS],
-                            "name_sha1": hashlib.sha1(r["name"].encode()).hexdigest()[:16],
-                            **{k: float(r[k]) for k in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev")}})
-        entries.append({"location": where, "path": rel, "include_last_profiler_step": include_last,
-                        "types": json.loads(types.to_json(orient="records")),
-                        "types_ns": types_in_ns(ta), "totals": totals, "kernels": top})
-    print(compact({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')} (pandas {version('pandas')})",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_gpu_kernel_breakdown(visualize=False, "
-                "duration_ratio=1.0, num_kernels=10**9, include_memory_kernels=True)",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_kernel_breakdown_reference.py "
-                   "--shared ../shared > tests/data/hta/kernel_breakdown.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "top_kernels_per_rank_and_type": TOP,
-        "name_chars": NAME_CHARS,
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }))
+                top.append(
+                    {
+                        "rank": int(r["rank"]),
+                        "kernel_type": ktype,
+                        "name": r["name"][:NAME_CHARS],
+                        "name_sha1": hashlib.sha1(r["name"].encode()).hexdigest()[:16],
+                        **{k: float(r[k]) for k in ("sum (us)", "max (us)", "min (us)", "mean (us)", "stddev")},
+                    }
+                )
+        entries.append(
+            {
+                "location": where,
+                "path": rel,
+                "include_last_profiler_step": include_last,
+                "types": json.loads(types.to_json(orient="records")),
+                "types_ns": types_in_ns(ta),
+                "totals": totals,
+                "kernels": top,
+            }
+        )
+    print(
+        compact(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')} (pandas {version('pandas')})",
+                "call": (
+                    "TraceAnalysis(trace_dir, include_last_profiler_step).get_gpu_kernel_breakdown(visualize=False, "
+                    "duration_ratio=1.0, num_kernels=10**9, include_memory_kernels=True)"
+                ),
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python"
+                    " tests/data/hta/make_kernel_breakdown_reference.py --shared ../shared >"
+                    " tests/data/hta/kernel_breakdown.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "top_kernels_per_rank_and_type": TOP,
+                "name_chars": NAME_CHARS,
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

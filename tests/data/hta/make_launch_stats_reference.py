@@ -34,8 +34,13 @@ from make_reference import compact, trace_analyses
 
 
 def stats(s) -> dict:
-    return {"sum": float(s.sum()), "mean": float(s.mean()), "p50": float(s.quantile(0.5)),
-            "p95": float(s.quantile(0.95)), "max": float(s.max())}
+    return {
+        "sum": float(s.sum()),
+        "mean": float(s.mean()),
+        "p50": float(s.quantile(0.5)),
+        "p95": float(s.quantile(0.95)),
+        "max": float(s.max()),
+    }
 
 
 def main() -> None:
@@ -63,7 +68,9 @@ def main() -> None:
             gpu = trace_df[trace_df["stream"].ne(-1) & trace_df["correlation"].isin(df["correlation"])]
             # HTA's result joins calls and GPU work on the correlation id alone: the same join here
             j = df.merge(cpu[["correlation", "name", "ts", "dur"]], on="correlation")
-            gpu = gpu[["correlation", "name", "ts", "dur"]].rename(columns={"name": "gname", "ts": "gts", "dur": "gdur"})
+            gpu = gpu[["correlation", "name", "ts", "dur"]].rename(
+                columns={"name": "gname", "ts": "gts", "dur": "gdur"}
+            )
             j = j.merge(gpu, on="correlation")
             j = j[(j["dur"] == j["cpu_duration"]) & (j["gdur"] == j["gpu_duration"])].drop_duplicates()
             assert len(j) == len(df), (rel, rank, len(j), len(df))
@@ -71,23 +78,47 @@ def main() -> None:
             j["start_delay"] = j["gts"] - j["ts"]
             for call, g in j.groupby("call"):
                 k = g[g["gname"].map(sym.__getitem__).map(get_kernel_type) != KernelType.MEMORY.name]
-                rows.append({"rank": int(rank), "call": call, "count": len(g),
-                             "kernels": len(k), "kernel_sum": float(k["gpu_duration"].sum()),
-                             "cpu_duration": stats(g["cpu_duration"]), "gpu_duration": stats(g["gpu_duration"]),
-                             "launch_delay": stats(g["launch_delay"]), "start_delay": stats(g["start_delay"]),
-                             "clipped": int((g["gts"] < g["ts"] + g["dur"]).sum())})
-        entries.append({"location": where, "path": rel, "include_last_profiler_step": include_last,
-                        "ranks": [int(r) for r in ranks], "rows": rows})
-    print(compact({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')} (pandas {pd.__version__})",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_cuda_kernel_launch_stats("
-                "ranks=<every rank>, visualize=False)",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_launch_stats_reference.py "
-                   "--shared ../shared > tests/data/hta/launch_stats.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }))
+                rows.append(
+                    {
+                        "rank": int(rank),
+                        "call": call,
+                        "count": len(g),
+                        "kernels": len(k),
+                        "kernel_sum": float(k["gpu_duration"].sum()),
+                        "cpu_duration": stats(g["cpu_duration"]),
+                        "gpu_duration": stats(g["gpu_duration"]),
+                        "launch_delay": stats(g["launch_delay"]),
+                        "start_delay": stats(g["start_delay"]),
+                        "clipped": int((g["gts"] < g["ts"] + g["dur"]).sum()),
+                    }
+                )
+        entries.append(
+            {
+                "location": where,
+                "path": rel,
+                "include_last_profiler_step": include_last,
+                "ranks": [int(r) for r in ranks],
+                "rows": rows,
+            }
+        )
+    print(
+        compact(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')} (pandas {pd.__version__})",
+                "call": (
+                    "TraceAnalysis(trace_dir, include_last_profiler_step).get_cuda_kernel_launch_stats("
+                    "ranks=<every rank>, visualize=False)"
+                ),
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_launch_stats_reference.py "
+                    "--shared ../shared > tests/data/hta/launch_stats.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

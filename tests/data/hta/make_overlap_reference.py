@@ -49,17 +49,25 @@ def main() -> None:
     for rel, include_last in TRACES:
         ta = TraceAnalysis(trace_dir=str(Path(args.shared) / rel), include_last_profiler_step=include_last)
         df = ta.get_comm_comp_overlap(visualize=False)
-        entries.append({"path": rel, "include_last_profiler_step": include_last,
-                        "rows": json.loads(df.to_json(orient="records"))})
-    print(json.dumps({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_comm_comp_overlap(visualize=False)",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_overlap_reference.py "
-                   "--shared ../shared > tests/data/hta/comm_comp_overlap.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }, indent=1))
+        entries.append(
+            {"path": rel, "include_last_profiler_step": include_last, "rows": json.loads(df.to_json(orient="records"))}
+        )
+    print(
+        json.dumps(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
+                "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_comm_comp_overlap(visualize=False)",
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_overlap_reference.py "
+                    "--shared ../shared > tests/data/hta/comm_comp_overlap.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -67,20 +67,36 @@ def main() -> None:
             # the series is computed again for each call: HTA's sum adds a column to the frames
             df = ta.get_time_spent_blocked_on_full_queue(ta.get_queue_length_time_series(ranks), max_queue_length=m)
             blocked[str(m)] = json.loads(df.to_json(orient="records")) if df is not None else []
-        entries.append({"location": where, "path": rel, "include_last_profiler_step": include_last,
-                        "summary": rows, "blocked": blocked,
-                        "trace_duration": {str(r): float(ta.t.get_trace_duration(r)) for r in ranks}})
-    print(json.dumps({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_queue_length_summary(ranks); "
-                "get_time_spent_blocked_on_full_queue(get_queue_length_time_series(ranks), max_queue_length)",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv4/bin/python tests/data/hta/make_queue_length_reference.py "
-                   "--shared ../shared > tests/data/hta/queue_length.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "max_queue_lengths": list(MAX_QUEUE_LENGTHS),
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }, indent=1))
+        entries.append(
+            {
+                "location": where,
+                "path": rel,
+                "include_last_profiler_step": include_last,
+                "summary": rows,
+                "blocked": blocked,
+                "trace_duration": {str(r): float(ta.t.get_trace_duration(r)) for r in ranks},
+            }
+        )
+    print(
+        json.dumps(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
+                "call": (
+                    "TraceAnalysis(trace_dir, include_last_profiler_step).get_queue_length_summary(ranks); "
+                    "get_time_spent_blocked_on_full_queue(get_queue_length_time_series(ranks), max_queue_length)"
+                ),
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv4/bin/python tests/data/hta/make_queue_length_reference.py "
+                    "--shared ../shared > tests/data/hta/queue_length.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "max_queue_lengths": list(MAX_QUEUE_LENGTHS),
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,10 +60,14 @@ TRACES = [
 
 def compact(doc: dict) -> str:
     """The document with one line per row of its entries (the file stays small and diffs well)."""
+
     def entry(e: dict) -> str:
         head = {k: v for k, v in e.items() if not isinstance(v, list) or k == "ranks"}
-        lists = "".join(f',\n  "{k}": [\n   ' + ",\n   ".join(json.dumps(r) for r in v) + "]"
-                        for k, v in e.items() if isinstance(v, list) and k != "ranks")
+        lists = "".join(
+            f',\n  "{k}": [\n   ' + ",\n   ".join(json.dumps(r) for r in v) + "]"
+            for k, v in e.items()
+            if isinstance(v, list) and k != "ranks"
+        )
         return json.dumps(head)[:-1] + lists + "}"
 
     head = json.dumps({k: v for k, v in doc.items() if k != "entries"}, indent=1)[:-2]
@@ -96,19 +100,31 @@ def main() -> None:
 
     entries = []
     for where, rel, include_last, ta in trace_analyses(args.shared):
-        df = ta.get_temporal_breakdown(
-            visualize=False)
-        entries.append({"location": where, "path": rel, "include_last_profiler_step": include_last,
-                        "rows": json.loads(df.to_json(orient="records"))})
-    print(json.dumps({
-        "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
-        "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_temporal_breakdown(visualize=False)",
-        "command": "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_reference.py "
-                   "--shared ../shared > tests/data/hta/temporal_breakdown.json",
-        "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
-        "date": datetime.date.today().isoformat(),
-        "entries": entries,
-    }, indent=1))
+        df = ta.get_temporal_breakdown(visualize=False)
+        entries.append(
+            {
+                "location": where,
+                "path": rel,
+                "include_last_profiler_step": include_last,
+                "rows": json.loads(df.to_json(orient="records")),
+            }
+        )
+    print(
+        json.dumps(
+            {
+                "tool": f"HolisticTraceAnalysis {version('HolisticTraceAnalysis')}",
+                "call": "TraceAnalysis(trace_dir, include_last_profiler_step).get_temporal_breakdown(visualize=False)",
+                "command": (
+                    "HTA_DISABLE_NS_ROUNDING=1 /tmp/htavenv/bin/python tests/data/hta/make_reference.py "
+                    "--shared ../shared > tests/data/hta/temporal_breakdown.json"
+                ),
+                "ns_rounding_disabled": os.environ.get("HTA_DISABLE_NS_ROUNDING") == "1",
+                "date": datetime.date.today().isoformat(),
+                "entries": entries,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,14 @@ def main() -> None:
         tb = LabeledTrace(label="test", trace_dir=str(root / b))
         out[pair] = {"control": a, "test": b, "iterations": {"control": ta.iterations(), "test": tb.iterations()}}
         for kind in ("GPU", "CPU"):
-            df = TraceDiff.compare_traces(ta, tb, control_iteration=ta.iterations(), test_iteration=tb.iterations(),
-                                          device_type=DeviceType[kind]).reset_index()
-            rows = [{"name": r["name"], **{f: float(r[f]) for f in FIELDS}} for r in df.to_dict(orient="records")
-                    if not (kind == "GPU" and str(r["name"]).startswith(("Memcpy", "Memset")))]
+            df = TraceDiff.compare_traces(
+                ta, tb, control_iteration=ta.iterations(), test_iteration=tb.iterations(), device_type=DeviceType[kind]
+            ).reset_index()
+            rows = [
+                {"name": r["name"], **{f: float(r[f]) for f in FIELDS}}
+                for r in df.to_dict(orient="records")
+                if not (kind == "GPU" and str(r["name"]).startswith(("Memcpy", "Memset")))
+            ]
             out[pair][kind.lower()] = sorted(rows, key=lambda r: r["name"])
     print(json.dumps(out, indent=0))
 

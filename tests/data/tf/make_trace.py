@@ -12,8 +12,9 @@ import numpy as np
 import tensorflow as tf
 
 tf.random.set_seed(0)
-model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
-                             tf.keras.layers.Dense(10)])
+model = tf.keras.Sequential(
+    [tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)]
+)
 opt = tf.keras.optimizers.SGD(0.01)
 x = tf.constant(np.random.default_rng(0).normal(size=(32, 64)).astype("float32"))
 y = tf.zeros((32, 10))

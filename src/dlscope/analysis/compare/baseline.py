@@ -67,8 +67,13 @@ class Verdict:
         elif self.change_pct == 0:
             change = f" (unchanged, limit {self.limit_pct:g}%)"
         else:
-            change = f" ({abs(self.change_pct):.1f}% {'worse' if self.change_pct > 0 else 'better'}, limit {self.limit_pct:g}%)"
-        return f"{head} {self.metric}: {self.what} {v(self.baseline)} -> {v(self.value)} {self.unit}{change}; {self.why}"
+            change = (
+                f" ({abs(self.change_pct):.1f}% {'worse' if self.change_pct > 0 else 'better'}, limit"
+                f" {self.limit_pct:g}%)"
+            )
+        return (
+            f"{head} {self.metric}: {self.what} {v(self.baseline)} -> {v(self.value)} {self.unit}{change}; {self.why}"
+        )
 
 
 def _mem_peak_gb(headline: list[dict[str, Any]]) -> float | None:
@@ -115,8 +120,16 @@ def _throughput(base: Baseline, cur: np.ndarray, batch: int | None, limit: float
     return _verdict("throughput", what, unit, ra, rb, change, limit, shift)
 
 
-def _verdict(metric: str, what: str, unit: str, a: float | None, b: float | None, change: float | None,
-             limit: float, shift: Shift | None) -> Verdict:
+def _verdict(
+    metric: str,
+    what: str,
+    unit: str,
+    a: float | None,
+    b: float | None,
+    change: float | None,
+    limit: float,
+    shift: Shift | None,
+) -> Verdict:
     sig = bool(shift and shift.significant)
     regressed = change is not None and change > limit and (sig or shift is None)
     why = shift.why if shift else "a single value on each side: no test, the limit alone decides"
@@ -135,26 +148,61 @@ def check(data: ProfileData, base: Baseline, metrics: list[str], limit_pct: floa
         if m == "mem_peak":
             a, b = base.mem_peak_gb, _mem_peak_gb(gpu_metrics.headline(data))
             if a is None or b is None:
-                out.append(Verdict(m, what, unit, a, b, None, limit_pct, False, False,
-                                   "no GPU memory samples on " + ("either side" if a is None and b is None
-                                                                  else "the baseline" if a is None else "this profile")))
+                out.append(
+                    Verdict(
+                        m,
+                        what,
+                        unit,
+                        a,
+                        b,
+                        None,
+                        limit_pct,
+                        False,
+                        False,
+                        "no GPU memory samples on "
+                        + (
+                            "either side"
+                            if a is None and b is None
+                            else "the baseline"
+                            if a is None
+                            else "this profile"
+                        ),
+                    )
+                )
                 continue
             out.append(_verdict(m, what, unit, a, b, 100.0 * (b - a) / a if a else None, limit_pct, None))
             continue
         if not len(cur):
-            out.append(Verdict(m, what, unit, base.values.get(m), None, None, limit_pct, False, False,
-                               "this profile has no steps"))
+            out.append(
+                Verdict(
+                    m, what, unit, base.values.get(m), None, None, limit_pct, False, False, "this profile has no steps"
+                )
+            )
             continue
         if base.samples is not None:
             if not len(base.samples):
-                out.append(Verdict(m, what, unit, None, None, None, limit_pct, False, False, "the baseline has no steps"))
+                out.append(
+                    Verdict(m, what, unit, None, None, None, limit_pct, False, False, "the baseline has no steps")
+                )
                 continue
             shift = compare_samples(base.samples, cur, stat)
         else:
             value = base.values.get(m)
             if value is None:
-                out.append(Verdict(m, what, unit, None, None, None, limit_pct, False, False,
-                                   "the baseline summary has no value for it"))
+                out.append(
+                    Verdict(
+                        m,
+                        what,
+                        unit,
+                        None,
+                        None,
+                        None,
+                        limit_pct,
+                        False,
+                        False,
+                        "the baseline summary has no value for it",
+                    )
+                )
                 continue
             shift = compare_to_value(value, cur, stat)
         out.append(_verdict(m, what, unit, shift.a, shift.b, shift.delta_pct, limit_pct, shift))

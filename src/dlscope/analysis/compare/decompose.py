@@ -40,7 +40,9 @@ IDLE_PARTS = {
     "other": "GPU idle: no host activity recorded",
 }
 RESIDUAL_KEY = "other:not decomposed"
-RESIDUAL_LABEL = "steps not decomposed (traced steps differ from the statistics steps: tracing overhead, steps without GPU work)"
+RESIDUAL_LABEL = (
+    "steps not decomposed (traced steps differ from the statistics steps: tracing overhead, steps without GPU work)"
+)
 # residuals left by the calibration to untraced steps (same key: at most one of them per side)
 BUSY_OVER_LABEL = "steps not decomposed (GPU busy time of the traced steps beyond the untraced mean step)"
 IDLE_UNSPLIT_LABEL = "steps not decomposed (GPU idle time of the untraced steps: the traced steps had none to split by)"
@@ -69,8 +71,13 @@ class Decomposition:
     idle_scale: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"mean_step_ms": self.mean_step_ms, "windows": self.windows, "basis": self.basis,
-                "idle_scale": self.idle_scale, "parts": [p.as_dict() for p in self.parts]}
+        return {
+            "mean_step_ms": self.mean_step_ms,
+            "windows": self.windows,
+            "basis": self.basis,
+            "idle_scale": self.idle_scale,
+            "parts": [p.as_dict() for p in self.parts],
+        }
 
 
 def _gpu_parts(data: ProfileData) -> tuple[list[Part], int, float]:
@@ -115,8 +122,15 @@ def _phase_parts(data: ProfileData) -> tuple[list[Part], int, float]:
     by: dict[str | None, float] = {}
     for phase, ns in zip(t.column("phase").to_pylist(), t.column("ns").to_pylist()):
         by[phase] = by.get(phase, 0.0) + float(ns or 0)
-    parts = [Part(f"phase:{p}" if p is not None else "phase:(outside phases)", "phase",
-                  p if p is not None else "(outside phases)", ns / 1e6 / n) for p, ns in by.items()]
+    parts = [
+        Part(
+            f"phase:{p}" if p is not None else "phase:(outside phases)",
+            "phase",
+            p if p is not None else "(outside phases)",
+            ns / 1e6 / n,
+        )
+        for p, ns in by.items()
+    ]
     return parts, n, total / 1e6 / n
 
 

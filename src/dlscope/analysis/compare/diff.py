@@ -62,9 +62,13 @@ class OpLink:
     b_ms: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "a_ms": self.a_ms, "b_ms": self.b_ms,
-                "vanished": [{"name": n, "ms": v} for n, v in self.vanished],
-                "new": [{"name": n, "ms": v} for n, v in self.new]}
+        return {
+            "op": self.op,
+            "a_ms": self.a_ms,
+            "b_ms": self.b_ms,
+            "vanished": [{"name": n, "ms": v} for n, v in self.vanished],
+            "new": [{"name": n, "ms": v} for n, v in self.new],
+        }
 
 
 @dataclass
@@ -110,15 +114,26 @@ class ProfileDiff:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "a": self.a, "b": self.b, "steps_a": self.steps_a, "steps_b": self.steps_b,
-            "step_time": [s.as_dict() for s in self.shifts], "throughput": self.throughput,
-            "total_delta_ms": self.total_delta_ms, "explain": [c.as_dict() for c in self.explain],
+            "a": self.a,
+            "b": self.b,
+            "steps_a": self.steps_a,
+            "steps_b": self.steps_b,
+            "step_time": [s.as_dict() for s in self.shifts],
+            "throughput": self.throughput,
+            "total_delta_ms": self.total_delta_ms,
+            "explain": [c.as_dict() for c in self.explain],
             "decomposition": {"a": self.decomposition_a.as_dict(), "b": self.decomposition_b.as_dict()},
-            "phases": [c.as_dict() for c in self.phases], "ops_basis": self.ops_basis,
-            "ops": [c.as_dict() for c in self.ops], "kernels": [c.as_dict() for c in self.kernels],
-            "op_links": [x.as_dict() for x in self.op_links], "matching": [m.as_dict() for m in self.matching],
-            "gpu": self.gpu, "memory": self.memory, "counters": self.counters,
-            "samples_ms": {"a": self.samples_a, "b": self.samples_b}, "notes": self.notes,
+            "phases": [c.as_dict() for c in self.phases],
+            "ops_basis": self.ops_basis,
+            "ops": [c.as_dict() for c in self.ops],
+            "kernels": [c.as_dict() for c in self.kernels],
+            "op_links": [x.as_dict() for x in self.op_links],
+            "matching": [m.as_dict() for m in self.matching],
+            "gpu": self.gpu,
+            "memory": self.memory,
+            "counters": self.counters,
+            "samples_ms": {"a": self.samples_a, "b": self.samples_b},
+            "notes": self.notes,
         }
 
 
@@ -140,9 +155,20 @@ def match(kind: str, a: dict[str, Item], b: dict[str, Item], total: float | None
         va, vb = (ia.ms if ia else None), (ib.ms if ib else None)
         delta = (vb or 0.0) - (va or 0.0)
         status = "matched" if ia and ib else ("new" if ib else "vanished")
-        out.append(Change(kind, name, va, vb, delta, _share(delta, total), status,
-                          ia.count if ia else None, ib.count if ib else None,
-                          (ib.op if ib and ib.op else (ia.op if ia else None))))
+        out.append(
+            Change(
+                kind,
+                name,
+                va,
+                vb,
+                delta,
+                _share(delta, total),
+                status,
+                ia.count if ia else None,
+                ib.count if ib else None,
+                (ib.op if ib and ib.op else (ia.op if ia else None)),
+            )
+        )
     out.sort(key=lambda c: (-abs(c.delta), c.name))
     return out
 
@@ -150,9 +176,14 @@ def match(kind: str, a: dict[str, Item], b: dict[str, Item], total: float | None
 def match_stats(table: str, a: dict[str, Item], b: dict[str, Item]) -> MatchStats:
     both = a.keys() & b.keys()
     ta, tb = sum(i.ms for i in a.values()), sum(i.ms for i in b.values())
-    return MatchStats(table, len(both), len(b.keys() - a.keys()), len(a.keys() - b.keys()),
-                      100.0 * sum(a[n].ms for n in both) / ta if ta else None,
-                      100.0 * sum(b[n].ms for n in both) / tb if tb else None)
+    return MatchStats(
+        table,
+        len(both),
+        len(b.keys() - a.keys()),
+        len(a.keys() - b.keys()),
+        100.0 * sum(a[n].ms for n in both) / ta if ta else None,
+        100.0 * sum(b[n].ms for n in both) / tb if tb else None,
+    )
 
 
 def op_links(kernels: list[Change]) -> list[OpLink]:
@@ -185,8 +216,9 @@ def explain(da: Decomposition, db: Decomposition) -> tuple[float | None, list[Ch
         assert part is not None  # the key came from one of the two
         delta = (y.ms if y else 0.0) - (x.ms if x else 0.0)
         status = "matched" if x and y else ("new" if y else "vanished")
-        rows.append(Change(part.kind, part.name, x.ms if x else None, y.ms if y else None, delta,
-                           _share(delta, total), status))
+        rows.append(
+            Change(part.kind, part.name, x.ms if x else None, y.ms if y else None, delta, _share(delta, total), status)
+        )
     # rounded: the two sides' sums are made in no fixed order, so a part that did not change can
     # differ by a few ulps, and those must not decide the order (it changed from run to run)
     rows.sort(key=lambda c: (-round(abs(c.delta), 9), c.name))
@@ -234,19 +266,36 @@ def _gpu(data: ProfileData) -> dict[str, Any] | None:
 
 def _gpu_pair(a: ProfileData, b: ProfileData) -> dict[str, Any]:
     ga, gb = _gpu(a), _gpu(b)
-    keys = [k for k in ("gpu_util_pct", "tensor_core_pct", "compute_ms", "communication_ms", "memory_ms",
-                        "idle_ms", "span_ms") if (ga and k in ga) or (gb and k in gb)]
-    return {"rows": [{"metric": k, "a": (ga or {}).get(k), "b": (gb or {}).get(k)} for k in keys],
-            "per": "per step (ms); shares of the traced steps' wall time (%)"}
+    keys = [
+        k
+        for k in (
+            "gpu_util_pct",
+            "tensor_core_pct",
+            "compute_ms",
+            "communication_ms",
+            "memory_ms",
+            "idle_ms",
+            "span_ms",
+        )
+        if (ga and k in ga) or (gb and k in gb)
+    ]
+    return {
+        "rows": [{"metric": k, "a": (ga or {}).get(k), "b": (gb or {}).get(k)} for k in keys],
+        "per": "per step (ms); shares of the traced steps' wall time (%)",
+    }
 
 
 def _torch_memory(data: ProfileData) -> dict[str, float]:
     if not data.has("counters"):
         return {}
     names = ", ".join(f"'{m}'" for m in TORCH_MEMORY)
-    return {r[0]: float(r[1]) for r in data.con.execute(
-        f"SELECT metric, max(value) FROM counters WHERE metric IN ({names}) AND coalesce(device, 0) >= 0 "
-        "GROUP BY metric").fetchall()}
+    return {
+        r[0]: float(r[1])
+        for r in data.con.execute(
+            f"SELECT metric, max(value) FROM counters WHERE metric IN ({names}) AND coalesce(device, 0) >= 0 "
+            "GROUP BY metric"
+        ).fetchall()
+    }
 
 
 def _memory_and_counters(a: ProfileData, b: ProfileData) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -260,13 +309,19 @@ def _memory_and_counters(a: ProfileData, b: ProfileData) -> tuple[dict[str, Any]
         vals = [d[m] for d in h if d.get(m) is not None]
         return sum(vals) / len(vals) if vals else None
 
-    memory: dict[str, Any] = {"peak_bytes_a": peak(ha), "peak_bytes_b": peak(hb),
-                              "source": "NVML device memory used, maximum"}
+    memory: dict[str, Any] = {
+        "peak_bytes_a": peak(ha),
+        "peak_bytes_b": peak(hb),
+        "source": "NVML device memory used, maximum",
+    }
     # PyTorch's own allocator peaks, when the trace recorded memory events (profile_memory)
     ta, tb = _torch_memory(a), _torch_memory(b)
     memory["torch"] = [{"metric": m, "a": ta.get(m), "b": tb.get(m)} for m in TORCH_MEMORY if m in ta or m in tb]
-    counters = [{"metric": m, "a": mean(ha, m), "b": mean(hb, m)} for m in COUNTER_METRICS
-                if mean(ha, m) is not None or mean(hb, m) is not None]
+    counters = [
+        {"metric": m, "a": mean(ha, m), "b": mean(hb, m)}
+        for m in COUNTER_METRICS
+        if mean(ha, m) is not None or mean(hb, m) is not None
+    ]
     return memory, counters
 
 
@@ -281,52 +336,95 @@ def compare(a: ProfileData, b: ProfileData, names: tuple[str, str] | None = None
     (opa, basis_a), (opb, basis_b) = op_items(a), op_items(b)
     ops_basis = basis_a if basis_a == basis_b else "self_cpu"
     if basis_a != basis_b:  # one side without GPU work: compare CPU time on both
-        opa = {k: Item(v.name, v.extra if v.extra is not None else v.ms, v.count) for k, v in opa.items()} \
-            if basis_a == "self_gpu" else opa
-        opb = {k: Item(v.name, v.extra if v.extra is not None else v.ms, v.count) for k, v in opb.items()} \
-            if basis_b == "self_gpu" else opb
+        opa = (
+            {k: Item(v.name, v.extra if v.extra is not None else v.ms, v.count) for k, v in opa.items()}
+            if basis_a == "self_gpu"
+            else opa
+        )
+        opb = (
+            {k: Item(v.name, v.extra if v.extra is not None else v.ms, v.count) for k, v in opb.items()}
+            if basis_b == "self_gpu"
+            else opb
+        )
     ka, kb = gpu_items(a), gpu_items(b)
     kernels = match("gpu", ka, kb, total)
     memory, counters = _memory_and_counters(a, b)
     notes = _notes(a, b, sa, sb, da, db, ka, kb)
     matching = [match_stats("phases", pha, phb), match_stats("ops", opa, opb), match_stats("gpu", ka, kb)]
     for m in matching:
-        if (m.matched_a_pct is not None and m.matched_b_pct is not None
-                and min(m.matched_a_pct, m.matched_b_pct) < LOW_MATCH_PCT):
-            notes.append(f"{m.table}: only {m.matched_a_pct:.0f}% of A's and {m.matched_b_pct:.0f}% of B's time is in "
-                         f"names both profiles have (a different framework, compiler or library?): "
-                         f"{m.vanished} name(s) only in A, {m.new} only in B"
-                         + ("; the step-time rows still add up" if total is not None else ""))
+        if (
+            m.matched_a_pct is not None
+            and m.matched_b_pct is not None
+            and min(m.matched_a_pct, m.matched_b_pct) < LOW_MATCH_PCT
+        ):
+            notes.append(
+                f"{m.table}: only {m.matched_a_pct:.0f}% of A's and {m.matched_b_pct:.0f}% of B's time is in "
+                "names both profiles have (a different framework, compiler or library?): "
+                f"{m.vanished} name(s) only in A, {m.new} only in B"
+                + ("; the step-time rows still add up" if total is not None else "")
+            )
     return ProfileDiff(
-        a=names[0] if names else str(a.path), b=names[1] if names else str(b.path), steps_a=len(sa), steps_b=len(sb), shifts=shifts,
-        throughput=_throughput(a, b, sa, sb), total_delta_ms=total, explain=rows,
-        decomposition_a=da, decomposition_b=db,
-        phases=match("phase", pha, phb, total), ops=match("op", opa, opb, total), ops_basis=ops_basis,
-        kernels=kernels, op_links=op_links(kernels), matching=matching, gpu=_gpu_pair(a, b),
-        memory=memory, counters=counters,
-        samples_a=[float(v) for v in sa], samples_b=[float(v) for v in sb], notes=notes)
+        a=names[0] if names else str(a.path),
+        b=names[1] if names else str(b.path),
+        steps_a=len(sa),
+        steps_b=len(sb),
+        shifts=shifts,
+        throughput=_throughput(a, b, sa, sb),
+        total_delta_ms=total,
+        explain=rows,
+        decomposition_a=da,
+        decomposition_b=db,
+        phases=match("phase", pha, phb, total),
+        ops=match("op", opa, opb, total),
+        ops_basis=ops_basis,
+        kernels=kernels,
+        op_links=op_links(kernels),
+        matching=matching,
+        gpu=_gpu_pair(a, b),
+        memory=memory,
+        counters=counters,
+        samples_a=[float(v) for v in sa],
+        samples_b=[float(v) for v in sb],
+        notes=notes,
+    )
 
 
-def _notes(a: ProfileData, b: ProfileData, sa: np.ndarray, sb: np.ndarray, da: Decomposition, db: Decomposition,
-           ka: dict[str, Item], kb: dict[str, Item]) -> list[str]:
+def _notes(
+    a: ProfileData,
+    b: ProfileData,
+    sa: np.ndarray,
+    sb: np.ndarray,
+    da: Decomposition,
+    db: Decomposition,
+    ka: dict[str, Item],
+    kb: dict[str, Item],
+) -> list[str]:
     notes = []
     for tag, data, s, dec in (("A", a, sa, da), ("B", b, sb, db)):
         if not len(s):
-            notes.append(f"{tag} has no steps: its values are totals over the whole profile (phases: per "
-                         "instance), with no step-time statistics or decomposition; --key-node NAME marks "
-                         "iterations by a range or op")
+            notes.append(
+                f"{tag} has no steps: its values are totals over the whole profile (phases: per "
+                "instance), with no step-time statistics or decomposition; --key-node NAME marks "
+                "iterations by a range or op"
+            )
         st = step_stats(data)
         if st.traced_excluded:
-            notes.append(f"{tag}: step statistics leave out {len(st.traced_excluded)} step(s) slowed by detailed "
-                         "tracing; ops and kernels come from those traced steps")
+            notes.append(
+                f"{tag}: step statistics leave out {len(st.traced_excluded)} step(s) slowed by detailed "
+                "tracing; ops and kernels come from those traced steps"
+            )
         if dec.idle_scale is not None:
             # tracing slows the host, not the GPU: say how the traced steps were set against the untraced ones
-            notes.append(f"{tag}: the GPU busy rows are the traced steps' busy time per step; the idle rows split the "
-                         f"rest of the untraced mean step ({dec.mean_step_ms:,.3f} ms) as the traced steps' idle time "
-                         f"was split, scaled by {dec.idle_scale:.3f} (tracing slows the host, not the GPU)")
+            notes.append(
+                f"{tag}: the GPU busy rows are the traced steps' busy time per step; the idle rows split the "
+                f"rest of the untraced mean step ({dec.mean_step_ms:,.3f} ms) as the traced steps' idle time "
+                f"was split, scaled by {dec.idle_scale:.3f} (tracing slows the host, not the GPU)"
+            )
     if da.basis != db.basis and "none" not in (da.basis, db.basis):
-        notes.append(f"A is decomposed by {da.basis}, B by {db.basis} (one side has no GPU data): "
-                     "the rows cannot match, their sums still give each side's mean step time")
+        notes.append(
+            f"A is decomposed by {da.basis}, B by {db.basis} (one side has no GPU data): "
+            "the rows cannot match, their sums still give each side's mean step time"
+        )
     if bool(ka) != bool(kb):
         notes.append(f"only {'A' if ka else 'B'} has GPU activity")
     return notes

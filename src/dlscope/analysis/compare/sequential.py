@@ -150,13 +150,13 @@ def _bounds(looks: tuple[int, ...], alpha: float) -> tuple[float, ...]:
         return (t_quantile(1.0 - alpha / 2.0, looks[0] - 1),)
     budget = alpha - 3.0 * math.sqrt(alpha * (1.0 - alpha) / PATHS)
     rounds = np.random.default_rng(SEED).standard_normal((PATHS, looks[-1]))
-    sums, squares = np.cumsum(rounds, axis=1), np.cumsum(rounds ** 2, axis=1)
+    sums, squares = np.cumsum(rounds, axis=1), np.cumsum(rounds**2, axis=1)
     alive = np.ones(PATHS, dtype=bool)
     out: list[float] = []
     used = 0
     for n in looks:
         mean = sums[:, n - 1] / n
-        t = np.abs(mean) / np.sqrt((squares[:, n - 1] - n * mean ** 2) / (n - 1) / n)
+        t = np.abs(mean) / np.sqrt((squares[:, n - 1] - n * mean**2) / (n - 1) / n)
         allowed = int((spent(n / looks[-1], budget) if n != looks[-1] else budget) * PATHS) - used
         if n == looks[0]:  # no look before it: the t law's own quantile
             c = t_quantile(1.0 - spent(n / looks[-1], budget) / 2.0, n - 1)
@@ -177,8 +177,7 @@ def intervals(plan: Plan, logs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     mean = logs.mean(axis=1)
     half = plan.critical_t(n) * logs.std(axis=1, ddof=1) / math.sqrt(n)
     with np.errstate(over="ignore"):  # two rounds far apart: a boundary of thousands of errors, -inf %
-        return (100.0 * (1.0 - np.exp(mean)), 100.0 * (1.0 - np.exp(mean + half)),
-                100.0 * (1.0 - np.exp(mean - half)))
+        return (100.0 * (1.0 - np.exp(mean)), 100.0 * (1.0 - np.exp(mean + half)), 100.0 * (1.0 - np.exp(mean - half)))
 
 
 # The verdicts as integer codes inside the array code (numpy would turn the str enum into strings)
@@ -191,8 +190,11 @@ def verdicts(plan: Plan, low: np.ndarray, high: np.ndarray, rounds: int) -> np.n
     :data:`ORDER`: excluding zero first (a small sure saving is a saving), then the margin."""
     last = _CODE[Verdict.UNDECIDED if rounds >= plan.max_rounds else Verdict.CONTINUE]
     inside = (low >= -plan.margin_pct) & (high <= plan.margin_pct)
-    out: np.ndarray = np.where(low > 0.0, _CODE[Verdict.SAVES], np.where(
-        high < 0.0, _CODE[Verdict.COSTS], np.where(inside, _CODE[Verdict.NO_EFFECT], last)))
+    out: np.ndarray = np.where(
+        low > 0.0,
+        _CODE[Verdict.SAVES],
+        np.where(high < 0.0, _CODE[Verdict.COSTS], np.where(inside, _CODE[Verdict.NO_EFFECT], last)),
+    )
     return out
 
 

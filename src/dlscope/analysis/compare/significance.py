@@ -79,7 +79,7 @@ def mann_whitney(a: np.ndarray | list[float], b: np.ndarray | list[float]) -> tu
     u = max(u1, n1 * n2 - u1)
     if (ties == 1).all() and min(n1, n2) <= EXACT_MAX_N:
         counts = _u_counts(min(n1, n2), max(n1, n2))
-        tail = sum(counts[int(round(u)):])
+        tail = sum(counts[int(round(u)) :])
         return u1, min(1.0, 2.0 * tail / math.comb(n1 + n2, n1)), "exact"
     n = n1 + n2
     tie_term = float((ties.astype(float) ** 3 - ties).sum()) / (n * (n - 1)) if n > 1 else 0.0
@@ -138,8 +138,14 @@ def _resampled_quantiles(x: np.ndarray, q: float, rng: np.random.Generator, n_bo
     return out
 
 
-def bootstrap_diff(a: np.ndarray | list[float], b: np.ndarray | list[float], q: float = 0.5,
-                   confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[float, float]:
+def bootstrap_diff(
+    a: np.ndarray | list[float],
+    b: np.ndarray | list[float],
+    q: float = 0.5,
+    confidence: float = CONFIDENCE,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> tuple[float, float]:
     """Percentile-bootstrap interval of quantile(b, q) - quantile(a, q)."""
     rng = np.random.default_rng(seed)
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -225,8 +231,9 @@ def paired_rounds(a_medians: list[float], b_medians: list[float], confidence: fl
     return RoundsShift(n, math.exp(mean), math.exp(mean - half), math.exp(mean + half), p)
 
 
-def bootstrap_one(b: np.ndarray | list[float], q: float = 0.5, confidence: float = CONFIDENCE,
-                  n_boot: int = N_BOOT, seed: int = SEED) -> tuple[float, float]:
+def bootstrap_one(
+    b: np.ndarray | list[float], q: float = 0.5, confidence: float = CONFIDENCE, n_boot: int = N_BOOT, seed: int = SEED
+) -> tuple[float, float]:
     """Percentile-bootstrap interval of quantile(b, q)."""
     rng = np.random.default_rng(seed)
     v = _resampled_quantiles(np.asarray(b, dtype=float), q, rng, n_boot)
@@ -261,8 +268,7 @@ def _pct(delta: float | None, base: float | None) -> float | None:
     return None if delta is None or not base else 100.0 * delta / base
 
 
-def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], stat: str,
-                    alpha: float = ALPHA) -> Shift:
+def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], stat: str, alpha: float = ALPHA) -> Shift:
     """Compare a statistic ('p50', 'p95', 'p99' or 'mean') of two samples."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if not len(x) or not len(y):
@@ -274,8 +280,18 @@ def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], st
     delta = vb - va
     n = min(len(x), len(y))
     if n < MIN_STEPS:
-        return Shift(stat, va, vb, delta, _pct(delta, va), None, None, None, False,
-                     f"too few steps to test ({len(x)} and {len(y)}; at least {MIN_STEPS} each)")
+        return Shift(
+            stat,
+            va,
+            vb,
+            delta,
+            _pct(delta, va),
+            None,
+            None,
+            None,
+            False,
+            f"too few steps to test ({len(x)} and {len(y)}; at least {MIN_STEPS} each)",
+        )
     if stat == "mean":
         rng = np.random.default_rng(SEED)
         ma = _resampled_means(x, rng, N_BOOT)
@@ -288,14 +304,28 @@ def compare_samples(a: np.ndarray | list[float], b: np.ndarray | list[float], st
     if stat in ("p50", "mean"):
         _, p, method = mann_whitney(x, y)
         sig = p < alpha and excludes_zero
-        why = (f"Mann-Whitney U ({method}) p={p:.2g}, {int(CONFIDENCE * 100)}% bootstrap interval of the change "
-               f"{lo:+.3f}..{hi:+.3f} ms: {'significant' if sig else 'not significant'}")
+        why = (
+            f"Mann-Whitney U ({method}) p={p:.2g}, {int(CONFIDENCE * 100)}% bootstrap interval of the change "
+            f"{lo:+.3f}..{hi:+.3f} ms: {'significant' if sig else 'not significant'}"
+        )
         return Shift(stat, va, vb, delta, _pct(delta, va), lo, hi, p, sig, why)
     if n < MIN_TAIL:
-        return Shift(stat, va, vb, delta, _pct(delta, va), lo, hi, None, False,
-                     f"too few steps for a tail quantile ({len(x)} and {len(y)}; at least {MIN_TAIL} each)")
-    why = (f"{int(CONFIDENCE * 100)}% bootstrap interval of the change {lo:+.3f}..{hi:+.3f} ms: "
-           f"{'excludes' if excludes_zero else 'includes'} zero")
+        return Shift(
+            stat,
+            va,
+            vb,
+            delta,
+            _pct(delta, va),
+            lo,
+            hi,
+            None,
+            False,
+            f"too few steps for a tail quantile ({len(x)} and {len(y)}; at least {MIN_TAIL} each)",
+        )
+    why = (
+        f"{int(CONFIDENCE * 100)}% bootstrap interval of the change {lo:+.3f}..{hi:+.3f} ms: "
+        f"{'excludes' if excludes_zero else 'includes'} zero"
+    )
     return Shift(stat, va, vb, delta, _pct(delta, va), lo, hi, None, excludes_zero, why)
 
 
@@ -317,9 +347,21 @@ def compare_to_value(value: float, b: np.ndarray | list[float], stat: str) -> Sh
     delta = vb - value
     need = MIN_TAIL if stat in ("p95", "p99") else MIN_STEPS
     if len(y) < need:
-        return Shift(stat, value, vb, delta, _pct(delta, value), None, None, None, False,
-                     f"too few steps to test ({len(y)}; at least {need})")
+        return Shift(
+            stat,
+            value,
+            vb,
+            delta,
+            _pct(delta, value),
+            None,
+            None,
+            None,
+            False,
+            f"too few steps to test ({len(y)}; at least {need})",
+        )
     sig = not (lo <= value <= hi)
-    why = (f"baseline {value:.3f} ms is {'outside' if sig else 'inside'} the {int(CONFIDENCE * 100)}% bootstrap "
-           f"interval {lo:.3f}..{hi:.3f} ms of this profile's {stat}")
+    why = (
+        f"baseline {value:.3f} ms is {'outside' if sig else 'inside'} the {int(CONFIDENCE * 100)}% bootstrap "
+        f"interval {lo:.3f}..{hi:.3f} ms of this profile's {stat}"
+    )
     return Shift(stat, value, vb, delta, _pct(delta, value), lo - value, hi - value, None, sig, why)

@@ -45,7 +45,9 @@ def op_items(data: ProfileData) -> tuple[dict[str, Item], str]:
     out = {}
     for r in t.to_pylist():
         if has_gpu:
-            out[r["name"]] = Item(r["name"], (r["self_gpu_ms"] or 0.0) / n, r["calls"] / n, (r["self_cpu_ms"] or 0.0) / n)
+            out[r["name"]] = Item(
+                r["name"], (r["self_gpu_ms"] or 0.0) / n, r["calls"] / n, (r["self_cpu_ms"] or 0.0) / n
+            )
         else:
             out[r["name"]] = Item(r["name"], (r["self_cpu_ms"] or 0.0) / n, r["calls"] / n)
     return out, "self_gpu" if has_gpu else "self_cpu"
@@ -57,8 +59,12 @@ def gpu_items(data: ProfileData) -> dict[str, Item]:
     if work is None:
         return {}
     n = _per_step_divisor(data)
-    link = ("LEFT JOIN (SELECT rank, external_id, any_value(name) AS op FROM ops WHERE external_id IS NOT NULL "
-            "GROUP BY ALL) o ON o.rank = w.rank AND o.external_id = w.external_id") if data.has("ops") else ""
+    link = (
+        "LEFT JOIN (SELECT rank, external_id, any_value(name) AS op FROM ops WHERE external_id IS NOT NULL "
+        "GROUP BY ALL) o ON o.rank = w.rank AND o.external_id = w.external_id"
+        if data.has("ops")
+        else ""
+    )
     op = "mode(o.op ORDER BY o.op)" if link else "NULL"  # ordered: a fixed tie-break (see op_sum)
     rows = data.rows(f"""SELECT w.name, sum(w.end_ns - w.start_ns)::DOUBLE AS ns, count(*) AS n, {op} AS op
                          FROM ({work}) w {link} GROUP BY w.name""")

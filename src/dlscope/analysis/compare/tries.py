@@ -119,15 +119,32 @@ class FixOutcome:
         return d
 
 
-def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], predicted_pct: float | None,
-            changes_precision: bool = False, plan: Plan | None = None) -> FixOutcome:
+def measure(
+    name: str,
+    rules: list[str],
+    base: list[Run],
+    fixed: list[Run],
+    predicted_pct: float | None,
+    changes_precision: bool = False,
+    plan: Plan | None = None,
+) -> FixOutcome:
     """The outcome of fix ``name`` from its runs and the baseline runs; with ``plan``, its
     sequential verdict at the rounds it ran (see the module's doc)."""
-    out = FixOutcome(name, rules, applied=True, reason="", changes_precision=changes_precision,
-                     predicted_saving_pct=predicted_pct, runs=len(fixed))
+    out = FixOutcome(
+        name,
+        rules,
+        applied=True,
+        reason="",
+        changes_precision=changes_precision,
+        predicted_saving_pct=predicted_pct,
+        runs=len(fixed),
+    )
     failed = [r for r in fixed if r.exit_code != 0]
-    not_applied = [r.fixes.get(name, {}).get("reason") or "not recorded" for r in fixed
-                   if name in r.fixes and not r.fixes[name].get("applied")]
+    not_applied = [
+        r.fixes.get(name, {}).get("reason") or "not recorded"
+        for r in fixed
+        if name in r.fixes and not r.fixes[name].get("applied")
+    ]
     if failed:  # the exit code says more than what the fix saw of a run that broke off
         out.applied, out.reason = False, f"a run with it exited with {failed[0].exit_code}"
         return out
@@ -135,7 +152,11 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         out.applied, out.reason = False, not_applied[0]
         return out
     info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
-    out.applied_as, out.detail, out.weaker = info.get("applied_as") or "", info.get("detail") or {}, info.get("weaker") or ""
+    out.applied_as, out.detail, out.weaker = (
+        info.get("applied_as") or "",
+        info.get("detail") or {},
+        info.get("weaker") or "",
+    )
     per_sample = samples_factor(name, fixed)
     a = [s for r in base for s in r.steps_ms]
     b = [s / per_sample for r in fixed for s in r.steps_ms]
@@ -156,10 +177,15 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         out.significant = seen.verdict in (Verdict.SAVES, Verdict.COSTS)
         out.p_value = out.rounds_p_value = seen.p_value
         out.alpha = seen.level
-        out.p_test = ("the rounds' paired t, held to its look's level (sequential rounds)" if plan is not None
-                      and len(plan.looks) > 1 else "the rounds' paired t")
-        out.why = (f"{shift.why}; {seen.rounds} rounds, each round's fixed run against its baseline run: paired t "
-                   f"p={seen.p_value:.2g} against the look's level {seen.level:.2g}: {seen.verdict.value}")
+        out.p_test = (
+            "the rounds' paired t, held to its look's level (sequential rounds)"
+            if plan is not None and len(plan.looks) > 1
+            else "the rounds' paired t"
+        )
+        out.why = (
+            f"{shift.why}; {seen.rounds} rounds, each round's fixed run against its baseline run: paired t "
+            f"p={seen.p_value:.2g} against the look's level {seen.level:.2g}: {seen.verdict.value}"
+        )
     elif len(pairs) >= 2:
         rounds = paired_rounds([x for x, _ in pairs], [y for _, y in pairs])
         out.measured_interval_pct = (100.0 * (1.0 - rounds.ratio_high), 100.0 * (1.0 - rounds.ratio_low))
@@ -168,8 +194,10 @@ def measure(name: str, rules: list[str], base: list[Run], fixed: list[Run], pred
         if shift.p_value is not None:
             out.p_value = max(shift.p_value, rounds.p_value)
             out.p_test = "the larger of the steps' Mann-Whitney U and the rounds' paired t"
-        out.why = (f"{shift.why}; {rounds.rounds} rounds, each round's fixed run against its baseline run: "
-                   f"p={rounds.p_value:.2g} (paired t)")
+        out.why = (
+            f"{shift.why}; {rounds.rounds} rounds, each round's fixed run against its baseline run: "
+            f"p={rounds.p_value:.2g} (paired t)"
+        )
         if shift.significant and not out.significant:
             out.why += ": the rounds do not bear it out, not significant"
     else:
@@ -204,8 +232,10 @@ def loss_scale(base: list[Run], fixed: list[Run], factor: float) -> str:
     ratio = lf[len(lf) // 2] / lb[len(lb) // 2]
     if abs(ratio - factor) / factor > LOSS_SCALE_TOLERANCE:
         return ""
-    return (f"the loss grew {ratio:.2f}x with the {factor:g}x batch: it sums its samples, so the gradient grew "
-            f"as well; divide the loss by the batch (a mean) or the learning rate by {factor:g} when you make the change")
+    return (
+        f"the loss grew {ratio:.2f}x with the {factor:g}x batch: it sums its samples, so the gradient grew "
+        f"as well; divide the loss by the batch (a mean) or the learning rate by {factor:g} when you make the change"
+    )
 
 
 def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
@@ -240,8 +270,12 @@ def run_spread_pct(runs: list[Run]) -> float | None:
     return 100.0 * (max(medians) / min(medians) - 1.0) if len(medians) >= 2 else None
 
 
-def agrees(predicted_pct: float | None, measured_pct: float | None, significant: bool,
-           interval: tuple[float, float] | None = None) -> bool | None:
+def agrees(
+    predicted_pct: float | None,
+    measured_pct: float | None,
+    significant: bool,
+    interval: tuple[float, float] | None = None,
+) -> bool | None:
     """Whether the prediction holds (see the module's doc): True, False, or None when a saving
     that is not significant leaves it undecided."""
     if measured_pct is None:
@@ -303,8 +337,7 @@ def tries_table(outcomes: list[FixOutcome]) -> pa.Table:
         make = TRIES_DERIVED.get(column)
         return make(o) if make else getattr(o, column)
 
-    return pa.table({c.name: pa.array([value(o, c.name) for o in outcomes], c.type)
-                     for c in TRIES.columns})
+    return pa.table({c.name: pa.array([value(o, c.name) for o in outcomes], c.type) for c in TRIES.columns})
 
 
 def read_tries(table: pa.Table) -> list[FixOutcome]:
@@ -316,12 +349,17 @@ def read_tries(table: pa.Table) -> list[FixOutcome]:
     for r in table.to_pylist():
         low, high = r.get("measured_low_pct"), r.get("measured_high_pct")
         verdict = Verdict(r["verdict"]) if r.get("verdict") else None
-        o = FixOutcome(r["fix"], [x for x in (r.get("rules") or "").split(",") if x], bool(r["applied"]),
-                       r.get("reason") or "", bool(r.get("changes_precision")), r.get("predicted_saving_pct"),
-                       measured_interval_pct=(low, high) if low is not None and high is not None else None,
-                       verdict=verdict,
-                       **{k: r[k] for k in stored if k in r and k not in ("applied", "changes_precision",
-                                                                           "predicted_saving_pct")})
+        o = FixOutcome(
+            r["fix"],
+            [x for x in (r.get("rules") or "").split(",") if x],
+            bool(r["applied"]),
+            r.get("reason") or "",
+            bool(r.get("changes_precision")),
+            r.get("predicted_saving_pct"),
+            measured_interval_pct=(low, high) if low is not None and high is not None else None,
+            verdict=verdict,
+            **{k: r[k] for k in stored if k in r and k not in ("applied", "changes_precision", "predicted_saving_pct")},
+        )
         out.append(o)
     return out
 
@@ -331,9 +369,13 @@ def read_run(path: Path, label: str, rnd: int, status: int, first_measured: int)
     from ..core.context import ProfileData
 
     data = ProfileData.open(path)
-    steps = [r[0] for r in data.con.execute(
-        "SELECT (end_ns - start_ns) / 1e6 FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps) "
-        "ORDER BY step").fetchall()]
+    steps = [
+        r[0]
+        for r in data.con.execute(
+            "SELECT (end_ns - start_ns) / 1e6 FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps) "
+            "ORDER BY step"
+        ).fetchall()
+    ]
     st = data.meta.collectors.get("fixes")
     settings = st.settings if st is not None else {}
     losses = [float(v) for s, v in settings.get("losses") or [] if s >= first_measured and isinstance(v, (int, float))]

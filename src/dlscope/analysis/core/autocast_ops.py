@@ -26,14 +26,45 @@ from .host_state import main_pid_sql
 
 # Operators autocast runs in 16 bits (CUDA's lower-precision list: matmul, linear, convolutions,
 # attention), at the level they are dispatched to the device
-CASTABLE_RE = (r"^aten::(addmm|addmv|mm|bmm|baddbmm|addbmm|matmul_backward|_convolution|cudnn_convolution.*|"
-               r"convolution_backward|miopen_convolution.*|mkldnn_convolution|_scaled_dot_product_.*attention.*|"
-               r"_efficient_attention_.*|_flash_attention_.*|_scaled_mm)$")
+CASTABLE_RE = (
+    r"^aten::(addmm|addmv|mm|bmm|baddbmm|addbmm|matmul_backward|_convolution|cudnn_convolution.*|"
+    r"convolution_backward|miopen_convolution.*|mkldnn_convolution|_scaled_dot_product_.*attention.*|"
+    r"_efficient_attention_.*|_flash_attention_.*|_scaled_mm)$"
+)
 # Operators that only describe a tensor anew and launch no kernel
-METADATA_OPS = ("view", "_unsafe_view", "t", "transpose", "detach", "reshape", "_reshape_alias", "expand", "permute",
-                "as_strided", "slice", "select", "squeeze", "unsqueeze", "alias", "empty", "empty_like",
-                "empty_strided", "split", "split_with_sizes", "unbind", "chunk", "narrow", "lift_fresh", "contiguous",
-                "flatten", "unflatten", "view_as", "expand_as", "result_type", "is_same_size")
+METADATA_OPS = (
+    "view",
+    "_unsafe_view",
+    "t",
+    "transpose",
+    "detach",
+    "reshape",
+    "_reshape_alias",
+    "expand",
+    "permute",
+    "as_strided",
+    "slice",
+    "select",
+    "squeeze",
+    "unsqueeze",
+    "alias",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "chunk",
+    "narrow",
+    "lift_fresh",
+    "contiguous",
+    "flatten",
+    "unflatten",
+    "view_as",
+    "expand_as",
+    "result_type",
+    "is_same_size",
+)
 METADATA_RE = rf"^aten::({'|'.join(METADATA_OPS)})$"
 # Casts autocast adds per matrix-math operator: the median of the four models above
 ADDED_PER_CASTABLE = 1.55

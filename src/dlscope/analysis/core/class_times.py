@@ -35,8 +35,10 @@ def _islands(data: ProfileData, regex: str) -> dict[str, np.ndarray]:
               WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
                 AND coalesce(p.domain, '') NOT IN ({domains})
                 AND regexp_matches(lower(p.name), '{regex}')"""
-    return data.con.execute(f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
-                            f"FROM ({union_sql(src, 'rank')}) ORDER BY rank, start_ns").fetchnumpy()
+    return data.con.execute(
+        f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
+        f"FROM ({union_sql(src, 'rank')}) ORDER BY rank, start_ns"
+    ).fetchnumpy()
 
 
 def step_class_times(data: ProfileData, steps: str = "stat_steps", waits_apart: bool = False) -> dict[str, np.ndarray]:
@@ -44,8 +46,9 @@ def step_class_times(data: ProfileData, steps: str = "stat_steps", waits_apart: 
     columns of :data:`COLUMNS`, in ns, ordered by rank and step. A class's time includes the
     host's waits inside it, unless ``waits_apart``: then the ``sync`` time is no class's, and
     the classes hold the host's own work alone."""
-    got = data.con.execute(f"SELECT rank, step, start_ns, end_ns FROM {steps} "
-                           "WHERE end_ns > start_ns ORDER BY rank, step").fetchnumpy()
+    got = data.con.execute(
+        f"SELECT rank, step, start_ns, end_ns FROM {steps} WHERE end_ns > start_ns ORDER BY rank, step"
+    ).fetchnumpy()
     rank = np.asarray(got["rank"], np.int64)
     start, end = np.asarray(got["start_ns"], np.int64), np.asarray(got["end_ns"], np.int64)
     out: dict[str, np.ndarray] = {"rank": rank, "step": np.asarray(got["step"], np.int64), "step_ns": end - start}
@@ -78,7 +81,7 @@ class ClassTimes:
     ms: dict[HostClass, float]
     sync_ms: float
     measured: frozenset[HostClass]  # classes whose phases were recorded in these steps
-    hooked: bool                    # dlscope's hooks timed the framework's phases
+    hooked: bool  # dlscope's hooks timed the framework's phases
 
     def covers(self, classes: set[HostClass]) -> bool:
         """Whether every class in ``classes`` (besides other, the rest) was measured."""
@@ -100,9 +103,15 @@ def _untraced_class_times(data: ProfileData) -> ClassTimes | None:
     n = len(t["step"])
     if not n:
         return None
-    hooked = data.has("phases") and bool(data.scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM phases WHERE source = 'hook' LIMIT 1)"))
+    hooked = data.has("phases") and bool(
+        data.scalar("SELECT count(*) FROM (SELECT 1 FROM phases WHERE source = 'hook' LIMIT 1)")
+    )
     measured = frozenset(c for c in HostClass if c is HostClass.OTHER or t[f"{c.label}_ns"].any())
-    return ClassTimes(n, float(t["step_ns"].mean()) / 1e6,
-                      {c: float(t[f"{c.label}_ns"].mean()) / 1e6 for c in HostClass},
-                      float(t["sync_ns"].mean()) / 1e6, measured, hooked)
+    return ClassTimes(
+        n,
+        float(t["step_ns"].mean()) / 1e6,
+        {c: float(t[f"{c.label}_ns"].mean()) / 1e6 for c in HostClass},
+        float(t["sync_ns"].mean()) / 1e6,
+        measured,
+        hooked,
+    )

@@ -30,11 +30,11 @@ MIN_MATCHED = 3
 class ClockFit:
     """other clock = ref_anchor-relative line: ``t_other = other_anchor + intercept + rate * (t_ref - ref_anchor)``."""
 
-    matched: int            # collectives used
-    ref_anchor: int         # ns on the reference clock (the first matched end)
-    other_anchor: int       # ns on the other clock (its first matched end)
+    matched: int  # collectives used
+    ref_anchor: int  # ns on the reference clock (the first matched end)
+    other_anchor: int  # ns on the other clock (its first matched end)
     intercept_ns: float
-    rate: float             # other clock's ns per reference ns (1 + drift)
+    rate: float  # other clock's ns per reference ns (1 + drift)
     residual_max_ns: float  # the largest distance of a matched pair from the line, after the fit
     residual_rms_ns: float
 
@@ -86,5 +86,12 @@ def fit_clock(ref: ProfileData, other: ProfileData) -> ClockFit | None:
             break
         keep = new
     res = yr[keep] - (intercept + rate * xr[keep])
-    return ClockFit(int(keep.sum()), x0, y0, float(intercept), float(rate),
-                    float(np.abs(res).max()) / rate, float(np.sqrt(np.mean(res ** 2))) / rate)
+    return ClockFit(
+        int(keep.sum()),
+        x0,
+        y0,
+        float(intercept),
+        float(rate),
+        float(np.abs(res).max()) / rate,
+        float(np.sqrt(np.mean(res**2))) / rate,
+    )

@@ -16,8 +16,9 @@ from .gpu_work import selected_sql
 
 # each operation's ordinal in its group and kind, over the whole profile, so that a step selection
 # keeps the same ordinals on every rank
-NUMBERED = ("(SELECT *, row_number() OVER (PARTITION BY rank, group_name, backend, name ORDER BY start_ns) "
-            "AS nth_ FROM comms)")
+NUMBERED = (
+    "(SELECT *, row_number() OVER (PARTITION BY rank, group_name, backend, name ORDER BY start_ns) AS nth_ FROM comms)"
+)
 
 
 def selected_numbered_sql(data: ProfileData) -> str:

@@ -34,7 +34,8 @@ def matched_sql(data: ProfileData) -> str:
     rows = selected_sql(data, "comms", launched=True)
     return f"""
     WITH c AS (SELECT rank, step, name, coalesce(group_name, '') AS grp, start_ns, end_ns,
-                      row_number() OVER (PARTITION BY rank, name, coalesce(group_name, '') ORDER BY start_ns, end_ns) AS k
+                      row_number() OVER (PARTITION BY rank, name, coalesce(group_name, '')
+                          ORDER BY start_ns, end_ns) AS k
                FROM comms WHERE name NOT IN ({P2P})),
          sel AS (SELECT DISTINCT rank, step FROM ({rows})),
          m AS (SELECT *, count(*) OVER o AS n, max(start_ns) OVER o - start_ns AS wait_ns,

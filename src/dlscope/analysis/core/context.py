@@ -62,8 +62,13 @@ DETAIL_TABLES = ("ops", "kernels", "memcpy", "memset")
 class ProfileData:
     """An opened profile ready for queries."""
 
-    def __init__(self, stored: StoredProfile, selection: Selection | None = None,
-                 con: duckdb.DuckDBPyConnection | None = None, statistics: bool = True) -> None:
+    def __init__(
+        self,
+        stored: StoredProfile,
+        selection: Selection | None = None,
+        con: duckdb.DuckDBPyConnection | None = None,
+        statistics: bool = True,
+    ) -> None:
         """``statistics`` False leaves out the views of the steps statistics use (``sel_steps``,
         ``stat_steps``, ``detail_steps``), for work that shows every event (the timeline)."""
         self.stored = stored
@@ -135,13 +140,15 @@ class ProfileData:
         MIN_UNTRACED_STEPS remain (a profile with sampled detail), else the whole selection."""
         self._select_user_steps()
         n_clean, n_traced = self.con.execute(
-            "SELECT count(*) FILTER (WHERE NOT coalesce(traced, FALSE)), count(*) FILTER (WHERE traced) "
-            "FROM sel_steps").fetchall()[0]
+            "SELECT count(*) FILTER (WHERE NOT coalesce(traced, FALSE)), count(*) FILTER (WHERE traced) FROM sel_steps"
+        ).fetchall()[0]
         if n_traced and n_clean >= MIN_UNTRACED_STEPS:
-            self.traced_excluded = [r[0] for r in self.con.execute(
-                "SELECT DISTINCT step FROM sel_steps WHERE traced ORDER BY 1").fetchall()]
-            self.con.execute("CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps "
-                             "WHERE NOT coalesce(traced, FALSE)")
+            self.traced_excluded = [
+                r[0] for r in self.con.execute("SELECT DISTINCT step FROM sel_steps WHERE traced ORDER BY 1").fetchall()
+            ]
+            self.con.execute(
+                "CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps WHERE NOT coalesce(traced, FALSE)"
+            )
         else:
             self.con.execute("CREATE OR REPLACE VIEW stat_steps AS SELECT * FROM sel_steps")
         self._select_detail_steps()
@@ -156,9 +163,10 @@ class ProfileData:
         # names in (four joins for ops), which a step number does not need (a third of opening)
         src = "" if self.selection.key_node else "raw_"
         recorded = [f"SELECT DISTINCT rank, step FROM {src}{t} WHERE step IS NOT NULL" for t in tables]
-        holds = (f"OR (traced AND (rank, step) IN ({' UNION '.join(recorded)}))" if recorded else "")
-        self.con.execute("CREATE OR REPLACE TEMP TABLE detail_steps AS SELECT * FROM sel_steps "
-                         f"WHERE traced IS NULL {holds}")
+        holds = f"OR (traced AND (rank, step) IN ({' UNION '.join(recorded)}))" if recorded else ""
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE detail_steps AS SELECT * FROM sel_steps WHERE traced IS NULL {holds}"
+        )
 
     def _select_user_steps(self) -> None:
         sel = self.selection
@@ -183,9 +191,10 @@ class ProfileData:
         if end is None or not end.failed_ranks:
             return None
         n_ranks = len({r.rank for r in end.ranks})
-        cond = (f"step IN (SELECT step FROM steps GROUP BY step HAVING count(DISTINCT rank) >= {n_ranks})")
-        self.incomplete_excluded = [r[0] for r in self.con.execute(
-            f"SELECT DISTINCT step FROM steps WHERE NOT ({cond}) ORDER BY 1").fetchall()]
+        cond = f"step IN (SELECT step FROM steps GROUP BY step HAVING count(DISTINCT rank) >= {n_ranks})"
+        self.incomplete_excluded = [
+            r[0] for r in self.con.execute(f"SELECT DISTINCT step FROM steps WHERE NOT ({cond}) ORDER BY 1").fetchall()
+        ]
         return cond
 
     # ---- query helpers -----------------------------------------------------------------------
@@ -221,9 +230,14 @@ class ProfileData:
             isl = union(self.con.execute(f"SELECT {cols} FROM ({source()})").fetchnumpy(), keys)
             arrays = f"{name}_arrays"
             # DuckDB scans numpy arrays in place (pa.array() would import pandas: 0.3 s)
-            self.con.register(arrays, {**{k: np.ascontiguousarray(isl[k], np.int32) for k in keys},
-                                       "start_ns": np.ascontiguousarray(isl["start_ns"], np.int64),
-                                       "end_ns": np.ascontiguousarray(isl["end_ns"], np.int64)})
+            self.con.register(
+                arrays,
+                {
+                    **{k: np.ascontiguousarray(isl[k], np.int32) for k in keys},
+                    "start_ns": np.ascontiguousarray(isl["start_ns"], np.int64),
+                    "end_ns": np.ascontiguousarray(isl["end_ns"], np.int64),
+                },
+            )
             try:
                 self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {arrays}")
             finally:
@@ -243,8 +257,9 @@ class ProfileData:
         if table not in self._counts:  # asked by most reports and rules: counted once
             # the files' own row counts (meta.json's table_rows may disagree with a damaged file)
             stored = self.stored.rows.get(table)
-            self._counts[table] = int(stored if stored is not None
-                                      else self.scalar(f"SELECT count(*) FROM raw_{table}"))
+            self._counts[table] = int(
+                stored if stored is not None else self.scalar(f"SELECT count(*) FROM raw_{table}")
+            )
         return self._counts[table]
 
     def step_count(self) -> int:

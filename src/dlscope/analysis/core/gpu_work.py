@@ -51,6 +51,7 @@ def gpu_work_sql(data: ProfileData, selected: bool = True) -> str | None:
     device (-1 when unknown), stream, start_ns, end_ns, name, kind ('kernel', 'memcpy',
     'memset'), category, correlation_id, external_id, pid, step. None when the profile has no
     GPU activity at all."""
+
     def src(table: str) -> str:
         return selected_sql(data, table, launched=True) if selected else f"SELECT * FROM {table}"
 
@@ -81,8 +82,10 @@ def gpu_islands_sql(data: ProfileData) -> str:
     of the rank ran (every step's, selected or not), as :func:`.intervals.union_sql` makes them.
     The headline and the idle breakdown both start from them: made once per opened profile.
     Needs GPU activity (:func:`gpu_work_sql` is not None)."""
+
     def source() -> str:  # the rows of gpu_work_sql(selected=False), without what it adds to them
-        return " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}"
-                                  for t in ("kernels", "memcpy", "memset") if data.has(t))
+        return " UNION ALL ".join(
+            f"SELECT rank, start_ns, end_ns FROM {t}" for t in ("kernels", "memcpy", "memset") if data.has(t)
+        )
 
     return f"SELECT rank, start_ns, end_ns FROM {data.shared_islands('gpu_islands', source)}"

@@ -78,9 +78,20 @@ class GpuPeaks:
         return None, dtype
 
 
-def _nv(name: str, sms: int, hbm_tbs: float, fp32: float, fp64: float | None, fp64_tensor: float | None,
-        tf32: float | None, fp16: float | None, bf16: float | None, fp8: float | None, int8: float | None,
-        source: str) -> GpuPeaks:
+def _nv(
+    name: str,
+    sms: int,
+    hbm_tbs: float,
+    fp32: float,
+    fp64: float | None,
+    fp64_tensor: float | None,
+    tf32: float | None,
+    fp16: float | None,
+    bf16: float | None,
+    fp8: float | None,
+    int8: float | None,
+    source: str,
+) -> GpuPeaks:
     return GpuPeaks(name, "nvidia", sms, hbm_tbs, fp32, fp64, fp64_tensor, None, tf32, fp16, bf16, fp8, int8, source)
 
 
@@ -91,8 +102,9 @@ def _nv(name: str, sms: int, hbm_tbs: float, fp32: float, fp64: float | None, fp
 # 8.2, 16.4, 130 TFLOPS, 1,134 GB/s. No TF32, BF16, FP8 or int8 tensor cores.
 V100_SXM2 = _nv("V100 SXM2", 80, 0.900, 15.7, 7.8, None, None, 125.0, None, None, None, "NVIDIA V100 datasheet (2020)")
 V100_PCIE = _nv("V100 PCIe", 80, 0.900, 14.0, 7.0, None, None, 112.0, None, None, None, "NVIDIA V100 datasheet (2020)")
-V100S_PCIE = _nv("V100S PCIe", 80, 1.134, 16.4, 8.2, None, None, 130.0, None, None, None,
-                 "NVIDIA V100 datasheet (2020)")
+V100S_PCIE = _nv(
+    "V100S PCIe", 80, 1.134, 16.4, 8.2, None, None, 130.0, None, None, None, "NVIDIA V100 datasheet (2020)"
+)
 # NVIDIA T4 Tensor Core GPU datasheet:
 # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
 # single precision 8.1 TFLOPS, mixed precision (FP16/FP32) 65 TFLOPS, INT8 130 TOPS; 320+ GB/s; 40 SMs.
@@ -102,14 +114,18 @@ T4 = _nv("T4", 40, 0.320, 8.1, None, None, None, 65.0, None, None, 130.0, "NVIDI
 # FP64 9.7, FP64 Tensor Core 19.5, FP32 19.5, TF32 156 (312*), BF16 and FP16 312 (624*), INT8 624
 # (1,248*) TOPS; GPU memory bandwidth: 40GB PCIe 1,555 GB/s, 80GB PCIe 1,935 GB/s, 40GB SXM
 # 1,555 GB/s, 80GB SXM 2,039 GB/s; 108 SMs (A100 whitepaper).
-A100_SXM_40 = _nv("A100 SXM 40GB", 108, 1.555, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0,
-                  "NVIDIA A100 datasheet (2021)")
-A100_SXM_80 = _nv("A100 SXM 80GB", 108, 2.039, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0,
-                  "NVIDIA A100 datasheet (2021)")
-A100_PCIE_40 = _nv("A100 PCIe 40GB", 108, 1.555, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0,
-                   "NVIDIA A100 datasheet (2021)")
-A100_PCIE_80 = _nv("A100 PCIe 80GB", 108, 1.935, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0,
-                   "NVIDIA A100 datasheet (2021)")
+A100_SXM_40 = _nv(
+    "A100 SXM 40GB", 108, 1.555, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0, "NVIDIA A100 datasheet (2021)"
+)
+A100_SXM_80 = _nv(
+    "A100 SXM 80GB", 108, 2.039, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0, "NVIDIA A100 datasheet (2021)"
+)
+A100_PCIE_40 = _nv(
+    "A100 PCIe 40GB", 108, 1.555, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0, "NVIDIA A100 datasheet (2021)"
+)
+A100_PCIE_80 = _nv(
+    "A100 PCIe 80GB", 108, 1.935, 19.5, 9.7, 19.5, 156.0, 312.0, 312.0, None, 624.0, "NVIDIA A100 datasheet (2021)"
+)
 # NVIDIA A10 Tensor Core GPU datasheet:
 # https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf
 # FP32 31.2, TF32 62.5 (125*), BF16 and FP16 125 (250*), INT8 250 (500*) TOPS; 600 GB/s; 72 SMs.
@@ -120,20 +136,23 @@ A10 = _nv("A10", 72, 0.600, 31.2, None, None, 62.5, 125.0, 125.0, None, 250.0, "
 # INT8 3,958* TOPS; 3.35 TB/s; 132 SMs. H100 PCIe: 26, 51, 51, 756*, 1,513*, 3,026*, 3,026*;
 # 2 TB/s; 114 SMs. H100 NVL: 30, 60, 60, 835*, 1,671*, 3,341*, 3,341*; 3.9 TB/s; 132 SMs.
 # (* with sparsity: the dense peak is half.)
-H100_SXM = _nv("H100 SXM", 132, 3.35, 67.0, 34.0, 67.0, 494.5, 989.5, 989.5, 1979.0, 1979.0,
-               "NVIDIA H100 datasheet (2023)")
-H100_PCIE = _nv("H100 PCIe", 114, 2.0, 51.0, 26.0, 51.0, 378.0, 756.5, 756.5, 1513.0, 1513.0,
-                "NVIDIA H100 datasheet (2023)")
-H100_NVL = _nv("H100 NVL", 132, 3.9, 60.0, 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5,
-               "NVIDIA H100 datasheet (2023)")
+H100_SXM = _nv(
+    "H100 SXM", 132, 3.35, 67.0, 34.0, 67.0, 494.5, 989.5, 989.5, 1979.0, 1979.0, "NVIDIA H100 datasheet (2023)"
+)
+H100_PCIE = _nv(
+    "H100 PCIe", 114, 2.0, 51.0, 26.0, 51.0, 378.0, 756.5, 756.5, 1513.0, 1513.0, "NVIDIA H100 datasheet (2023)"
+)
+H100_NVL = _nv(
+    "H100 NVL", 132, 3.9, 60.0, 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5, "NVIDIA H100 datasheet (2023)"
+)
 # NVIDIA H200 Tensor Core GPU datasheet (2024): https://www.nvidia.com/en-us/data-center/h200/
 # H200 SXM: FP64 34, FP64 Tensor Core 67, FP32 67, TF32 989*, BF16 and FP16 1,979*, FP8 3,958*,
 # INT8 3,958* TOPS; 141 GB HBM3e at 4.8 TB/s. H200 NVL: 30, 60, 60, 835*, 1,671*, 3,341*, 3,341*;
 # 4.8 TB/s. 132 SMs (the GH100 of H100 SXM).
-H200_SXM = _nv("H200", 132, 4.8, 67.0, 34.0, 67.0, 494.5, 989.5, 989.5, 1979.0, 1979.0,
-               "NVIDIA H200 datasheet (2024)")
-H200_NVL = _nv("H200 NVL", 132, 4.8, 60.0, 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5,
-               "NVIDIA H200 datasheet (2024)")
+H200_SXM = _nv("H200", 132, 4.8, 67.0, 34.0, 67.0, 494.5, 989.5, 989.5, 1979.0, 1979.0, "NVIDIA H200 datasheet (2024)")
+H200_NVL = _nv(
+    "H200 NVL", 132, 4.8, 60.0, 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5, "NVIDIA H200 datasheet (2024)"
+)
 # NVIDIA L4 Tensor Core GPU datasheet (2023): https://www.nvidia.com/en-us/data-center/l4/
 # FP32 30.3, TF32 120*, BF16 and FP16 242*, FP8 485*, INT8 485* TOPS (the datasheet lists sparse
 # figures only); 300 GB/s GDDR6; 58 SMs. FP64 is not given.
@@ -152,15 +171,43 @@ L40 = _nv("L40", 142, 0.864, 90.5, None, None, 90.5, 181.05, 181.05, 362.0, 362.
 # compute dies (GCDs) and ROCm shows each as its own GPU with 110 CUs and half the HBM (1.6 TB/s
 # per GCD: https://rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi250.html): a profile's device is
 # one GCD, so its peaks are half the package's. No TF32 or FP8.
-MI250X = GpuPeaks("MI250X (one GCD)", "amd", 110, 3.2768 / 2, 47.9 / 2, 47.9 / 2, 95.7 / 2, 95.7 / 2, None,
-                  383.0 / 2, 383.0 / 2, None, 383.0 / 2, "AMD Instinct MI250X data sheet")
+MI250X = GpuPeaks(
+    "MI250X (one GCD)",
+    "amd",
+    110,
+    3.2768 / 2,
+    47.9 / 2,
+    47.9 / 2,
+    95.7 / 2,
+    95.7 / 2,
+    None,
+    383.0 / 2,
+    383.0 / 2,
+    None,
+    383.0 / 2,
+    "AMD Instinct MI250X data sheet",
+)
 # AMD Instinct MI300X data sheet:
 # https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
 # FP64 vector 81.7, FP64 matrix 163.4, FP32 vector 163.4, FP32 matrix 163.4, TF32 653.7, FP16 and
 # BF16 1,307.4, FP8 2,614.9, INT8 2,614.9 TOPS (dense; with sparsity twice these); 5.3 TB/s HBM3;
 # 304 CUs, one device in the default (SPX) partition mode.
-MI300X = GpuPeaks("MI300X", "amd", 304, 5.3, 163.4, 81.7, 163.4, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 2614.9,
-                  "AMD Instinct MI300X data sheet")
+MI300X = GpuPeaks(
+    "MI300X",
+    "amd",
+    304,
+    5.3,
+    163.4,
+    81.7,
+    163.4,
+    163.4,
+    653.7,
+    1307.4,
+    1307.4,
+    2614.9,
+    2614.9,
+    "AMD Instinct MI300X data sheet",
+)
 
 # Every GPU above, by the name patterns (case-insensitive) of the device names NVML, CUDA, ROCm and
 # Kineto's deviceProperties give ('NVIDIA H100 80GB HBM3', 'Tesla V100-SXM2-16GB', 'AMD Instinct
@@ -209,8 +256,11 @@ def lookup(name: str | None, sms: int | None = None) -> Lookup:
     for pattern, peaks in GPUS:
         if re.search(pattern, name, re.IGNORECASE):
             if sms is not None and sms != peaks.sms:
-                return Lookup(None, f"{name} shows {sms} {'CUs' if peaks.vendor == 'amd' else 'SMs'}, the "
-                                    f"datasheet's {peaks.name} has {peaks.sms}: a partition or another variant")
+                return Lookup(
+                    None,
+                    f"{name} shows {sms} {'CUs' if peaks.vendor == 'amd' else 'SMs'}, the "
+                    f"datasheet's {peaks.name} has {peaks.sms}: a partition or another variant",
+                )
             return Lookup(peaks)
     return Lookup(None, f"{name} is not in dlscope's table of datasheet peaks (analysis/core/hardware.py)")
 
@@ -218,7 +268,12 @@ def lookup(name: str | None, sms: int | None = None) -> Lookup:
 # The GPU whose datasheet gives the throughput ratios of each NVIDIA compute capability, for GPUs the
 # table lacks by name (an RTX 4090 gets L40S's ratios, an A30 A100's).
 CAPABILITY_GPU: dict[tuple[int, int], GpuPeaks] = {
-    (7, 0): V100_SXM2, (7, 5): T4, (8, 0): A100_SXM_80, (8, 6): A10, (8, 9): L40S, (9, 0): H100_SXM,
+    (7, 0): V100_SXM2,
+    (7, 5): T4,
+    (8, 0): A100_SXM_80,
+    (8, 6): A10,
+    (8, 9): L40S,
+    (9, 0): H100_SXM,
 }
 
 
@@ -263,7 +318,9 @@ class Device:
 
     @property
     def has_bf16(self) -> bool:
-        return self.vendor == "amd" or (self.vendor == "nvidia" and (self.capability is None or self.capability >= (8, 0)))
+        return self.vendor == "amd" or (
+            self.vendor == "nvidia" and (self.capability is None or self.capability >= (8, 0))
+        )
 
     def _nvidia_ratios(self) -> tuple[float | None, float]:
         p = self.peaks
@@ -321,8 +378,13 @@ def device_of(devices: list[dict[str, Any]]) -> Device | None:
     mem = next((int(d["memory_bytes"]) for d in gpus if d.get("memory_bytes")), None)
     sms = next((s for s in (_int(d.get("sms")) for d in gpus if d.get("name") == name) if s), None)
     low = name.lower()
-    vendor = "nvidia" if ("nvidia" in low or "tesla" in low or "geforce" in low or "quadro" in low) else \
-        "amd" if ("amd" in low or "instinct" in low or "radeon" in low) else "other"
+    vendor = (
+        "nvidia"
+        if ("nvidia" in low or "tesla" in low or "geforce" in low or "quadro" in low)
+        else "amd"
+        if ("amd" in low or "instinct" in low or "radeon" in low)
+        else "other"
+    )
     if vendor == "amd":
         cap = None  # ROCm traces report a CUDA-style capability that means nothing here
     return Device(name, vendor, cap, mem, sms)

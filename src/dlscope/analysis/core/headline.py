@@ -50,8 +50,9 @@ class Headline:
 def _windows_sql(data: ProfileData) -> str:
     if has_steps(data):
         return "SELECT rank, start_ns, end_ns FROM detail_steps"
-    spans = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}"
-                               for t in ("ops", "api", *GPU_TABLES) if data.has(t))
+    spans = " UNION ALL ".join(
+        f"SELECT rank, start_ns, end_ns FROM {t}" for t in ("ops", "api", *GPU_TABLES) if data.has(t)
+    )
     return f"SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM ({spans}) GROUP BY rank"
 
 
@@ -72,22 +73,36 @@ def headline(data: ProfileData) -> Headline | None:
     win = ia.union(fetch(_windows_sql(data)))
     km = fetch(gpu_islands_sql(data))
     kmd = ia.union(ia.concat(km, fetch("SELECT * FROM h_input")))
-    layers = {"k": ia.union(fetch(kernels)), "km": km, "kmd": kmd,
-              "kmdb": ia.union(ia.concat(kmd, fetch("SELECT * FROM h_busy")))}
+    layers = {
+        "k": ia.union(fetch(kernels)),
+        "km": km,
+        "kmd": kmd,
+        "kmdb": ia.union(ia.concat(kmd, fetch("SELECT * FROM h_busy"))),
+    }
     wall = int(np.sum(win["end_ns"] - win["start_ns"]))
-    k, km_ns, kmd_ns, kmdb = (int(np.sum(ia.covered(win["rank"], win["start_ns"], win["end_ns"], isl)))
-                              for isl in layers.values())
-    tc = data.rows(f"""SELECT coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE n.tensor_core), 0)::DOUBLE AS tc,
+    k, km_ns, kmd_ns, kmdb = (
+        int(np.sum(ia.covered(win["rank"], win["start_ns"], win["end_ns"], isl))) for isl in layers.values()
+    )
+    tc = (
+        data.rows(f"""SELECT coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE n.tensor_core), 0)::DOUBLE AS tc,
                               sum(k.end_ns - k.start_ns)::DOUBLE AS total
-                       FROM ({selected_sql(data, 'kernels', launched=True)}) k
-                       JOIN {kernel_names(data)} n ON n.name_id = k.name_id""")[0] if data.has("kernels") else None
+                       FROM ({selected_sql(data, "kernels", launched=True)}) k
+                       JOIN {kernel_names(data)} n ON n.name_id = k.name_id""")[0]
+        if data.has("kernels")
+        else None
+    )
 
     def pct(ns: int) -> float | None:
         return 100.0 * ns / wall if wall else None
 
     return Headline(
-        wall_ms=wall / 1e6, steps=gpu_step_count(data), gpu_util_pct=pct(km_ns),
+        wall_ms=wall / 1e6,
+        steps=gpu_step_count(data),
+        gpu_util_pct=pct(km_ns),
         tensor_core_pct=100.0 * tc["tc"] / tc["total"] if tc and tc["total"] else None,
-        kernels_pct=pct(k), memory_pct=pct(km_ns - k), data_loading_pct=pct(kmd_ns - km_ns),
-        cpu_only_pct=pct(kmdb - kmd_ns), other_pct=pct(wall - kmdb),
+        kernels_pct=pct(k),
+        memory_pct=pct(km_ns - k),
+        data_loading_pct=pct(kmd_ns - km_ns),
+        cpu_only_pct=pct(kmdb - kmd_ns),
+        other_pct=pct(wall - kmdb),
     )

@@ -31,9 +31,9 @@ class Blocking(enum.IntEnum):
     """Whether a runtime call holds the host until the GPU is done, and why."""
 
     NONE = 0
-    SYNC = 1           # a synchronize (device, stream, event, context)
-    PAGEABLE_H2D = 2   # a host-to-device copy from pageable memory
-    PAGEABLE_D2H = 3   # a device-to-host copy to pageable memory (.item(), .cpu())
+    SYNC = 1  # a synchronize (device, stream, event, context)
+    PAGEABLE_H2D = 2  # a host-to-device copy from pageable memory
+    PAGEABLE_D2H = 3  # a device-to-host copy to pageable memory (.item(), .cpu())
 
 
 OPTIMIZER_RE = r"^optimizer$|^optimizer\.step#|^optimizer[_ .-]?step$"

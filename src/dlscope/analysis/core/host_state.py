@@ -22,9 +22,9 @@ from .context import ProfileData
 from .intervals import union_sql
 
 DATA_LOADING_PATTERNS: tuple[str, ...] = (
-    r"^dataloader$",                 # derived from DataLoader.__next__ (importers.torch_phases)
-    r"^enumerate\(dataloader\)",     # torch's own annotation of the same wait
-    r"data[_ .-]?load",              # data_loading, DataLoad, data load
+    r"^dataloader$",  # derived from DataLoader.__next__ (importers.torch_phases)
+    r"^enumerate\(dataloader\)",  # torch's own annotation of the same wait
+    r"data[_ .-]?load",  # data_loading, DataLoad, data load
     r"load[_ .-]?(data|batch)",
     r"preprocess",
     r"input[_ .-]?pipeline",
@@ -32,8 +32,8 @@ DATA_LOADING_PATTERNS: tuple[str, ...] = (
     r"^(data|input|batch|fetch)$",
 )
 SYNC_API_PATTERNS: tuple[str, ...] = (
-    r"synchronize",                  # cuda/cu/hip Device, Stream, Event, Ctx Synchronize
-    r"^(cuda|hip)memcpy(2d|3d)?(tosymbol|fromsymbol)?$",   # blocking copies
+    r"synchronize",  # cuda/cu/hip Device, Stream, Event, Ctx Synchronize
+    r"^(cuda|hip)memcpy(2d|3d)?(tosymbol|fromsymbol)?$",  # blocking copies
     r"^cumemcpy(dtoh|htod|dtod)?(_v2)?$",
 )
 DATA_LOADING_RE = "|".join(f"({p})" for p in DATA_LOADING_PATTERNS)
@@ -51,12 +51,15 @@ def main_pid_sql(data: ProfileData) -> str:
 
 
 def _main_pid_query(data: ProfileData) -> str:
-    parts = [f"SELECT rank, pid, {w} AS w FROM {t} WHERE pid IS NOT NULL"
-             for t, w in (("kernels", 3), ("memcpy", 3), ("steps", 2), ("ops", 1)) if data.has(t)]
+    parts = [
+        f"SELECT rank, pid, {w} AS w FROM {t} WHERE pid IS NOT NULL"
+        for t, w in (("kernels", 3), ("memcpy", 3), ("steps", 2), ("ops", 1))
+        if data.has(t)
+    ]
     if not parts:
         return "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS pid WHERE FALSE"
     return f"""SELECT rank, arg_max(pid, n) AS pid FROM (
-                   SELECT rank, pid, max(w) * 1e12 + count(*) AS n FROM ({' UNION ALL '.join(parts)}) GROUP BY ALL)
+                   SELECT rank, pid, max(w) * 1e12 + count(*) AS n FROM ({" UNION ALL ".join(parts)}) GROUP BY ALL)
                GROUP BY rank"""
 
 
@@ -67,28 +70,32 @@ def _on_main(alias: str) -> str:
 def _input_sql(data: ProfileData) -> list[str]:
     if not data.has("phases"):
         return []
-    return [f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
-                WHERE p.kind = 'range' AND {_on_main('p')}
-                  AND regexp_matches(lower(p.name), '{DATA_LOADING_RE}')"""]
+    return [
+        f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
+                WHERE p.kind = 'range' AND {_on_main("p")}
+                  AND regexp_matches(lower(p.name), '{DATA_LOADING_RE}')"""
+    ]
 
 
 def _sync_sql(data: ProfileData) -> list[str]:
     waits = []
     if data.has("api"):
         waits.append(f"""SELECT a.rank, a.pid, a.start_ns, a.end_ns FROM api a LEFT JOIN mp m USING (rank)
-                         WHERE {_on_main('a')} AND regexp_matches(lower(a.name), '{SYNC_API_RE}')""")
+                         WHERE {_on_main("a")} AND regexp_matches(lower(a.name), '{SYNC_API_RE}')""")
     if data.has("sync"):
         waits.append(f"""SELECT s.rank, s.pid, s.start_ns, s.end_ns FROM sync s LEFT JOIN mp m USING (rank)
-                         WHERE {_on_main('s')} AND s.kind <> 'stream_wait_event'""")
+                         WHERE {_on_main("s")} AND s.kind <> 'stream_wait_event'""")
     if not waits:
         return []
     launches = _launches_sql(data)
     if launches is None:
         return [f"SELECT rank, start_ns, end_ns FROM ({' UNION ALL '.join(waits)})"]
     # until the next launch of the same process (ASOF: the first launch starting at or after the wait's end)
-    return [f"""SELECT w.rank, w.start_ns, greatest(w.end_ns, coalesce(l.start_ns, w.end_ns)) AS end_ns
-                FROM (SELECT rank, coalesce(pid, -1) AS pid, start_ns, end_ns FROM ({' UNION ALL '.join(waits)})) w
-                ASOF LEFT JOIN ({launches}) l ON w.rank = l.rank AND w.pid = l.pid AND w.end_ns <= l.start_ns"""]
+    return [
+        f"""SELECT w.rank, w.start_ns, greatest(w.end_ns, coalesce(l.start_ns, w.end_ns)) AS end_ns
+                FROM (SELECT rank, coalesce(pid, -1) AS pid, start_ns, end_ns FROM ({" UNION ALL ".join(waits)})) w
+                ASOF LEFT JOIN ({launches}) l ON w.rank = l.rank AND w.pid = l.pid AND w.end_ns <= l.start_ns"""
+    ]
 
 
 def _launches_sql(data: ProfileData) -> str | None:
@@ -105,13 +112,15 @@ def _busy_sql(data: ProfileData) -> list[str]:
     out = []
     if data.has("ops"):  # nested ops lie inside their parents: the outermost ones make the same union
         out.append(f"""SELECT x.rank, x.start_ns, x.end_ns FROM raw_ops x LEFT JOIN mp m USING (rank)
-                       WHERE coalesce(x.depth, 0) = 0 AND {_on_main('x')}""")
+                       WHERE coalesce(x.depth, 0) = 0 AND {_on_main("x")}""")
     if data.has("api"):
-        out.append(f"SELECT x.rank, x.start_ns, x.end_ns FROM raw_api x LEFT JOIN mp m USING (rank) WHERE {_on_main('x')}")
+        out.append(
+            f"SELECT x.rank, x.start_ns, x.end_ns FROM raw_api x LEFT JOIN mp m USING (rank) WHERE {_on_main('x')}"
+        )
     if data.has("phases"):
         domains = ", ".join(f"'{d}'" for d in NOT_ACTIVITY_DOMAINS)
         out.append(f"""SELECT x.rank, x.start_ns, x.end_ns FROM phases x LEFT JOIN mp m USING (rank)
-                       WHERE x.kind = 'range' AND coalesce(x.domain, '') NOT IN ({domains}) AND {_on_main('x')}""")
+                       WHERE x.kind = 'range' AND coalesce(x.domain, '') NOT IN ({domains}) AND {_on_main("x")}""")
     return out
 
 
@@ -141,4 +150,3 @@ def classes_union_sql(classes: tuple[str, ...], extra: str | None = None) -> str
     (or ``extra``, more (rank, start_ns, end_ns) rows, covers the instant)."""
     parts = [f"SELECT rank, start_ns, end_ns FROM h_{c}" for c in classes] + ([extra] if extra else [])
     return union_sql(" UNION ALL ".join(parts), "rank")
-

@@ -38,15 +38,25 @@ class JobEnd:
     excluded_steps: list[int] = field(default_factory=list)
 
     def rank_lines(self) -> list[str]:
-        return [f"rank {r.rank} (pid {r.pid}): {how_ended(r.exit_code, r.signal)}"
-                + (f" at {t:.2f} s" if t is not None else "")
-                + f", after {r.steps_completed} step{'s' if r.steps_completed != 1 else ''}"
-                + ("" if r.clean_stop else "; not stopped cleanly: its steps are kept to its end, its other events to its last flush")
-                for r, t in zip(self.ranks, self.died_s)]
+        return [
+            f"rank {r.rank} (pid {r.pid}): {how_ended(r.exit_code, r.signal)}"
+            + (f" at {t:.2f} s" if t is not None else "")
+            + f", after {r.steps_completed} step{'s' if r.steps_completed != 1 else ''}"
+            + (
+                ""
+                if r.clean_stop
+                else "; not stopped cleanly: its steps are kept to its end, its other events to its last flush"
+            )
+            for r, t in zip(self.ranks, self.died_s)
+        ]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "ranks": [asdict(r) | {"died_s": t} for r, t in zip(self.ranks, self.died_s)],
-                "analysed_steps": self.analysed_steps, "excluded_steps": self.excluded_steps}
+        return {
+            "line": self.line,
+            "ranks": [asdict(r) | {"died_s": t} for r, t in zip(self.ranks, self.died_s)],
+            "analysed_steps": self.analysed_steps,
+            "excluded_steps": self.excluded_steps,
+        }
 
 
 def job_end(data: ProfileData) -> JobEnd | None:
@@ -58,11 +68,12 @@ def job_end(data: ProfileData) -> JobEnd | None:
     ranks = sorted(end.ranks, key=lambda r: (r.end_ns is None, r.end_ns or 0, r.rank))
     died = [(r.end_ns - start) / 1e9 if r.end_ns is not None and start is not None else None for r in ranks]
     first = next(r for r in ranks if r.failed)
-    line = (f"the job ended abnormally (exit code {end.exit_code}): rank {first.rank} "
-            f"{how_ended(first.exit_code, first.signal)} after {first.steps_completed} "
-            f"step{'s' if first.steps_completed != 1 else ''}")
+    line = (
+        f"the job ended abnormally (exit code {end.exit_code}): rank {first.rank} "
+        f"{how_ended(first.exit_code, first.signal)} after {first.steps_completed} "
+        f"step{'s' if first.steps_completed != 1 else ''}"
+    )
     analysed = [int(r[0]) for r in data.con.execute("SELECT DISTINCT step FROM sel_steps ORDER BY 1").fetchall()]
     if data.incomplete_excluded:
-        line += (f"; statistics cover only the steps every rank completed "
-                 f"({len(data.incomplete_excluded)} left out)")
+        line += f"; statistics cover only the steps every rank completed ({len(data.incomplete_excluded)} left out)"
     return JobEnd(line, ranks, died, analysed, list(data.incomplete_excluded))

@@ -22,5 +22,7 @@ MEMORY_KERNEL_RE = "|".join(f"({p})" for p in MEMORY_KERNEL_PATTERNS)
 def kernel_category_sql(name_col: str = "name") -> str:
     """SQL: the category of a kernel from its name."""
     n = f"lower(coalesce({name_col}, ''))"
-    return (f"CASE WHEN regexp_matches({n}, '{COMMUNICATION_RE}') THEN 'communication' "
-            f"WHEN regexp_matches({n}, '{MEMORY_KERNEL_RE}') THEN 'memory' ELSE 'compute' END")
+    return (
+        f"CASE WHEN regexp_matches({n}, '{COMMUNICATION_RE}') THEN 'communication' "
+        f"WHEN regexp_matches({n}, '{MEMORY_KERNEL_RE}') THEN 'memory' ELSE 'compute' END"
+    )

@@ -25,9 +25,10 @@ def kernel_names(data: ProfileData) -> str:
     ``precision`` (:func:`~.math_kernels.precision_sql`), ``category``
     (:func:`~.kernel_category.kernel_category_sql`), ``tensor_core`` (:func:`~.tensor_cores.tensor_core_sql`).
     Join it on ``name_id``: every kernel's id has its row."""
+
     def make() -> str:
-        return f"""SELECT k.name_id, s.value AS name, {precision_sql('s.value')} AS precision,
-                          {kernel_category_sql('s.value')} AS category, {tensor_core_sql('s.value')} AS tensor_core
+        return f"""SELECT k.name_id, s.value AS name, {precision_sql("s.value")} AS precision,
+                          {kernel_category_sql("s.value")} AS category, {tensor_core_sql("s.value")} AS tensor_core
                    FROM (SELECT DISTINCT name_id FROM raw_kernels) k LEFT JOIN strings s ON s.id = k.name_id"""
 
     return data.shared_table("kernel_names", make)
@@ -39,11 +40,18 @@ def kernel_ops(data: ProfileData) -> str:
     ``ops`` table."""
     # only the ids that GPU work and runtime calls carry: the joins never look up the others
     # (most ops launch nothing), and a table of every op would be ten times larger
-    carriers = " UNION ALL ".join(f"SELECT rank, external_id FROM raw_{t}" for t in ("kernels", "memcpy", "memset", "api"))
-    return data.shared_table("kernel_ops", lambda: f"""
+    carriers = " UNION ALL ".join(
+        f"SELECT rank, external_id FROM raw_{t}" for t in ("kernels", "memcpy", "memset", "api")
+    )
+    return data.shared_table(
+        "kernel_ops",
+        lambda: (
+            f"""
         SELECT o.rank, o.external_id, any_value(o.name) AS name FROM ops o
         SEMI JOIN ({carriers}) k ON k.rank = o.rank AND k.external_id = o.external_id
-        WHERE o.external_id IS NOT NULL GROUP BY ALL""")
+        WHERE o.external_id IS NOT NULL GROUP BY ALL"""
+        ),
+    )
 
 
 def kernel_op_join(data: ProfileData, alias: str = "k", op_alias: str = "o") -> str:
@@ -51,5 +59,7 @@ def kernel_op_join(data: ProfileData, alias: str = "k", op_alias: str = "o") -> 
     (NULL when unknown or the profile has no ops)."""
     if not data.has("ops"):
         return f"LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::VARCHAR AS name) {op_alias} ON FALSE"
-    return (f"LEFT JOIN {kernel_ops(data)} {op_alias} ON {op_alias}.rank = {alias}.rank "
-            f"AND {op_alias}.external_id = {alias}.external_id")
+    return (
+        f"LEFT JOIN {kernel_ops(data)} {op_alias} ON {op_alias}.rank = {alias}.rank "
+        f"AND {op_alias}.external_id = {alias}.external_id"
+    )

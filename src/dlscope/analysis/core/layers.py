@@ -19,8 +19,10 @@ _LAYER_COLLECTORS: dict[str, tuple[str, ...]] = {
 }
 
 _EMPTY_REASON = {
-    "application": "no phases or steps were recorded (annotate with dlscope.phase() and prof.step(), "
-                   "or name an iteration marker with --key-node)",
+    "application": (
+        "no phases or steps were recorded (annotate with dlscope.phase() and prof.step(), "
+        "or name an iteration marker with --key-node)"
+    ),
     "framework": "no framework ops were recorded",
     "runtime": "no CUDA API calls were recorded",
     "hardware": "no GPU activity or hardware counters were recorded",

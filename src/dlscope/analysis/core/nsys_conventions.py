@@ -25,21 +25,45 @@ from .report import Formatter, Report
 
 # copy_kind -> the operation name nsys prints ('[CUDA memcpy Host-to-Device]')
 COPY_LABELS = {
-    "HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "DtoD": "Device-to-Device", "HtoH": "Host-to-Host",
-    "PtoP": "Peer-to-Peer", "HtoA": "Host-to-Array", "AtoH": "Array-to-Host", "AtoA": "Array-to-Array",
-    "AtoD": "Array-to-Device", "DtoA": "Device-to-Array", "UVM_HtoD": "Unified Host-to-Device",
-    "UVM_DtoH": "Unified Device-to-Host", "UVM_DtoD": "Unified Device-to-Device", "unknown": "Unknown",
+    "HtoD": "Host-to-Device",
+    "DtoH": "Device-to-Host",
+    "DtoD": "Device-to-Device",
+    "HtoH": "Host-to-Host",
+    "PtoP": "Peer-to-Peer",
+    "HtoA": "Host-to-Array",
+    "AtoH": "Array-to-Host",
+    "AtoA": "Array-to-Array",
+    "AtoD": "Array-to-Device",
+    "DtoA": "Device-to-Array",
+    "UVM_HtoD": "Unified Host-to-Device",
+    "UVM_DtoH": "Unified Device-to-Host",
+    "UVM_DtoD": "Unified Device-to-Device",
+    "unknown": "Unknown",
 }
 # src_kind / dst_kind / mem_kind -> nsys's memory kind label
 MEMORY_LABELS = {
-    "pageable": "Pageable", "pinned": "Pinned", "device": "Device", "array": "Array", "managed": "Managed",
-    "device_static": "Device Static", "managed_static": "Managed Static", "unknown": "Unknown",
+    "pageable": "Pageable",
+    "pinned": "Pinned",
+    "device": "Device",
+    "array": "Array",
+    "managed": "Managed",
+    "device_static": "Device Static",
+    "managed_static": "Managed Static",
+    "unknown": "Unknown",
 }
 MEMSET_NAME = "[CUDA memset]"
 
 # the statistic columns of every duration summary, in nsys's order (the count column varies)
-DURATION_COLUMNS = ("Time (%)", "Total Time (ns)", "{count}", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-                    "StdDev (ns)")
+DURATION_COLUMNS = (
+    "Time (%)",
+    "Total Time (ns)",
+    "{count}",
+    "Avg (ns)",
+    "Med (ns)",
+    "Min (ns)",
+    "Max (ns)",
+    "StdDev (ns)",
+)
 
 
 def half_up(digits: int) -> Formatter:
@@ -57,6 +81,7 @@ def half_up(digits: int) -> Formatter:
 
 def megabytes(digits: int = 3) -> Formatter:
     """A value already in MB, printed as nsys prints sizes."""
+
     def fmt(v: Any) -> str:
         return "" if v is None else f"{float(v):.{digits}f}"
 
@@ -83,8 +108,7 @@ def api_name_sql(name: str = "name") -> str:
     """The name nsys prints for an API call: CUPTI's ``_v`` + four-digit version suffix dropped
     (``cudaLaunchKernel_v7000``), longer ones kept (``cudaStreamIsCapturing_v10000``). The nsys
     importer stores names this way already; recorded CUPTI names may still carry the suffix."""
-    return (f"CASE WHEN {name} LIKE '%\\_v____' ESCAPE '\\' THEN left({name}, length({name}) - 6) "
-            f"ELSE {name} END")
+    return f"CASE WHEN {name} LIKE '%\\_v____' ESCAPE '\\' THEN left({name}, length({name}) - 6) ELSE {name} END"
 
 
 def selects_steps(data: ProfileData) -> bool:
@@ -110,8 +134,10 @@ def gpu_in_selection(data: ProfileData, alias: str) -> str:
     cond = in_selection(data, alias)
     if cond == "TRUE" or not data.has("api"):
         return cond
-    return (f"{cond} AND ({alias}.correlation_id IS NULL OR EXISTS (SELECT 1 FROM raw_api a_ "
-            f"WHERE a_.rank = {alias}.rank AND a_.correlation_id = {alias}.correlation_id))")
+    return (
+        f"{cond} AND ({alias}.correlation_id IS NULL OR EXISTS (SELECT 1 FROM raw_api a_ "
+        f"WHERE a_.rank = {alias}.rank AND a_.correlation_id = {alias}.correlation_id))"
+    )
 
 
 def scope_note(data: ProfileData) -> str:
@@ -158,9 +184,13 @@ def memops_sql(data: ProfileData) -> str:
     as nsys names the operations. Tables without rows are left out."""
     parts = []
     if data.has("memcpy"):
-        parts.append(f"SELECT {memcpy_name_sql('m.copy_kind')} AS name, m.end_ns - m.start_ns AS d, m.bytes "
-                     f"FROM memcpy m WHERE {gpu_in_selection(data, 'm')}")
+        parts.append(
+            f"SELECT {memcpy_name_sql('m.copy_kind')} AS name, m.end_ns - m.start_ns AS d, m.bytes "
+            f"FROM memcpy m WHERE {gpu_in_selection(data, 'm')}"
+        )
     if data.has("memset"):
-        parts.append(f"SELECT '{MEMSET_NAME}' AS name, m.end_ns - m.start_ns AS d, m.bytes "
-                     f"FROM memset m WHERE {gpu_in_selection(data, 'm')}")
+        parts.append(
+            f"SELECT '{MEMSET_NAME}' AS name, m.end_ns - m.start_ns AS d, m.bytes "
+            f"FROM memset m WHERE {gpu_in_selection(data, 'm')}"
+        )
     return " UNION ALL ".join(parts)

@@ -21,7 +21,8 @@ def gpu_activity_sql(data: ProfileData, phase_filter: str = "TRUE") -> str | Non
         return None
     gpu = " UNION ALL ".join(
         f"SELECT rank, correlation_id, pid, start_ns, end_ns, {1 if t == 'kernels' else 0} AS is_kernel FROM {t}"
-        for t in present)
+        for t in present
+    )
     return f"""
     WITH ph AS (SELECT row_number() OVER () AS pidx, * FROM phases WHERE kind = 'range' AND {phase_filter}),
          g AS ({gpu}),

@@ -55,9 +55,12 @@ def phase_breakdown(data: ProfileData) -> list[PhaseRow]:
         in_steps = f"JOIN {gsteps} s ON g.rank = s.rank AND g.step = s.step"
     else:
         n_gpu, in_steps = 0, ""
-    gpu = {r["name"]: r for r in data.rows(f"""
+    gpu = {
+        r["name"]: r
+        for r in data.rows(f"""
         SELECT g.name, sum(g.gpu_ns)::DOUBLE AS gpu_ns, sum(g.kernels)::DOUBLE AS kernels, count(*) AS n
-        FROM ({sql}) g {in_steps} GROUP BY g.name""")}
+        FROM ({sql}) g {in_steps} GROUP BY g.name""")
+    }
     for r in rows:
         g = gpu.get(r.name)
         per = n_gpu if n_steps else (g["n"] if g else 1)
@@ -73,9 +76,11 @@ def _add_gpu_spans(data: ProfileData, rows: list[PhaseRow]) -> None:
     n = int(data.scalar("SELECT count(*) FROM stat_steps") or 0)
     if not n:
         return
-    spans = dict(data.con.execute("""
+    spans = dict(
+        data.con.execute("""
         SELECT g.name, sum(g.gpu_end_ns - g.gpu_start_ns)::DOUBLE FROM phase_gpu g
-        JOIN stat_steps s ON g.rank = s.rank AND g.step = s.step GROUP BY g.name""").fetchall())
+        JOIN stat_steps s ON g.rank = s.rank AND g.step = s.step GROUP BY g.name""").fetchall()
+    )
     for r in rows:
         if r.name in spans and r.source == "hook":
             r.gpu_span_ms = spans[r.name] / 1e6 / n
@@ -88,10 +93,20 @@ def shown_phases_sql(data: ProfileData) -> str:
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
     # made once per opened profile: the breakdown, the per-step split, the report's bands and
     # half a dozen rules read it, and the nesting costs a sort of every phase (300k in a 10-minute run)
-    shown = data.shared_table("shown_phases_in", lambda: f"""SELECT row_number() OVER () AS rid, *
-        FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""")
-    nested = data.shared_table("shown_phases", lambda: f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
-               JOIN {create_nesting_table(data.con, shown, ("rank", "pid", "tid"), shown + "_nesting")} n USING (rid)""")
+    shown = data.shared_table(
+        "shown_phases_in",
+        lambda: (
+            f"""SELECT row_number() OVER () AS rid, *
+        FROM phases WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})"""
+        ),
+    )
+    nested = data.shared_table(
+        "shown_phases",
+        lambda: (
+            f"""SELECT p.* REPLACE (n.depth AS depth) FROM {shown} p
+               JOIN {create_nesting_table(data.con, shown, ("rank", "pid", "tid"), shown + "_nesting")} n USING (rid)"""
+        ),
+    )
     return f"SELECT * FROM {nested}"
 
 
@@ -106,22 +121,38 @@ def _per_step(data: ProfileData, base: str, steps: str, basis: str, skip: set[st
                any_value(p.source) AS source, avg(p.start_ns - s.start_ns) AS off_ns
         FROM ({base}) p JOIN {steps} s ON p.rank = s.rank AND p.step = s.step
         GROUP BY p.name""")
-    return [(r["off_ns"], PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / n_steps,
-                                   100.0 * r["total"] / step_total if step_total else None,
-                                   int(r["depth"] or 0), r["source"], basis=basis))
-            for r in rows if r["name"] not in skip]
+    return [
+        (
+            r["off_ns"],
+            PhaseRow(
+                r["name"],
+                int(r["n"]),
+                r["total"] / 1e6,
+                r["total"] / 1e6 / n_steps,
+                100.0 * r["total"] / step_total if step_total else None,
+                int(r["depth"] or 0),
+                r["source"],
+                basis=basis,
+            ),
+        )
+        for r in rows
+        if r["name"] not in skip
+    ]
 
 
 def _tree_order(data: ProfileData, base: str, rows: list[tuple[float, PhaseRow]]) -> list[PhaseRow]:
     """Rows in the order a reader expects: top-level phases by where they start in the step,
     each followed by the phases it encloses (its most frequent parent), recursively. Ordering by
     mean offset alone breaks when phases are measured over different sets of steps."""
-    parents = {r["name"]: r["parent"] for r in data.rows(f"""
+    parents = {
+        r["name"]: r["parent"]
+        for r in data.rows(f"""
         WITH p AS ({base})
         SELECT c.name, mode(par.name ORDER BY par.name) AS parent FROM p c JOIN p par
           ON par.rank = c.rank AND par.pid = c.pid AND par.tid = c.tid AND par.depth = c.depth - 1
          AND par.start_ns <= c.start_ns AND par.end_ns >= c.end_ns
-        WHERE c.depth > 0 GROUP BY c.name""")}
+        WHERE c.depth > 0 GROUP BY c.name""")
+    }
     by_name = {r.name: (off, r) for off, r in rows}
     children: dict[str | None, list[str]] = {}
     for name in by_name:
@@ -153,16 +184,28 @@ def _breakdown(data: ProfileData) -> list[PhaseRow]:
         if data.traced_excluded:
             # phases that exist only while tracing ran (derived from the PyTorch trace: forward,
             # backward ...) are measured over the traced steps, and said to be
-            rows += _per_step(data, base, "(SELECT * FROM detail_steps WHERE traced)", "traced", {r.name for _, r in rows})
+            rows += _per_step(
+                data, base, "(SELECT * FROM detail_steps WHERE traced)", "traced", {r.name for _, r in rows}
+            )
         return _tree_order(data, base, rows)
     wall = wall_ns(data)
     wall_rows = data.rows(f"""
         SELECT name, count(*) AS n, sum(end_ns - start_ns)::DOUBLE AS total, min(depth) AS depth,
                any_value(source) AS source, min(start_ns) AS first
         FROM ({base}) GROUP BY name ORDER BY first, name""")
-    return [PhaseRow(r["name"], int(r["n"]), r["total"] / 1e6, r["total"] / 1e6 / r["n"],
-                     100.0 * r["total"] / wall if wall else None, int(r["depth"] or 0), r["source"], basis="wall")
-            for r in wall_rows]
+    return [
+        PhaseRow(
+            r["name"],
+            int(r["n"]),
+            r["total"] / 1e6,
+            r["total"] / 1e6 / r["n"],
+            100.0 * r["total"] / wall if wall else None,
+            int(r["depth"] or 0),
+            r["source"],
+            basis="wall",
+        )
+        for r in wall_rows
+    ]
 
 
 def wall_ns(data: ProfileData) -> int:

@@ -38,22 +38,40 @@ from .intervals import union_sql
 
 HOST_ACTIVITY_TABLES = ("ops", "api", "kernels", "memcpy", "memset")
 GPU_TABLES = ("kernels", "memcpy", "memset")
-COLUMNS = ("rank", "step", "start_ns", "end_ns", "window_ns", "busy_ns", "queued_ns", "input_ns", "sync_ns",
-           "launch_ns", "other_ns", "wait_ns", "sync_wait_ns", "pageable_wait_ns")
+COLUMNS = (
+    "rank",
+    "step",
+    "start_ns",
+    "end_ns",
+    "window_ns",
+    "busy_ns",
+    "queued_ns",
+    "input_ns",
+    "sync_ns",
+    "launch_ns",
+    "other_ns",
+    "wait_ns",
+    "sync_wait_ns",
+    "pageable_wait_ns",
+)
 
 
 def windows_sql(data: ProfileData) -> str:
     """SQL: (rank, step, start_ns, end_ns) of the windows (see the module doc): the detail steps
     that launched GPU work (idle time means nothing in a step that used no GPU)."""
     if has_steps(data):
-        launched = " UNION ".join(f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL"
-                                  for t in GPU_TABLES if data.has(t))
+        launched = " UNION ".join(
+            f"SELECT DISTINCT rank, step FROM {t} WHERE step IS NOT NULL" for t in GPU_TABLES if data.has(t)
+        )
         return f"""SELECT s.rank, s.step, s.start_ns, s.end_ns FROM detail_steps s
                    SEMI JOIN ({launched or "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step"}) g
                      ON g.rank = s.rank AND g.step = s.step"""
     spans = " UNION ALL ".join(f"SELECT rank, start_ns, end_ns FROM {t}" for t in HOST_ACTIVITY_TABLES if data.has(t))
     if not spans:
-        return "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
+        return (
+            "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns"
+            " WHERE FALSE"
+        )
     return f"""SELECT rank, NULL::INTEGER AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
                FROM ({spans}) GROUP BY rank"""
 
@@ -115,10 +133,19 @@ def step_idle(data: ProfileData) -> pa.Table:
     cov = {k: ia.covered(win["rank"], win["start_ns"], win["end_ns"], v) for k, v in layers.items()}
     start, end = (np.asarray(win[c], dtype=np.int64) for c in ("start_ns", "end_ns"))
     cols = {
-        "rank": pa.array(win["rank"]), "step": pa.array(win["step"]),
-        "start_ns": pa.array(start), "end_ns": pa.array(end), "window_ns": end - start,
-        "busy_ns": cov["c0"], "queued_ns": cov["c1"] - cov["c0"], "input_ns": cov["c2"] - cov["c1"],
-        "sync_ns": cov["c3"] - cov["c2"], "launch_ns": cov["c4"] - cov["c3"], "other_ns": end - start - cov["c4"],
-        "wait_ns": cov["w_all"], "sync_wait_ns": cov["w_sync"], "pageable_wait_ns": cov["w_page"],
+        "rank": pa.array(win["rank"]),
+        "step": pa.array(win["step"]),
+        "start_ns": pa.array(start),
+        "end_ns": pa.array(end),
+        "window_ns": end - start,
+        "busy_ns": cov["c0"],
+        "queued_ns": cov["c1"] - cov["c0"],
+        "input_ns": cov["c2"] - cov["c1"],
+        "sync_ns": cov["c3"] - cov["c2"],
+        "launch_ns": cov["c4"] - cov["c3"],
+        "other_ns": end - start - cov["c4"],
+        "wait_ns": cov["w_all"],
+        "sync_wait_ns": cov["w_sync"],
+        "pageable_wait_ns": cov["w_page"],
     }
     return pa.table({k: v if isinstance(v, pa.Array) else pa.array(v, pa.int64()) for k, v in cols.items()})

@@ -17,11 +17,14 @@ def step_phases(data: ProfileData) -> pa.Table:
     shown = shown_phases_sql(data)
     return data.table(f"""
         WITH s AS (SELECT * FROM stat_steps WHERE rank = (SELECT min(rank) FROM stat_steps)),
-        p AS (SELECT step, name, sum(ns)::BIGINT AS ns FROM ({overlaps_sql(
-                  "SELECT * FROM s",
-                  f"SELECT * FROM ({shown}) WHERE depth = 0 AND rank = (SELECT min(rank) FROM stat_steps)",
-                  "a.step, b.name, least(b.end_ns, a.end_ns) - greatest(b.start_ns, a.start_ns) AS ns, "
-                  "a.tid AS s_tid, b.tid AS p_tid, a.pid AS s_pid, b.pid AS p_pid")})
+        p AS (SELECT step, name, sum(ns)::BIGINT AS ns FROM ({
+        overlaps_sql(
+            "SELECT * FROM s",
+            f"SELECT * FROM ({shown}) WHERE depth = 0 AND rank = (SELECT min(rank) FROM stat_steps)",
+            "a.step, b.name, least(b.end_ns, a.end_ns) - greatest(b.start_ns, a.start_ns) AS ns, "
+            "a.tid AS s_tid, b.tid AS p_tid, a.pid AS s_pid, b.pid AS p_pid",
+        )
+    })
               WHERE (s_tid IS NULL OR p_tid = s_tid) AND (s_pid IS NULL OR p_pid = s_pid)
               GROUP BY ALL),
         inside AS (SELECT step, sum(ns)::BIGINT AS ns FROM p GROUP BY step)

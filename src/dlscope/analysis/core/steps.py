@@ -62,8 +62,7 @@ def step_stats(data: ProfileData) -> StepStats:
         FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM stat_steps)""")[0]
     total_steps = int(data.scalar("SELECT count(*) FROM steps") or 0)
     warm = [r["step"] for r in data.rows("SELECT DISTINCT step FROM steps WHERE warmup ORDER BY step")]
-    excluded = [s for s in warm if s not in set(
-        r["step"] for r in data.rows("SELECT DISTINCT step FROM sel_steps"))]
+    excluded = [s for s in warm if s not in set(r["step"] for r in data.rows("SELECT DISTINCT step FROM sel_steps"))]
 
     def ms(v: float | None) -> float | None:
         return None if v is None else v / 1e6
@@ -72,11 +71,24 @@ def step_stats(data: ProfileData) -> StepStats:
     mean = row["mean"]
     steps_per_s, samples_per_s = throughput(ms(mean), data.meta.batch_size)
     return StepStats(
-        count=n, mean_ms=ms(mean), p50_ms=ms(row["p50"]), p95_ms=ms(row["p95"]), p99_ms=ms(row["p99"]),
-        std_ms=ms(row["std"]), min_ms=ms(row["mn"]), max_ms=ms(row["mx"]), total_ms=row["total"] / 1e6,
-        steps_per_s=steps_per_s, samples_per_s=samples_per_s,
-        total_steps=total_steps, warmup_excluded=excluded, traced_excluded=list(data.traced_excluded),
-        first_step=row["first"], last_step=row["last"],
-        ranks=int(row["ranks"] or 0), steps_per_rank=int(row["distinct_steps"] or 0),
-        batch_size=data.meta.batch_size, batch_size_source=data.meta.batch_size_source,
+        count=n,
+        mean_ms=ms(mean),
+        p50_ms=ms(row["p50"]),
+        p95_ms=ms(row["p95"]),
+        p99_ms=ms(row["p99"]),
+        std_ms=ms(row["std"]),
+        min_ms=ms(row["mn"]),
+        max_ms=ms(row["mx"]),
+        total_ms=row["total"] / 1e6,
+        steps_per_s=steps_per_s,
+        samples_per_s=samples_per_s,
+        total_steps=total_steps,
+        warmup_excluded=excluded,
+        traced_excluded=list(data.traced_excluded),
+        first_step=row["first"],
+        last_step=row["last"],
+        ranks=int(row["ranks"] or 0),
+        steps_per_rank=int(row["distinct_steps"] or 0),
+        batch_size=data.meta.batch_size,
+        batch_size_source=data.meta.batch_size_source,
     )

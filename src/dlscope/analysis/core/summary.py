@@ -41,17 +41,30 @@ class Summary:
 
     def as_dict(self) -> dict[str, Any]:
         if self.failure is not None:
-            return {"profile": self.profile, "failure": self.failure, "source": self.source,
-                    "command": self.command, "wall_ms": self.wall_ms, "exit_code": self.exit_code,
-                    "run_end": asdict(self.run_end) if self.run_end else None, "notes": self.notes}
+            return {
+                "profile": self.profile,
+                "failure": self.failure,
+                "source": self.source,
+                "command": self.command,
+                "wall_ms": self.wall_ms,
+                "exit_code": self.exit_code,
+                "run_end": asdict(self.run_end) if self.run_end else None,
+                "notes": self.notes,
+            }
         return {
-            "profile": self.profile, "source": self.source, "command": self.command,
-            "wall_ms": self.wall_ms, "exit_code": self.exit_code,
+            "profile": self.profile,
+            "source": self.source,
+            "command": self.command,
+            "wall_ms": self.wall_ms,
+            "exit_code": self.exit_code,
             "steps": self.steps.as_dict(),
             "phases": [p.as_dict() for p in self.phases],
             "layers": {k: v.as_dict() for k, v in self.layers.items()},
-            "devices": self.devices, "selection": self.selection, "notes": self.notes,
-            "gpu": self.gpu, "unavailable": self.unavailable,
+            "devices": self.devices,
+            "selection": self.selection,
+            "notes": self.notes,
+            "gpu": self.gpu,
+            "unavailable": self.unavailable,
             "headline": self.headline.as_dict() if self.headline else None,
         } | ({"job_end": self.job_end.as_dict()} if self.job_end is not None else {})
 
@@ -80,16 +93,29 @@ def failure_line(end: RunEnd | None, steps: StepStats) -> str | None:
     if end is None or not end.failed_before_first_step or steps.total_steps:
         return None
     return f"the program failed before its first step: {how_ended(end.exit_code, end.signal)}" + (
-        f": {end.last_stderr_line}" if end.last_stderr_line else "")
+        f": {end.last_stderr_line}" if end.last_stderr_line else ""
+    )
 
 
 def summarize(data: ProfileData) -> Summary:
     m = data.meta
     steps = step_stats(data)
     return Summary(
-        profile=str(data.path), source=m.source, command=m.command, wall_ms=wall_ns(data) / 1e6,
-        exit_code=m.exit_code, steps=steps, phases=phase_breakdown(data),
-        layers=layer_status(data), devices=distinct_devices(m.devices), selection=data.selection.describe(),
-        notes=list(m.notes), gpu=gpu_headline(data), unavailable=unavailable_lines(m), headline=headline(data),
-        run_end=m.run_end, failure=failure_line(m.run_end, steps), job_end=job_end(data),
+        profile=str(data.path),
+        source=m.source,
+        command=m.command,
+        wall_ms=wall_ns(data) / 1e6,
+        exit_code=m.exit_code,
+        steps=steps,
+        phases=phase_breakdown(data),
+        layers=layer_status(data),
+        devices=distinct_devices(m.devices),
+        selection=data.selection.describe(),
+        notes=list(m.notes),
+        gpu=gpu_headline(data),
+        unavailable=unavailable_lines(m),
+        headline=headline(data),
+        run_end=m.run_end,
+        failure=failure_line(m.run_end, steps),
+        job_end=job_end(data),
     )

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 NON_TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
     # xmma kernels doing fp32 math on CUDA cores
     (r"_ffma", "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4"),
-    (r"simt", "cutlass_80_simt_sgemm_128x256_8x4_nt_align1"),              # CUTLASS on CUDA cores
-    (r"sgemm|dgemm|cgemm|zgemm", "ampere_sgemm_128x64_tn"),                 # also volta_sgemm, implicit_convolve_sgemm
+    (r"simt", "cutlass_80_simt_sgemm_128x256_8x4_nt_align1"),  # CUTLASS on CUDA cores
+    (r"sgemm|dgemm|cgemm|zgemm", "ampere_sgemm_128x64_tn"),  # also volta_sgemm, implicit_convolve_sgemm
     (r"gemv", "gemv2T_kernel_val"),
     (r"scudnn", "ampere_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1"),  # single-precision cuDNN
     # PyTorch's memory-efficient attention: fp32 runs on CUDA cores below sm80, everything on sm50
@@ -43,11 +43,11 @@ TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"[hsid](884|1688|16816|8816|16832|16864)", "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_64x3_tn"),
     # the MMA instructions: HMMA (fp16/bf16/tf32), IMMA (int8), BMMA (binary), DMMA (fp64), QMMA (fp8)
     (r"(hmma|imma|bmma|dmma|qmma)", "sm75_xmma_fprop_implicit_gemm_interleaved_i8i8_i8i32_f32_imma"),
-    (r"tensorop", "cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4"),   # also cutlass3x_sm90_tensorop_...
+    (r"tensorop", "cutlass_80_tensorop_s1688gemm_128x128_32x3_tn_align4"),  # also cutlass3x_sm90_tensorop_...
     (r"wmma", "cutlass_70_wmma_tensorop_f16_s161616gemm_f16_32x32_64x2_tn_align8"),
     # Hopper warpgroup MMA, Blackwell tcgen05
     (r"wgmma|gmma|tcgen05", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1"),
-    (r"nvjet", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),           # cuBLASLt, Hopper and later
+    (r"nvjet", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),  # cuBLASLt, Hopper and later
     # xmma kernels name their operand types: tf32, f16, bf16, fp8 (e4m3/e5m2), int8 (i8)
     (r"xmma.*(tf32|f16|e4m3|e5m2|i8i8|_i8_|int8)", "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"),
     (r"tensor\d+x\d+x\d+", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x16_tensor16x8x8_kernel"),
@@ -61,14 +61,22 @@ TENSOR_CORE_PATTERNS: tuple[tuple[str, str], ...] = (
 # Ops whose work could run on tensor cores (DLProf's "TC eligible"): matrix products,
 # convolutions, attention. Matched against the op name with its namespace (aten::mm, Conv2D).
 TENSOR_CORE_ELIGIBLE_OP_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"(^|::)(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_int_mm|_addmm_activation|_grouped_mm"
-     r"|_scaled_grouped_mm|einsum|tensordot|bilinear|_trilinear)$", "aten::mm, aten::addmm, aten::linear"),
+    (
+        r"(^|::)(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|_scaled_mm|_int_mm|_addmm_activation|_grouped_mm"
+        r"|_scaled_grouped_mm|einsum|tensordot|bilinear|_trilinear)$",
+        "aten::mm, aten::addmm, aten::linear",
+    ),
     (r"matmul|gemm|batchmatmul|fusedmatmul", "MatMul, BatchMatMulV2, _FusedMatMul (TensorFlow), torch_gemm"),
-    (r"convolution|(^|::|_)conv(\d?d|_transpose\w*|_tbc)?($|_|\()|conv[123]d", "aten::convolution, aten::cudnn_convolution, Conv2D"),
+    (
+        r"convolution|(^|::|_)conv(\d?d|_transpose\w*|_tbc)?($|_|\()|conv[123]d",
+        "aten::convolution, aten::cudnn_convolution, Conv2D",
+    ),
     (r"attention|attn|sdpa|fmha", "aten::_scaled_dot_product_flash_attention, aten::_efficient_attention_backward"),
     # XLA's HLO ops (JAX, TensorFlow with XLA): dot products and the library calls they become
-    (r"^(dot|dot_general|cublas-gemm|cublas-lt-matmul|cudnn-conv|triton_gemm|gemm_fusion)([._]\d+)?$|__cublas|__cudnn\$conv",
-     "dot.2, cublas-gemm.1, cudnn-conv.3 (XLA)"),
+    (
+        r"^(dot|dot_general|cublas-gemm|cublas-lt-matmul|cudnn-conv|triton_gemm|gemm_fusion)([._]\d+)?$|__cublas|__cudnn\$conv",
+        "dot.2, cublas-gemm.1, cudnn-conv.3 (XLA)",
+    ),
 )
 
 
@@ -104,8 +112,10 @@ def _sql_str(s: str) -> str:
 def tensor_core_sql(name_col: str = "name") -> str:
     """SQL boolean expression: :func:`is_tensor_core_kernel` of ``name_col``."""
     n = f"lower(coalesce({name_col}, ''))"
-    return (f"(NOT regexp_matches({n}, {_sql_str(NON_TENSOR_CORE_RE.lower())}) "
-            f"AND regexp_matches({n}, {_sql_str(TENSOR_CORE_RE.lower())}))")
+    return (
+        f"(NOT regexp_matches({n}, {_sql_str(NON_TENSOR_CORE_RE.lower())}) "
+        f"AND regexp_matches({n}, {_sql_str(TENSOR_CORE_RE.lower())}))"
+    )
 
 
 def eligible_op_sql(name_col: str = "name") -> str:
@@ -133,7 +143,7 @@ def tensor_core_share(data: ProfileData) -> TensorCoreShare:
     from .window import step_filter
 
     rows = data.con.execute(f"""SELECT name, count(*), sum(end_ns - start_ns)::BIGINT,
-                                       {tensor_core_sql('name')} AS tc
+                                       {tensor_core_sql("name")} AS tc
                                 FROM kernels WHERE {step_filter(data)} GROUP BY name""").fetchall()
     total = sum(int(ns) for _, _, ns, _ in rows)
     tc = sorted(((n, int(c), int(ns)) for n, c, ns, is_tc in rows if is_tc), key=lambda r: -r[2])

@@ -41,12 +41,20 @@ def gpu_busy(data: ProfileData, bins: Bins) -> pa.Table:
     kernel, copy or set ran on the device (overlapping streams count once)."""
     present = [t for t in _GPU_TABLES if data.has(t)]
     if not present:
-        return pa.table({"rank": pa.array([], pa.int32()), "device": pa.array([], pa.int32()),
-                         "bin": pa.array([], pa.int64()), "busy_pct": pa.array([], pa.float64())})
+        return pa.table(
+            {
+                "rank": pa.array([], pa.int32()),
+                "device": pa.array([], pa.int32()),
+                "bin": pa.array([], pa.int64()),
+                "busy_pct": pa.array([], pa.float64()),
+            }
+        )
     b0, w, n = bins.start_ns, bins.width_ns, bins.count
     gpu = " UNION ALL ".join(
         f"SELECT rank, device, start_ns AS s, end_ns AS e FROM {t} "
-        f"WHERE end_ns > {b0} AND start_ns < {bins.end_ns} AND device IS NOT NULL" for t in present)
+        f"WHERE end_ns > {b0} AND start_ns < {bins.end_ns} AND device IS NOT NULL"
+        for t in present
+    )
     return data.table(f"""
         WITH g AS ({gpu}),
         o AS (SELECT *, max(e) OVER (PARTITION BY rank, device ORDER BY s, e

@@ -20,8 +20,11 @@ def counter_reasons(meta: Meta) -> dict[str, str]:
 
 
 def unavailable_lines(meta: Meta) -> list[str]:
-    lines = [f"{name}: {st.reason or st.status}" for name, st in meta.collectors.items()
-             if st.status in ("unavailable", "failed")]
+    lines = [
+        f"{name}: {st.reason or st.status}"
+        for name, st in meta.collectors.items()
+        if st.status in ("unavailable", "failed")
+    ]
     by_reason: dict[str, list[str]] = {}
     for metric, reason in counter_reasons(meta).items():
         by_reason.setdefault(reason, []).append(metric)

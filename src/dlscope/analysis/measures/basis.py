@@ -24,11 +24,11 @@ class Basis:
     """What a per-step figure is a share of."""
 
     has_steps: bool
-    stat_steps: int          # steps the timings cover
+    stat_steps: int  # steps the timings cover
     mean_step_ms: float | None
-    windows: int             # GPU windows (steps with GPU data, or one per rank)
-    window_ms: float         # mean GPU window length
-    traced_excluded: bool    # timings left the traced steps out (sampled detail)
+    windows: int  # GPU windows (steps with GPU data, or one per rank)
+    window_ms: float  # mean GPU window length
+    traced_excluded: bool  # timings left the traced steps out (sampled detail)
 
     @property
     def unit_ms(self) -> float:
@@ -84,12 +84,18 @@ def in_gpu_windows(data: ProfileData, alias: str) -> str:
 @measured
 def basis(data: ProfileData) -> Basis:
     """The step basis of the profile's selection."""
-    n_stat, mean = data.con.execute(
-        "SELECT count(*), avg(end_ns - start_ns) / 1e6 FROM stat_steps").fetchall()[0]
+    n_stat, mean = data.con.execute("SELECT count(*), avg(end_ns - start_ns) / 1e6 FROM stat_steps").fetchall()[0]
     n_win, win_ms = data.con.execute(
-        f"SELECT count(*), avg(end_ns - start_ns) / 1e6 FROM {gpu_windows_table(data)}").fetchall()[0]
-    return Basis(has_steps(data), int(n_stat or 0), float(mean) if mean else None, int(n_win or 0),
-                 float(win_ms or 0.0), bool(data.traced_excluded))
+        f"SELECT count(*), avg(end_ns - start_ns) / 1e6 FROM {gpu_windows_table(data)}"
+    ).fetchall()[0]
+    return Basis(
+        has_steps(data),
+        int(n_stat or 0),
+        float(mean) if mean else None,
+        int(n_win or 0),
+        float(win_ms or 0.0),
+        bool(data.traced_excluded),
+    )
 
 
 @measured
@@ -102,7 +108,7 @@ def window_idle(data: ProfileData) -> tuple[WindowIdle, ...]:
 class GpuTimes:
     """GPU-side totals per GPU window (ms per step)."""
 
-    kernel_ms: float     # kernel time launched (summed durations, overlaps counted twice)
+    kernel_ms: float  # kernel time launched (summed durations, overlaps counted twice)
     host_wait_ms: float  # the host blocked on the GPU (syncs, pageable copies)
 
 
@@ -125,6 +131,7 @@ def gpu_times(data: ProfileData) -> GpuTimes:
     b = basis(data)
     kernel = 0.0
     if data.has("kernels") and b.windows:
-        kernel = b.per_window(data.scalar(
-            f"SELECT sum(k.end_ns - k.start_ns)::DOUBLE FROM kernels k {in_gpu_windows(data, 'k')}"))
+        kernel = b.per_window(
+            data.scalar(f"SELECT sum(k.end_ns - k.start_ns)::DOUBLE FROM kernels k {in_gpu_windows(data, 'k')}")
+        )
     return GpuTimes(kernel, idle_ms(data, "wait_ns"))

@@ -24,12 +24,12 @@ class RankSmallCollectives:
     """One rank's small collectives in the selected steps."""
 
     rank: int
-    steps: int        # steps with a small collective
+    steps: int  # steps with a small collective
     count: int
     total_ns: int
-    longest_ns: int   # the longest one
+    longest_ns: int  # the longest one
     total_bytes: int
-    comm_steps: int   # steps with any collective
+    comm_steps: int  # steps with any collective
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,10 @@ def small_collectives(data: ProfileData) -> tuple[RankSmallCollectives, ...]:
                max(end_ns - start_ns) AS longest_ns, sum(size_bytes)::BIGINT AS bytes,
                (SELECT count(DISTINCT step) FROM c c2 WHERE c2.rank = small.rank) AS comm_steps
         FROM small GROUP BY rank ORDER BY rank""")
-    return tuple(RankSmallCollectives(r["rank"], r["steps"], r["n"], r["ns"], r["longest_ns"], r["bytes"],
-                                      r["comm_steps"]) for r in rows)
+    return tuple(
+        RankSmallCollectives(r["rank"], r["steps"], r["n"], r["ns"], r["longest_ns"], r["bytes"], r["comm_steps"])
+        for r in rows
+    )
 
 
 @measured

@@ -16,12 +16,12 @@ from . import measured
 class Facts:
     """What the program uses, as far as the profile shows it."""
 
-    framework: str                 # 'pytorch' or 'cuda' (generic wording)
-    dataloader: str | None         # 'single' (num_workers=0), 'multi', or None (no DataLoader seen)
-    optimizer: str | None          # e.g. 'AdamW', from Optimizer.step#AdamW.step
-    compiled: bool                 # torch.compile / Triton kernels seen
-    cuda_graphs: bool              # graph launches seen
-    low_precision_math: bool       # some matrix math already runs in 16 bits
+    framework: str  # 'pytorch' or 'cuda' (generic wording)
+    dataloader: str | None  # 'single' (num_workers=0), 'multi', or None (no DataLoader seen)
+    optimizer: str | None  # e.g. 'AdamW', from Optimizer.step#AdamW.step
+    compiled: bool  # torch.compile / Triton kernels seen
+    cuda_graphs: bool  # graph launches seen
+    low_precision_math: bool  # some matrix math already runs in 16 bits
     device: Device | None
     foreign_runtime: bool = False  # runtime calls recorded, none of them CUDA or HIP (another accelerator)
 
@@ -40,9 +40,17 @@ def facts(data: ProfileData) -> Facts:
     """The program's :class:`Facts`."""
     d = data
     # in order: with several optimizers, the same one is named every run
-    names = [r[0] for r in d.con.execute(
-        "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%' "
-        "ORDER BY name").fetchall()] if d.has("phases") else []
+    names = (
+        [
+            r[0]
+            for r in d.con.execute(
+                "SELECT DISTINCT name FROM phases WHERE name LIKE '%DataLoader%' OR name LIKE 'Optimizer.step#%' "
+                "ORDER BY name"
+            ).fetchall()
+        ]
+        if d.has("phases")
+        else []
+    )
     # PyTorch's signs: its ops, its own annotations (DataLoader, optimizer), ATen's kernels
     torch_ops = _any(d, "ops", "name LIKE 'aten::%'")
     aten = _any(d, "kernels", "name LIKE '%at::native::%'")
@@ -57,8 +65,10 @@ def facts(data: ProfileData) -> Facts:
     if not compiled:
         compiled = _any(d, "ops", "name LIKE 'CompiledFunction%' OR name LIKE 'Torch-Compiled Region%'")
     graphs = _any(d, "api", "lower(name) LIKE '%graphlaunch%'")
-    low = d.has("kernels") and bool(d.scalar(
-        f"SELECT count(*) FROM (SELECT 1 FROM {kernel_names(d)} WHERE precision = 'low' LIMIT 1)"))
+    low = d.has("kernels") and bool(
+        d.scalar(f"SELECT count(*) FROM (SELECT 1 FROM {kernel_names(d)} WHERE precision = 'low' LIMIT 1)")
+    )
     foreign = d.has("api") and not d.scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM api WHERE regexp_matches(lower(name), '^(cuda|cu|hip|hsa)') LIMIT 1)")
+        "SELECT count(*) FROM (SELECT 1 FROM api WHERE regexp_matches(lower(name), '^(cuda|cu|hip|hsa)') LIMIT 1)"
+    )
     return Facts(framework, loader, opt, compiled, graphs, low, device_of(d.meta.devices), bool(foreign))

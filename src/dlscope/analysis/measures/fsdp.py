@@ -55,5 +55,8 @@ def untraced_pass_idle(data: ProfileData) -> tuple[PassIdle, ...]:
         x[1] += float(busy[i])
     for (r, name, _, was_traced), (span, b) in per_step.items():
         (work if was_traced else spans).setdefault((r, name), []).append(b if was_traced else span)
-    return tuple(PassIdle(r, name, max(float(np.median(spans[(r, name)])) - float(np.median(work[(r, name)])), 0.0) / 1e6)
-                 for (r, name) in spans if (r, name) in work)
+    return tuple(
+        PassIdle(r, name, max(float(np.median(spans[(r, name)])) - float(np.median(work[(r, name)])), 0.0) / 1e6)
+        for (r, name) in spans
+        if (r, name) in work
+    )

@@ -35,18 +35,23 @@ def h2d_copy_sites(data: ProfileData) -> tuple[H2dCopySite, ...]:
     windows = basis(data).windows
     work = gpu_work_sql(data, selected=False)
     compute = "SELECT * FROM " + data.shared_islands(
-        "compute_islands", lambda: f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
-        ("rank", "device"))
+        "compute_islands",
+        lambda: f"SELECT rank, device, start_ns, end_ns FROM ({work}) WHERE category = 'compute'",
+        ("rank", "device"),
+    )
     copies = f"""SELECT c.rank, coalesce(c.device, -1) AS device, c.stream, c.step, c.start_ns, c.end_ns, c.bytes,
                         coalesce(c.src_kind, 'unknown') AS src_kind, c.correlation_id
-                 FROM memcpy c {in_gpu_windows(data, 'c')} WHERE c.copy_kind = 'HtoD'"""
+                 FROM memcpy c {in_gpu_windows(data, "c")} WHERE c.copy_kind = 'HtoD'"""
     # one row per copy: its duration and overlap, and the call that issued it (start_ns: the call's)
     placed = f"""SELECT x.rank, x.stream, x.step, x.bytes, x.src_kind, x.end_ns - x.start_ns AS copy_ns,
                         x.covered_ns, a.pid, a.tid, coalesce(a.start_ns, x.start_ns) AS start_ns, a.external_id
-                 FROM ({covered_sql(copies, compute, ('rank', 'device'))}) x
+                 FROM ({covered_sql(copies, compute, ("rank", "device"))}) x
                  LEFT JOIN api a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"""
-    main_stream = ("(SELECT arg_max(stream, n) FROM (SELECT stream, count(*) AS n FROM kernels GROUP BY stream))"
-                   if data.has("kernels") else "NULL")
+    main_stream = (
+        "(SELECT arg_max(stream, n) FROM (SELECT stream, count(*) AS n FROM kernels GROUP BY stream))"
+        if data.has("kernels")
+        else "NULL"
+    )
     rows = data.rows(f"""
         SELECT coalesce(top_op, op) AS op, phase, src_kind, stream = {main_stream} AS on_compute_stream,
                count(*)::DOUBLE / {windows} AS copies_per_step, avg(bytes) AS bytes_per_copy,

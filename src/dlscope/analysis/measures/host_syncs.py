@@ -18,7 +18,7 @@ class SyncSite:
     """A synchronizing call at one place in the program (fields in the evidence's column order)."""
 
     call: str
-    op: str | None        # the outermost op around the call
+    op: str | None  # the outermost op around the call
     inner_op: str | None  # the innermost op (linked by external id)
     phase: str | None
     calls_per_step: float
@@ -32,7 +32,7 @@ def sync_sites(data: ProfileData) -> tuple[SyncSite, ...]:
     windows = basis(data).windows
     calls = f"""SELECT a.rank, a.step, a.pid, a.tid, a.start_ns, a.external_id, a.name AS call,
                        a.end_ns - a.start_ns AS wait_ns
-                FROM api a LEFT JOIN ({main_pid_sql(data)}) m USING (rank) {in_gpu_windows(data, 'a')}
+                FROM api a LEFT JOIN ({main_pid_sql(data)}) m USING (rank) {in_gpu_windows(data, "a")}
                 WHERE (m.pid IS NULL OR a.pid IS NULL OR a.pid = m.pid)
                   AND regexp_matches(lower(a.name), '{SYNC_API_RE}')"""
     rows = data.rows(f"""
@@ -41,5 +41,9 @@ def sync_sites(data: ProfileData) -> tuple[SyncSite, ...]:
                sum(wait_ns)::DOUBLE / 1e6 / {windows} AS wait_ms_per_step,
                list(DISTINCT step ORDER BY step) AS steps
         FROM ({with_place_sql(data, calls)}) GROUP BY ALL ORDER BY wait_ms_per_step DESC""")
-    return tuple(SyncSite(r["call"], r["op"], r["inner_op"], r["phase"], r["calls_per_step"],
-                          r["wait_ms_per_step"], r["steps"] or []) for r in rows)
+    return tuple(
+        SyncSite(
+            r["call"], r["op"], r["inner_op"], r["phase"], r["calls_per_step"], r["wait_ms_per_step"], r["steps"] or []
+        )
+        for r in rows
+    )

@@ -28,11 +28,15 @@ def longest_idle_gaps(data: ProfileData) -> dict[tuple[int, int | None], Longest
     if work is None:
         return {}
     w = gpu_windows_table(data)
-    phase = ("NULL::VARCHAR" if not data.has("phases") else "CASE WHEN p.end_ns > g.mid THEN p.name END")
+    phase = "NULL::VARCHAR" if not data.has("phases") else "CASE WHEN p.end_ns > g.mid THEN p.name END"
     # the outermost phase shown in breakdowns (depth among those, not under the process's range)
-    phase_join = "" if not data.has("phases") else f"""
+    phase_join = (
+        ""
+        if not data.has("phases")
+        else f"""
         ASOF LEFT JOIN (SELECT rank, start_ns, end_ns, name FROM ({shown_phases_sql(data)}) WHERE depth = 0) p
           ON p.rank = g.rank AND g.mid >= p.start_ns"""
+    )
     rows = data.rows(f"""
         WITH isl AS (SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS s, least(i.end_ns, {w}.end_ns) AS e,
                             {w}.start_ns AS ws, {w}.end_ns AS we

@@ -45,7 +45,10 @@ def loading_phases(data: ProfileData) -> tuple[LoadingPhase, ...]:
     steps it ran in, largest first; and how much of it ran inside framework ops (traced steps)."""
     b = basis(data)
     if b.has_steps:
-        src = f"SELECT i.* FROM ({input_phases_sql(data)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step"
+        src = (
+            f"SELECT i.* FROM ({input_phases_sql(data)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step ="
+            " i.step"
+        )
         n = b.stat_steps
     else:
         src, n = input_phases_sql(data), max(b.windows, 1)
@@ -58,19 +61,25 @@ def loading_phases(data: ProfileData) -> tuple[LoadingPhase, ...]:
     rows = data.rows(sql.format(src=src, n=n))
     if not rows and b.has_steps and b.windows:
         # phases derived from the framework's trace exist only in the traced steps (sampled detail)
-        rows = data.rows(sql.format(src=f"SELECT i.* FROM ({input_phases_sql(data)}) i {in_gpu_windows(data, 'i')}",
-                                    n=b.windows))
+        rows = data.rows(
+            sql.format(src=f"SELECT i.* FROM ({input_phases_sql(data)}) i {in_gpu_windows(data, 'i')}", n=b.windows)
+        )
     # how much of each phase ran inside framework ops: only in traced steps, where ops exist
     cover: dict[str, tuple[float, float]] = {}
     if data.has("ops"):
         ops = "SELECT rank, start_ns, end_ns FROM raw_ops WHERE coalesce(depth, 0) = 0"
-        inside = covered_sql(f"SELECT i.* FROM ({input_phases_sql(data)}) i {in_gpu_windows(data, 'i')}",
-                             union_sql(ops, "rank"), ("rank",))
-        cover = {r["phase"]: (r["ns"], r["op_ns"]) for r in data.rows(f"""
+        inside = covered_sql(
+            f"SELECT i.* FROM ({input_phases_sql(data)}) i {in_gpu_windows(data, 'i')}",
+            union_sql(ops, "rank"),
+            ("rank",),
+        )
+        cover = {
+            r["phase"]: (r["ns"], r["op_ns"])
+            for r in data.rows(f"""
             SELECT name AS phase, sum(end_ns - start_ns)::DOUBLE AS ns, sum(covered_ns)::DOUBLE AS op_ns
-            FROM ({inside}) GROUP BY name""")}
-    return tuple(LoadingPhase(r["phase"], r["ms_per_step"], r["step_list"] or [], cover.get(r["phase"]))
-                 for r in rows)
+            FROM ({inside}) GROUP BY name""")
+        }
+    return tuple(LoadingPhase(r["phase"], r["ms_per_step"], r["step_list"] or [], cover.get(r["phase"])) for r in rows)
 
 
 @measured
@@ -79,10 +88,10 @@ def loading_per_timed_step_ms(data: ProfileData) -> float:
     b = basis(data)
     if not b.has_steps or not b.stat_steps:
         return 0.0
-    v = data.scalar(f"""
-        SELECT sum(end_ns - start_ns)::DOUBLE FROM ({union_sql(
-            f"SELECT i.* FROM ({input_phases_sql(data)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step",
-            "rank, step")})""")
+    phases = (
+        f"SELECT i.* FROM ({input_phases_sql(data)}) i SEMI JOIN stat_steps s ON s.rank = i.rank AND s.step = i.step"
+    )
+    v = data.scalar(f"SELECT sum(end_ns - start_ns)::DOUBLE FROM ({union_sql(phases, 'rank, step')})")
     return float(v or 0) / 1e6 / b.stat_steps
 
 
@@ -92,12 +101,18 @@ def loading_per_window_ns(data: ProfileData) -> dict[tuple[int, int | None], flo
     if not basis(data).windows:
         return {}
     w = gpu_windows_table(data)
-    return {(r["rank"], r["step"]): r["ns"] for r in data.rows(f"""
-        SELECT rank, step, sum(end_ns - start_ns)::DOUBLE AS ns FROM ({union_sql(
-            f"SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS start_ns, "
-            f"least(i.end_ns, {w}.end_ns) AS end_ns FROM ({input_phases_sql(data)}) i "
-            f"JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns",
-            "rank, step")}) GROUP BY ALL""")}
+    return {
+        (r["rank"], r["step"]): r["ns"]
+        for r in data.rows(f"""
+        SELECT rank, step, sum(end_ns - start_ns)::DOUBLE AS ns FROM ({
+            union_sql(
+                f"SELECT i.rank, {w}.step, greatest(i.start_ns, {w}.start_ns) AS start_ns, "
+                f"least(i.end_ns, {w}.end_ns) AS end_ns FROM ({input_phases_sql(data)}) i "
+                f"JOIN {w} ON {w}.rank = i.rank AND i.start_ns < {w}.end_ns AND i.end_ns > {w}.start_ns",
+                "rank, step",
+            )
+        }) GROUP BY ALL""")
+    }
 
 
 @measured
@@ -105,8 +120,11 @@ def copies_in_loading(data: ProfileData) -> dict[str, int]:
     """Host-to-device copies launched inside data-loading phases, by source memory kind."""
     if not (data.has("memcpy") and data.has("api")):
         return {}
-    return {r["kind"]: int(r["n"]) for r in data.rows(f"""
+    return {
+        r["kind"]: int(r["n"])
+        for r in data.rows(f"""
         SELECT coalesce(c.src_kind, 'unknown') AS kind, count(*) AS n
         FROM memcpy c JOIN api a ON a.rank = c.rank AND a.correlation_id = c.correlation_id
         ASOF JOIN ({input_phases_sql(data)}) i ON i.rank = a.rank AND a.start_ns >= i.start_ns
-        WHERE c.copy_kind = 'HtoD' AND a.start_ns < i.end_ns GROUP BY ALL""")}
+        WHERE c.copy_kind = 'HtoD' AND a.start_ns < i.end_ns GROUP BY ALL""")
+    }

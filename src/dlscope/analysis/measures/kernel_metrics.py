@@ -35,8 +35,9 @@ def profiled_kernels(data: ProfileData) -> tuple[ProfiledKernel, ...]:
     """The kernels with ncu's SM and memory throughput that ran in the GPU windows, longest first."""
     rows = data.rows(f"""
         WITH m AS ({kernel_metrics_sql()}),
-             k AS (SELECT k.rank, k.name, sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {basis(data).windows} AS ms_per_step
-                   FROM kernels k {in_gpu_windows(data, 'k')} GROUP BY ALL)
+             k AS (SELECT k.rank, k.name, sum(k.end_ns - k.start_ns)::DOUBLE
+                 / 1e6 / {basis(data).windows} AS ms_per_step
+                   FROM kernels k {in_gpu_windows(data, "k")} GROUP BY ALL)
         SELECT k.name AS kernel, k.ms_per_step, m.sm_pct, m.memory_pct, m.occupancy_pct, m.tensor_pct,
                CASE WHEN greatest(m.sm_pct, m.memory_pct) < {LATENCY_PCT} THEN 'latency'
                     WHEN m.memory_pct >= m.sm_pct THEN 'memory' ELSE 'compute' END AS bound

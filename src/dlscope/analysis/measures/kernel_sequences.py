@@ -30,19 +30,18 @@ class KernelSequence:
     """One sequence of fusible kernel names and its runs, per GPU window."""
 
     names: tuple[str, ...]
-    per_step: float             # runs of it
-    kernels: int                # kernels in a run
-    ms_per_step: float          # the runs' time
+    per_step: float  # runs of it
+    kernels: int  # kernels in a run
+    ms_per_step: float  # the runs' time
     fusable_ms_per_step: float  # the runs' time beyond each run's longest kernel
-    ops: tuple[str, ...]        # the framework ops that launched its kernels, sorted
-    steps: tuple[int, ...]      # the steps it ran in
+    ops: tuple[str, ...]  # the framework ops that launched its kernels, sorted
+    steps: tuple[int, ...]  # the steps it ran in
 
 
 def fusible_sql(col: str) -> str:
     """SQL: ATen's own elementwise, reduction and normalization kernels (not matrix math, not the
     foreach optimizer kernels)."""
-    return (f"({col} LIKE '%at::native::%' AND {col} NOT LIKE '%multi_tensor_apply%' "
-            f"AND {precision_sql(col)} IS NULL)")
+    return f"({col} LIKE '%at::native::%' AND {col} NOT LIKE '%multi_tensor_apply%' AND {precision_sql(col)} IS NULL)"
 
 
 def _kernels_sql(data: ProfileData) -> str:
@@ -59,7 +58,7 @@ def _kernels_sql(data: ProfileData) -> str:
         in_opt = "coalesce(p.end_ns > coalesce(a.start_ns, k.start_ns), FALSE)"
     return f"""SELECT k.rank, coalesce(k.device, -1) AS device, k.stream, k.step, k.start_ns, k.end_ns, k.name,
                       k.name_id, o.name AS op, f.fusible AND NOT {in_opt} AS fusible
-               FROM kernels k JOIN {fusible} f ON f.name_id = k.name_id {in_gpu_windows(data, 'k')} {opt_join}
+               FROM kernels k JOIN {fusible} f ON f.name_id = k.name_id {in_gpu_windows(data, "k")} {opt_join}
                {kernel_op_join(data)}"""
 
 
@@ -84,8 +83,11 @@ def kernel_sequences(data: ProfileData, min_run: int) -> tuple[KernelSequence, .
     step = np.asarray(np.ma.getdata(k["step"]), dtype=np.int64)
     # a run goes on while the kernel and the one before it on its stream are fusible, in one step
     same_stream = np.zeros(n, dtype=bool)
-    same_stream[1:] = ((k["rank"][1:] == k["rank"][:-1]) & (k["device"][1:] == k["device"][:-1])
-                       & (np.asarray(k["stream"])[1:] == np.asarray(k["stream"])[:-1]))
+    same_stream[1:] = (
+        (k["rank"][1:] == k["rank"][:-1])
+        & (k["device"][1:] == k["device"][:-1])
+        & (np.asarray(k["stream"])[1:] == np.asarray(k["stream"])[:-1])
+    )
     same_step = np.zeros(n, dtype=bool)
     same_step[1:] = (step_null[1:] & step_null[:-1]) | (~step_null[1:] & ~step_null[:-1] & (step[1:] == step[:-1]))
     goes_on = np.zeros(n, dtype=bool)
@@ -98,7 +100,7 @@ def kernel_sequences(data: ProfileData, min_run: int) -> tuple[KernelSequence, .
     ops = k["op"].tolist()  # None where NULL (a masked array's tolist)
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
     for start, size in zip(first[sizes >= min_run].tolist(), sizes[sizes >= min_run].tolist()):
-        rows = rows_in[start:start + size]  # a run's fusible rows are consecutive
+        rows = rows_in[start : start + size]  # a run's fusible rows are consecutive
         seq = tuple(names[i] for i in k["name_id"][rows].tolist())
         g = groups.setdefault(seq, {"runs": 0, "ns": 0, "fusable": 0, "ops": set(), "steps": set()})
         run_ns = ns[rows]
@@ -107,7 +109,16 @@ def kernel_sequences(data: ProfileData, min_run: int) -> tuple[KernelSequence, .
         g["fusable"] += int(run_ns.sum() - run_ns.max())
         g["ops"].update(o for o in (ops[i] for i in rows.tolist()) if o is not None)
         g["steps"].add(None if step_null[rows[0]] else int(step[rows[0]]))
-    out = [KernelSequence(seq, g["runs"] / w, len(seq), g["ns"] / 1e6 / w, g["fusable"] / 1e6 / w,
-                          tuple(sorted(g["ops"])), tuple(sorted(x for x in g["steps"] if x is not None)))
-           for seq, g in groups.items()]
+    out = [
+        KernelSequence(
+            seq,
+            g["runs"] / w,
+            len(seq),
+            g["ns"] / 1e6 / w,
+            g["fusable"] / 1e6 / w,
+            tuple(sorted(g["ops"])),
+            tuple(sorted(x for x in g["steps"] if x is not None)),
+        )
+        for seq, g in groups.items()
+    ]
     return tuple(sorted(out, key=lambda s: (-s.fusable_ms_per_step, s.names)))

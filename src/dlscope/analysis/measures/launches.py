@@ -37,9 +37,11 @@ class LaunchingOp:
 @measured
 def kernel_launches(data: ProfileData, short_ns: int) -> KernelLaunches:
     """Kernels per GPU window, their median duration and the share shorter than ``short_ns``."""
-    k = data.rows(f"""SELECT count(*)::DOUBLE / {basis(data).windows} AS per_step, median(k.end_ns - k.start_ns) AS med_ns,
+    k = data.rows(
+        f"""SELECT count(*)::DOUBLE / {basis(data).windows} AS per_step, median(k.end_ns - k.start_ns) AS med_ns,
                              count(*) FILTER (WHERE k.end_ns - k.start_ns < {short_ns})::DOUBLE / count(*) AS short
-                      FROM kernels k {in_gpu_windows(data, 'k')}""")[0]
+                      FROM kernels k {in_gpu_windows(data, "k")}"""
+    )[0]
     return KernelLaunches(k["per_step"], k["med_ns"], k["short"])
 
 
@@ -51,7 +53,7 @@ def top_launching_ops(data: ProfileData, short_ns: int, top: int) -> tuple[Launc
     windows = basis(data).windows
     rows = data.rows(f"""
         WITH k AS (SELECT k.rank, k.step, k.end_ns - k.start_ns AS ns, a.tid, a.start_ns AS t
-                   FROM kernels k {in_gpu_windows(data, 'k')}
+                   FROM kernels k {in_gpu_windows(data, "k")}
                    JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id)
         SELECT t.name AS op, count(*)::DOUBLE / {windows} AS kernels_per_step,
                median(k.ns) / 1e3 AS median_kernel_us,

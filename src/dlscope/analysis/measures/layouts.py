@@ -40,7 +40,9 @@ def layout_conversions(data: ProfileData) -> tuple[LayoutConversion, ...]:
                list(DISTINCT k.step ORDER BY k.step) AS steps
         FROM kernels k SEMI JOIN (SELECT name_id FROM {kernel_names(data)}
                                   WHERE regexp_matches(lower(name), '{LAYOUT_RE}')) n ON n.name_id = k.name_id
-        {in_gpu_windows(data, 'k')} {kernel_op_join(data)}
+        {in_gpu_windows(data, "k")} {kernel_op_join(data)}
         GROUP BY ALL ORDER BY ms_per_step DESC""")
-    return tuple(LayoutConversion(r["op"], r["kernel"], r["calls_per_step"], r["ms_per_step"],
-                                  tuple(r["steps"] or ())) for r in rows)
+    return tuple(
+        LayoutConversion(r["op"], r["kernel"], r["calls_per_step"], r["ms_per_step"], tuple(r["steps"] or ()))
+        for r in rows
+    )

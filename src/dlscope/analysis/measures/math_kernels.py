@@ -20,9 +20,9 @@ MATH_PRECISIONS = ("fp32", "fp32_tc")
 class MathKernelUse:
     """One (op, kernel, precision) of the matrix math, per GPU window."""
 
-    op: str | None       # the framework op that launched the kernel (None without ops)
+    op: str | None  # the framework op that launched the kernel (None without ops)
     kernel: str
-    precision: str       # one of MATH_PRECISIONS
+    precision: str  # one of MATH_PRECISIONS
     calls_per_step: float
     ms_per_step: float
     steps: tuple[int | None, ...]
@@ -39,8 +39,12 @@ def matrix_math(data: ProfileData) -> tuple[MathKernelUse, ...]:
                sum(k.end_ns - k.start_ns)::DOUBLE / 1e6 / {windows} AS ms_per_step,
                list(DISTINCT k.step ORDER BY k.step) AS steps
         FROM (SELECT k.*, n.precision FROM kernels k JOIN {kernel_names(data)} n ON n.name_id = k.name_id
-              {in_gpu_windows(data, 'k')}) k {kernel_op_join(data)}
+              {in_gpu_windows(data, "k")}) k {kernel_op_join(data)}
         WHERE k.precision IN ({wanted})
         GROUP BY ALL ORDER BY ms_per_step DESC""")
-    return tuple(MathKernelUse(r["op"], r["kernel"], r["precision"], r["calls_per_step"], r["ms_per_step"],
-                               tuple(r["steps"] or ())) for r in rows)
+    return tuple(
+        MathKernelUse(
+            r["op"], r["kernel"], r["precision"], r["calls_per_step"], r["ms_per_step"], tuple(r["steps"] or ())
+        )
+        for r in rows
+    )

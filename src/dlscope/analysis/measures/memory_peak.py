@@ -18,8 +18,10 @@ from . import measured
 from .basis import basis, in_gpu_windows
 from .facts import facts
 
-SOURCES = (("torch_reserved", "memory reserved by PyTorch's caching allocator"),
-           ("mem_used", "device memory in use (NVML, all processes)"))
+SOURCES = (
+    ("torch_reserved", "memory reserved by PyTorch's caching allocator"),
+    ("mem_used", "device memory in use (NVML, all processes)"),
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,6 @@ def alloc_calls(data: ProfileData, api_re: str) -> AllocCalls:
         return AllocCalls(0.0, 0.0)
     r = data.rows(f"""SELECT count(*)::DOUBLE / {b.windows} AS n,
                              coalesce(sum(a.end_ns - a.start_ns), 0)::DOUBLE / 1e6 / {b.windows} AS ms
-                      FROM api a {in_gpu_windows(data, 'a')}
+                      FROM api a {in_gpu_windows(data, "a")}
                       WHERE regexp_matches(lower(a.name), '{api_re}')""")[0]
     return AllocCalls(float(r["n"]), float(r["ms"]))

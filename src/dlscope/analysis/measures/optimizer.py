@@ -32,17 +32,17 @@ MODEL_PASSES_SQL = "SELECT rank, start_ns, end_ns FROM phases WHERE kind = 'rang
 class OptimizerStep:
     """The optimizer steps of the GPU windows, per window."""
 
-    phase_ms: float | None       # host time of the step ranges
-    ops_ms: float | None         # host time of the top-level framework ops inside them
-    phase: str | None            # a step range's name
-    kernels: float               # kernels launched from the step
-    foreach_kernels: float       # of those, multi_tensor_apply kernels not fused
-    fused_kernels: float         # of those, fused
+    phase_ms: float | None  # host time of the step ranges
+    ops_ms: float | None  # host time of the top-level framework ops inside them
+    phase: str | None  # a step range's name
+    kernels: float  # kernels launched from the step
+    foreach_kernels: float  # of those, multi_tensor_apply kernels not fused
+    fused_kernels: float  # of those, fused
     per_parameter_kernels: float  # the rest
-    gpu_ms: float                # the kernels' time
-    distinct_kernels: int        # distinct kernel names: the passes over the state
+    gpu_ms: float  # the kernels' time
+    distinct_kernels: int  # distinct kernel names: the passes over the state
     steps: tuple[int | None, ...]  # the steps the kernels ran in
-    longest_kernel: str | None   # the longest kernel's name
+    longest_kernel: str | None  # the longest kernel's name
 
 
 @measured
@@ -54,8 +54,10 @@ def optimizer_step_recorded(data: ProfileData) -> bool:
 def _outside_model_passes(alias: str) -> str:
     """SQL condition: row ``alias`` does not start inside a forward or backward pass of its rank
     (``mp``: the passes that touch an optimizer step range, all a row inside one can start in)."""
-    return (f"NOT EXISTS (SELECT 1 FROM mp WHERE mp.rank = {alias}.rank AND {alias}.start_ns >= mp.start_ns "
-            f"AND {alias}.start_ns < mp.end_ns)")
+    return (
+        f"NOT EXISTS (SELECT 1 FROM mp WHERE mp.rank = {alias}.rank AND {alias}.start_ns >= mp.start_ns "
+        f"AND {alias}.start_ns < mp.end_ns)"
+    )
 
 
 @measured
@@ -63,10 +65,15 @@ def optimizer_step(data: ProfileData) -> OptimizerStep:
     """The optimizer steps' host time and kernels per GPU window."""
     windows = basis(data).windows
     w = gpu_windows_table(data)
-    ops_ms = "0::DOUBLE" if not data.has("ops") else f"""
+    ops_ms = (
+        "0::DOUBLE"
+        if not data.has("ops")
+        else f"""
         SELECT coalesce(sum(o.end_ns - o.start_ns), 0)::DOUBLE FROM ops o ASOF JOIN phw p
           ON p.rank = o.rank AND o.start_ns >= p.start_ns
-        WHERE {_outside_model_passes('o')} AND coalesce(o.depth, 0) = 0 AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
+        WHERE {_outside_model_passes("o")} AND coalesce(o.depth, 0) = 0
+          AND o.end_ns <= p.end_ns AND (p.pid IS NULL OR o.pid = p.pid)"""
+    )
     r = data.rows(f"""
         WITH ph AS ({OPTIMIZER_STEPS_SQL}),
              phw AS (SELECT ph.* FROM ph JOIN {w} ON {w}.rank = ph.rank AND ph.start_ns >= {w}.start_ns
@@ -79,10 +86,10 @@ def optimizer_step(data: ProfileData) -> OptimizerStep:
                           CASE WHEN lower(k.name) LIKE '%fused%' THEN 'fused'
                                WHEN lower(k.name) LIKE '%multi_tensor_apply%' THEN 'foreach'
                                ELSE 'per_parameter' END AS impl
-                   FROM kernels k {in_gpu_windows(data, 'k')}
+                   FROM kernels k {in_gpu_windows(data, "k")}
                    JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
                    ASOF JOIN phw p ON p.rank = a.rank AND a.start_ns >= p.start_ns
-                   WHERE a.start_ns < p.end_ns AND {_outside_model_passes('a')})
+                   WHERE a.start_ns < p.end_ns AND {_outside_model_passes("a")})
         SELECT (SELECT sum(end_ns - start_ns)::DOUBLE FROM phw) / 1e6 / {windows} AS phase_ms,
                ({ops_ms}) / 1e6 / {windows} AS ops_ms,
                (SELECT any_value(name) FROM phw) AS phase,
@@ -94,5 +101,16 @@ def optimizer_step(data: ProfileData) -> OptimizerStep:
                count(DISTINCT name) AS passes, list(DISTINCT step ORDER BY step) AS steps,
                arg_max(name, ns) AS longest
         FROM k""")[0]
-    return OptimizerStep(r["phase_ms"], r["ops_ms"], r["phase"], r["kernels"], r["foreach"], r["fused"],
-                         r["per_parameter"], r["gpu_ms"], r["passes"], tuple(r["steps"] or ()), r["longest"])
+    return OptimizerStep(
+        r["phase_ms"],
+        r["ops_ms"],
+        r["phase"],
+        r["kernels"],
+        r["foreach"],
+        r["fused"],
+        r["per_parameter"],
+        r["gpu_ms"],
+        r["passes"],
+        tuple(r["steps"] or ()),
+        r["longest"],
+    )

@@ -26,10 +26,10 @@ class RankCommExposure:
 
     rank: int
     comm_ms: float
-    exposed_ms: float            # not covered by compute
-    wait_ms: float               # waits for the other ranks
-    exposed_transfer_ms: float   # exposed, waits left out
-    overlap_pct: float | None    # share of comm_ms covered by compute
+    exposed_ms: float  # not covered by compute
+    wait_ms: float  # waits for the other ranks
+    exposed_transfer_ms: float  # exposed, waits left out
+    overlap_pct: float | None  # share of comm_ms covered by compute
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,13 @@ class PageableCopySite:
 def pageable_copy_ns(data: ProfileData) -> dict[tuple[int, int | None], float]:
     """(rank, step) -> the GPU time of its window's pageable copies, ns."""
     w = gpu_windows_table(data)
-    return {(r["rank"], r["step"]): r["ns"] for r in data.rows(f"""
+    return {
+        (r["rank"], r["step"]): r["ns"]
+        for r in data.rows(f"""
         SELECT c.rank, {w}.step, sum(c.end_ns - c.start_ns)::DOUBLE AS ns
-        FROM memcpy c {in_gpu_windows(data, 'c')}
-        WHERE {PAGEABLE} GROUP BY ALL""")}
+        FROM memcpy c {in_gpu_windows(data, "c")}
+        WHERE {PAGEABLE} GROUP BY ALL""")
+    }
 
 
 @measured
@@ -47,7 +50,7 @@ def pageable_copy_sites(data: ProfileData) -> tuple[PageableCopySite, ...]:
                         c.end_ns - c.start_ns AS gpu_ns, a.end_ns - a.start_ns AS api_ns,
                         a.pid, a.tid, a.start_ns, a.external_id, a.name AS call
                  FROM memcpy c JOIN api a ON a.rank = c.rank AND a.correlation_id = c.correlation_id
-                 {in_gpu_windows(data, 'c')}
+                 {in_gpu_windows(data, "c")}
                  WHERE {PAGEABLE}"""
     rows = data.rows(f"""
         SELECT copy_kind AS direction, coalesce(top_op, op, call) AS op, phase,

@@ -38,8 +38,11 @@ def step_spread(data: ProfileData) -> StepSpread:
     """Mean, standard deviation, median and excess over the median of the timed steps."""
     s = data.rows("""SELECT avg(t) AS mean, stddev_samp(t) AS std, quantile_cont(t, 0.5) AS med, count(*) AS n
                      FROM (SELECT (end_ns - start_ns) / 1e6 AS t FROM stat_steps)""")[0]
-    excess = data.scalar(f"""SELECT sum(greatest(0, (end_ns - start_ns) / 1e6 - {s['med']})) / count(*)
-                             FROM stat_steps""") or 0.0
+    excess = (
+        data.scalar(f"""SELECT sum(greatest(0, (end_ns - start_ns) / 1e6 - {s["med"]})) / count(*)
+                             FROM stat_steps""")
+        or 0.0
+    )
     return StepSpread(int(s["n"]), s["mean"], s["std"], s["med"], excess)
 
 
@@ -54,8 +57,9 @@ def slow_steps(data: ProfileData, top: int) -> tuple[SlowStep, ...]:
     out = []
     for r in slow:
         g = grow.get((r["rank"], r["step"]))
-        out.append(SlowStep(r["step"], r["step_ms"], r["over_median_ms"], g["name"] if g else None,
-                            g["over"] if g else None))
+        out.append(
+            SlowStep(r["step"], r["step_ms"], r["over_median_ms"], g["name"] if g else None, g["over"] if g else None)
+        )
     return tuple(out)
 
 

@@ -22,10 +22,10 @@ class StragglerStep:
 
     step: int
     rank: int
-    basis: str                      # 'waits' (the others waited at collectives) or step lengths
+    basis: str  # 'waits' (the others waited at collectives) or step lengths
     lag_ms: float
     step_ms: float
-    phase: str | None               # where it lost most time, when it lost any there
+    phase: str | None  # where it lost most time, when it lost any there
     phase_excess_ms: float | None
 
 
@@ -49,5 +49,5 @@ def traced_stragglers(data: ProfileData) -> tuple[StragglerStep, ...]:
         SELECT s.step, s.straggler AS rank, s.basis, s.lag_ns / 1e6 AS lag_ms, s.step_ns / 1e6 AS step_ms,
                CASE WHEN e.phase_excess_ns > 0 THEN e.phase END AS phase,
                CASE WHEN e.phase_excess_ns > 0 THEN e.phase_excess_ns / 1e6 END AS phase_excess_ms
-        FROM s LEFT JOIN ({phase_excess_sql(data, 'SELECT * FROM s')}) e USING (step) ORDER BY s.step""")
+        FROM s LEFT JOIN ({phase_excess_sql(data, "SELECT * FROM s")}) e USING (step) ORDER BY s.step""")
     return tuple(StragglerStep(**r) for r in rows)

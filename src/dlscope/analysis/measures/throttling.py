@@ -31,15 +31,15 @@ class DeviceThrottling:
     """One GPU's throttle-reason samples in the timed steps."""
 
     device: int
-    busy_samples: int                 # samples while the GPU was busy
-    throttled_samples: int            # of those, with a power or thermal reason set
-    reasons: int | None               # the reasons seen (bits of THROTTLE_BITS), or'ed
+    busy_samples: int  # samples while the GPU was busy
+    throttled_samples: int  # of those, with a power or thermal reason set
+    reasons: int | None  # the reasons seen (bits of THROTTLE_BITS), or'ed
     clock_throttled_mhz: float | None  # mean SM clock in the throttled busy samples
-    clock_max_mhz: float | None       # highest SM clock sampled (any device, any time)
-    util_pct: float | None            # mean utilization
+    clock_max_mhz: float | None  # highest SM clock sampled (any device, any time)
+    util_pct: float | None  # mean utilization
     temperature_max_c: float | None
     power_max_w: float | None
-    steps: tuple[int, ...]            # the steps with a throttled sample
+    steps: tuple[int, ...]  # the steps with a throttled sample
 
 
 @measured
@@ -56,7 +56,9 @@ def throttling_by_device(data: ProfileData) -> tuple[DeviceThrottling, ...]:
     samples_in_steps = points_in_sql(
         "SELECT device, ts_ns, metric, value FROM counters "
         "WHERE metric IN ('throttle_reasons', 'gpu_util', 'sm_clock', 'temperature', 'power')",
-        "SELECT * FROM stat_steps", "p.device, p.ts_ns, p.metric, p.value, i.step")
+        "SELECT * FROM stat_steps",
+        "p.device, p.ts_ns, p.metric, p.value, i.step",
+    )
     # each throttle sample with the nearest earlier utilization and clock sample of its device
     rows = data.rows(f"""
         WITH s AS ({samples_in_steps}),
@@ -79,6 +81,18 @@ def throttling_by_device(data: ProfileData) -> tuple[DeviceThrottling, ...]:
                max(temp) AS temp_max, max(power) AS power_max,
                list(DISTINCT step ORDER BY step) FILTER (WHERE (bits & {mask}) <> 0) AS steps
         FROM m GROUP BY device ORDER BY throttled DESC""")
-    return tuple(DeviceThrottling(r["device"], r["busy"], r["throttled"], r["reasons"], r["clock_throttled"],
-                                  r["clock_max"], r["util"], r["temp_max"], r["power_max"], tuple(r["steps"] or ()))
-                 for r in rows)
+    return tuple(
+        DeviceThrottling(
+            r["device"],
+            r["busy"],
+            r["throttled"],
+            r["reasons"],
+            r["clock_throttled"],
+            r["clock_max"],
+            r["util"],
+            r["temp_max"],
+            r["power_max"],
+            tuple(r["steps"] or ()),
+        )
+        for r in rows
+    )

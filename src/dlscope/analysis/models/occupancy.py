@@ -40,21 +40,21 @@ class SmLimits:
     blocks: int
     shared_bytes: int
     registers: int = 65536
-    sub_partitions: int = 4     # each holds a quarter of the registers (cuda_occupancy.h)
-    register_unit: int = 256    # registers are allocated per warp in units of this many
-    shared_unit: int = 128      # shared memory is allocated per block in units of this many bytes
-    shared_reserved: int = 0    # bytes the system keeps per block
+    sub_partitions: int = 4  # each holds a quarter of the registers (cuda_occupancy.h)
+    register_unit: int = 256  # registers are allocated per warp in units of this many
+    shared_unit: int = 128  # shared memory is allocated per block in units of this many bytes
+    shared_reserved: int = 0  # bytes the system keeps per block
 
 
 # By compute capability. 12.x and others not listed: unknown, and the model is not used.
 SM_LIMITS: dict[str, SmLimits] = {
-    "7.0": SmLimits(threads=2048, blocks=32, shared_bytes=96 * 1024),                          # V100
-    "7.5": SmLimits(threads=1024, blocks=16, shared_bytes=64 * 1024),                          # T4
-    "8.0": SmLimits(threads=2048, blocks=32, shared_bytes=164 * 1024, shared_reserved=1024),   # A100
-    "8.6": SmLimits(threads=1536, blocks=16, shared_bytes=100 * 1024, shared_reserved=1024),   # A10, RTX 30
-    "8.7": SmLimits(threads=1536, blocks=16, shared_bytes=164 * 1024, shared_reserved=1024),   # Orin
-    "8.9": SmLimits(threads=1536, blocks=24, shared_bytes=100 * 1024, shared_reserved=1024),   # L4, L40, RTX 40
-    "9.0": SmLimits(threads=2048, blocks=32, shared_bytes=228 * 1024, shared_reserved=1024),   # H100, H200
+    "7.0": SmLimits(threads=2048, blocks=32, shared_bytes=96 * 1024),  # V100
+    "7.5": SmLimits(threads=1024, blocks=16, shared_bytes=64 * 1024),  # T4
+    "8.0": SmLimits(threads=2048, blocks=32, shared_bytes=164 * 1024, shared_reserved=1024),  # A100
+    "8.6": SmLimits(threads=1536, blocks=16, shared_bytes=100 * 1024, shared_reserved=1024),  # A10, RTX 30
+    "8.7": SmLimits(threads=1536, blocks=16, shared_bytes=164 * 1024, shared_reserved=1024),  # Orin
+    "8.9": SmLimits(threads=1536, blocks=24, shared_bytes=100 * 1024, shared_reserved=1024),  # L4, L40, RTX 40
+    "9.0": SmLimits(threads=2048, blocks=32, shared_bytes=228 * 1024, shared_reserved=1024),  # H100, H200
     "10.0": SmLimits(threads=2048, blocks=32, shared_bytes=228 * 1024, shared_reserved=1024),  # B200
 }
 
@@ -76,9 +76,15 @@ def profile_device(data: ProfileData) -> Device | None:
     """The profile's GPU, when every device it lists is one NVIDIA kind with a known SM count and
     compute capability (a job's GPUs are almost always alike; with a mix, which kernel ran where
     is not worth the model's precision, and the caller scales time linearly)."""
-    kinds = {(d.get("sms"), str(d.get("compute_capability") or ""),
-              d.get("source") == "nvml" or NVIDIA_NAME.match(str(d.get("name") or "")) is not None)
-             for d in data.meta.devices if d.get("sms") or d.get("compute_capability")}
+    kinds = {
+        (
+            d.get("sms"),
+            str(d.get("compute_capability") or ""),
+            d.get("source") == "nvml" or NVIDIA_NAME.match(str(d.get("name") or "")) is not None,
+        )
+        for d in data.meta.devices
+        if d.get("sms") or d.get("compute_capability")
+    }
     if len(kinds) != 1:
         return None
     sms, cc, nvidia = kinds.pop()
@@ -95,15 +101,23 @@ def blocks_per_sm_sql(limits: SmLimits, threads: str, registers: str, shared: st
     """SQL for the blocks of one kernel an SM holds at once (0: the block does not fit), from SQL
     expressions for threads per block, registers per thread and shared bytes per block (NULL or 0:
     not a limit). All in DOUBLE: a damaged profile's launch shape must not overflow an integer."""
-    threads, registers, shared = _double(threads), _double(f"coalesce({registers}, 0)"), _double(f"coalesce({shared}, 0)")
+    threads, registers, shared = (
+        _double(threads),
+        _double(f"coalesce({registers}, 0)"),
+        _double(f"coalesce({shared}, 0)"),
+    )
     warps = f"ceil({threads} / 32)"
     per_warp = f"(ceil({registers} * 32 / {limits.register_unit}) * {limits.register_unit})"
-    by_regs = (f"CASE WHEN {registers} <= 0 THEN {limits.blocks} ELSE "
-               f"floor(floor({limits.registers // limits.sub_partitions} / {per_warp}) * {limits.sub_partitions} "
-               f"/ {warps}) END")
-    by_shared = (f"CASE WHEN {shared} <= 0 THEN {limits.blocks} ELSE "
-                 f"floor({limits.shared_bytes} / (ceil(({shared} + {limits.shared_reserved}) / {limits.shared_unit})"
-                 f" * {limits.shared_unit})) END")
+    by_regs = (
+        f"CASE WHEN {registers} <= 0 THEN {limits.blocks} ELSE "
+        f"floor(floor({limits.registers // limits.sub_partitions} / {per_warp}) * {limits.sub_partitions} "
+        f"/ {warps}) END"
+    )
+    by_shared = (
+        f"CASE WHEN {shared} <= 0 THEN {limits.blocks} ELSE "
+        f"floor({limits.shared_bytes} / (ceil(({shared} + {limits.shared_reserved}) / {limits.shared_unit})"
+        f" * {limits.shared_unit})) END"
+    )
     by_threads = f"floor({limits.threads} / ({warps} * 32))"
     return f"least({limits.blocks}, {by_threads}, {by_regs}, {by_shared})"
 
@@ -116,5 +130,7 @@ def wave_factor_sql(device: Device, k: int, alias: str = "k") -> str:
     threads = _double(f"{alias}.block_x") + " * " + _double(f"{alias}.block_y") + " * " + _double(f"{alias}.block_z")
     per_sm = blocks_per_sm_sql(device.limits, threads, f"{alias}.registers", f"{alias}.shared_bytes")
     waves = f"(({blocks}) / ({device.sms} * ({per_sm})))"
-    return (f"CASE WHEN ({blocks}) > 0 AND ({threads}) > 0 AND ({per_sm}) > 0 "
-            f"THEN ceil({k} * {waves}) / ceil({waves}) ELSE {k} END")
+    return (
+        f"CASE WHEN ({blocks}) > 0 AND ({threads}) > 0 AND ({per_sm}) > 0 "
+        f"THEN ceil({k} * {waves}) / ceil({waves}) ELSE {k} END"
+    )

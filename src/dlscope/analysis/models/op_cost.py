@@ -38,29 +38,86 @@ Shape = tuple[int, ...]
 # the profiler's dtype names (c10's type names, spaces removed; an execution trace wraps them in
 # "Tensor(...)") -> numpy-style names
 DTYPES: dict[str, str] = {
-    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
-    "longint": "int64", "long": "int64", "int": "int32", "shortint": "int16", "short": "int16",
-    "signedchar": "int8", "unsignedchar": "uint8", "bool": "bool",
-    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128", "c10::complex<c10::Half>": "complex32",
-    "c10::Float8_e4m3fn": "float8_e4m3fn", "c10::Float8_e5m2": "float8_e5m2",
-    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz", "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "longint": "int64",
+    "long": "int64",
+    "int": "int32",
+    "shortint": "int16",
+    "short": "int16",
+    "signedchar": "int8",
+    "unsignedchar": "uint8",
+    "bool": "bool",
+    "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128",
+    "c10::complex<c10::Half>": "complex32",
+    "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "c10::Float8_e5m2": "float8_e5m2",
+    "c10::Float8_e4m3fnuz": "float8_e4m3fnuz",
+    "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
 }
 ITEMSIZE: dict[str, int] = {
-    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
-    "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "complex32": 4,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "complex64": 8,
+    "complex128": 16,
+    "complex32": 4,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
 }
 # c10::ScalarType by number, as a dtype argument's recorded value gives it (c10/core/ScalarType.h)
 SCALAR_TYPES: dict[int, str] = {
-    0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
-    8: "complex32", 9: "complex64", 10: "complex128", 11: "bool", 15: "bfloat16", 23: "float8_e5m2",
-    24: "float8_e4m3fn", 25: "float8_e5m2fnuz", 26: "float8_e4m3fnuz",
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    8: "complex32",
+    9: "complex64",
+    10: "complex128",
+    11: "bool",
+    15: "bfloat16",
+    23: "float8_e5m2",
+    24: "float8_e4m3fn",
+    25: "float8_e5m2fnuz",
+    26: "float8_e4m3fnuz",
 }
 # type promotion order among floating types and integers (torch.result_type, simplified to one line:
 # a floating type beats every integer type, a wider type a narrower one)
-_RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float8_e4m3fn": 5,
-         "float8_e5m2": 5, "float8_e4m3fnuz": 5, "float8_e5m2fnuz": 5, "float16": 6, "bfloat16": 6,
-         "float32": 7, "float64": 8, "complex32": 9, "complex64": 10, "complex128": 11}
+_RANK = {
+    "bool": 0,
+    "uint8": 1,
+    "int8": 1,
+    "int16": 2,
+    "int32": 3,
+    "int64": 4,
+    "float8_e4m3fn": 5,
+    "float8_e5m2": 5,
+    "float8_e4m3fnuz": 5,
+    "float8_e5m2fnuz": 5,
+    "float16": 6,
+    "bfloat16": 6,
+    "float32": 7,
+    "float64": 8,
+    "complex32": 9,
+    "complex64": 10,
+    "complex128": 11,
+}
 
 
 @dataclass(frozen=True)
@@ -120,6 +177,7 @@ def _nbytes(shape: Sequence[int], dtype: str | None) -> int:
 
 # ---- parsing ----------------------------------------------------------------------------------
 
+
 def _dtype(text: str) -> str | None:
     t = text.replace(" ", "")
     m = re.fullmatch(r"Tensor\((.*)\)", t)  # execution trace
@@ -171,6 +229,7 @@ def parse(shapes: str | None, types: str | None, values: str | None = None) -> l
 
 
 # ---- argument access ---------------------------------------------------------------------------
+
 
 def _t(args: list[Arg], i: int, what: str = "") -> Arg:
     if i >= len(args) or args[i].kind != "tensor":
@@ -242,8 +301,17 @@ def _ints(v: Any, n: int, what: str) -> list[int]:
 # bmm_flop, addmm_flop (the bias add, M*N, is not counted there or here). Bytes: both operands and
 # the bias read once, the product written once.
 
-def _gemm(m: int, n: int, k: int, batch: int, a: Arg, b: Arg, extra_bytes: int, out_dtype: str | None = None,
-          ) -> OpCost:
+
+def _gemm(
+    m: int,
+    n: int,
+    k: int,
+    batch: int,
+    a: Arg,
+    b: Arg,
+    extra_bytes: int,
+    out_dtype: str | None = None,
+) -> OpCost:
     out = _nbytes((batch, m, n), out_dtype or a.dtype)
     dtype = a.dtype or ""
     detail = f"M={m} N={n} K={k}" + (f" batch={batch}" if batch != 1 else "")
@@ -361,13 +429,23 @@ def _scaled_mm(args: list[Arg]) -> OpCost:
 # each when ``output_mask`` asks for it. Output size: torch.nn.Conv2d's and ConvTranspose2d's
 # formulas. Bytes: input, weight, bias read; output written (per gradient for the backward).
 
+
 def _conv_flops(x: Shape, w: Shape, out: Shape, transposed: bool) -> int:
     spatial = (x if transposed else out)[2:]
     return 2 * x[0] * math.prod(spatial) * math.prod(w[2:]) * w[0] * w[1]
 
 
-def _conv_forward(x: Arg, w: Arg, bias: Arg | None, stride: Any, padding: Any, dilation: Any, transposed: bool,
-                  output_padding: Any, groups: int | None) -> OpCost:
+def _conv_forward(
+    x: Arg,
+    w: Arg,
+    bias: Arg | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int | None,
+) -> OpCost:
     sx, sw = x.shape or (), w.shape or ()
     if len(sw) < 3:
         raise _Unknown(f"weight {sw} is not a convolution's")
@@ -393,8 +471,9 @@ def _conv_forward(x: Arg, w: Arg, bias: Arg | None, stride: Any, padding: Any, d
         if groups is None:
             raise _Unknown("the groups of a transposed convolution were not recorded")
         cout = sw[1] * groups
-        spatial = [(i - 1) * si - 2 * pi + di * (ki - 1) + oi + 1
-                   for i, si, pi, di, ki, oi in zip(sx[2:], s, p, d, k, op)]
+        spatial = [
+            (i - 1) * si - 2 * pi + di * (ki - 1) + oi + 1 for i, si, pi, di, ki, oi in zip(sx[2:], s, p, d, k, op)
+        ]
     else:
         cout = sw[0]
         if padding == "same":
@@ -410,10 +489,18 @@ def _conv_forward(x: Arg, w: Arg, bias: Arg | None, stride: Any, padding: Any, d
     return OpCost(flops, nbytes, x.dtype or "", True, "conv", detail + (" transposed" if transposed else ""))
 
 
-def _conv_op(bias_at: int | None, stride_at: int, padding_at: int, dilation_at: int, groups_at: int | None,
-             transposed_at: int | None = None, output_padding_at: int | None = None, transposed: bool = False,
-             ) -> Callable[[list[Arg]], OpCost]:
+def _conv_op(
+    bias_at: int | None,
+    stride_at: int,
+    padding_at: int,
+    dilation_at: int,
+    groups_at: int | None,
+    transposed_at: int | None = None,
+    output_padding_at: int | None = None,
+    transposed: bool = False,
+) -> Callable[[list[Arg]], OpCost]:
     """A forward convolution op whose arguments sit at these positions."""
+
     def model(args: list[Arg]) -> OpCost:
         x, w = _t(args, 0, "input"), _t(args, 1, "weight")
         bias = _opt_t(args, bias_at) if bias_at is not None else None
@@ -422,8 +509,18 @@ def _conv_op(bias_at: int | None, stride_at: int, padding_at: int, dilation_at: 
         if groups is not None and not isinstance(groups, int):
             raise _Unknown(f"groups {groups!r}")
         op = _val(args, output_padding_at, "output_padding") if output_padding_at is not None and tr else 0
-        return _conv_forward(x, w, bias, _val(args, stride_at, "stride"), _val(args, padding_at, "padding"),
-                             _val(args, dilation_at, "dilation"), tr, op, groups)
+        return _conv_forward(
+            x,
+            w,
+            bias,
+            _val(args, stride_at, "stride"),
+            _val(args, padding_at, "padding"),
+            _val(args, dilation_at, "dilation"),
+            tr,
+            op,
+            groups,
+        )
+
     return model
 
 
@@ -433,15 +530,33 @@ def _conv_transpose(args: list[Arg]) -> OpCost:
     groups = _val(args, 6, "groups")
     if not isinstance(groups, int):
         raise _Unknown(f"groups {groups!r}")
-    return _conv_forward(x, w, _opt_t(args, 2), _val(args, 3, "stride"), _val(args, 4, "padding"),
-                         _val(args, 7, "dilation"), True, _val(args, 5, "output_padding"), groups)
+    return _conv_forward(
+        x,
+        w,
+        _opt_t(args, 2),
+        _val(args, 3, "stride"),
+        _val(args, 4, "padding"),
+        _val(args, 7, "dilation"),
+        True,
+        _val(args, 5, "output_padding"),
+        groups,
+    )
 
 
 def _depthwise(args: list[Arg]) -> OpCost:
     # _conv_depthwise2d(self, weight, kernel_size, bias, stride, padding, dilation)
     x, w = _t(args, 0, "self"), _t(args, 1, "weight")
-    return _conv_forward(x, w, _opt_t(args, 3), _val(args, 4, "stride"), _val(args, 5, "padding"),
-                         _val(args, 6, "dilation"), False, 0, None)
+    return _conv_forward(
+        x,
+        w,
+        _opt_t(args, 3),
+        _val(args, 4, "stride"),
+        _val(args, 5, "padding"),
+        _val(args, 6, "dilation"),
+        False,
+        0,
+        None,
+    )
 
 
 def _conv_backward(args: list[Arg]) -> OpCost:
@@ -479,6 +594,7 @@ def _conv_backward(args: list[Arg]) -> OpCost:
 # (query, key, value, mask; for the backward also the output, its gradient and the softmax
 # statistics) and the output (the backward: the three gradients) written once.
 
+
 def _causal_share(s_q: int, s_k: int, bottom_right: bool) -> float:
     if s_q == s_k:
         return 0.5
@@ -491,8 +607,20 @@ def _causal_share(s_q: int, s_k: int, bottom_right: bool) -> float:
     return kept / (s_q * s_k)
 
 
-def _attention(q: Arg, k: Arg, v: Arg, bh: int, s_q: int, s_k: int, d: int, d_v: int, causal: bool,
-               backward: bool, bottom_right: bool, inputs: list[Arg]) -> OpCost:
+def _attention(
+    q: Arg,
+    k: Arg,
+    v: Arg,
+    bh: int,
+    s_q: int,
+    s_k: int,
+    d: int,
+    d_v: int,
+    causal: bool,
+    backward: bool,
+    bottom_right: bool,
+    inputs: list[Arg],
+) -> OpCost:
     per = 2 * bh * s_q * s_k
     flops = per * (3 * d + 2 * d_v) if backward else per * (d + d_v)
     share = _causal_share(s_q, s_k, bottom_right) if causal else 1.0
@@ -522,8 +650,9 @@ def _bshd(q: Arg, k: Arg, v: Arg) -> tuple[int, int, int, int, int]:
     return sq[0] * sq[2], sq[1], sk[1], sq[3], sv[3]
 
 
-def _sdpa_op(causal_at: int, backward: bool, layout: str = "bhsd", qkv_at: int = 0,
-             seqlens_at: tuple[int, ...] = ()) -> Callable[[list[Arg]], OpCost]:
+def _sdpa_op(
+    causal_at: int, backward: bool, layout: str = "bhsd", qkv_at: int = 0, seqlens_at: tuple[int, ...] = ()
+) -> Callable[[list[Arg]], OpCost]:
     def model(args: list[Arg]) -> OpCost:
         if any(_opt_t(args, i) is not None for i in seqlens_at):
             raise _Unknown("a variable-length batch: the sequence lengths are in a tensor's values")
@@ -531,12 +660,14 @@ def _sdpa_op(causal_at: int, backward: bool, layout: str = "bhsd", qkv_at: int =
         bh, s_q, s_k, d, d_v = (_bhsd if layout == "bhsd" else _bshd)(q, k, v)
         causal = _flag(args, causal_at, "is_causal")
         return _attention(q, k, v, bh, s_q, s_k, d, d_v, causal, backward, False, args)
+
     return model
 
 
 def _efficient_op(mask_type_at: int, backward: bool, seqlens_at: tuple[int, int]) -> Callable[[list[Arg]], OpCost]:
     """_efficient_attention_forward/backward: causality is ``custom_mask_type`` (0 none, 1 causal
     from the top left, 2 causal from the bottom right)."""
+
     def model(args: list[Arg]) -> OpCost:
         if any(_opt_t(args, i) is not None for i in seqlens_at):
             raise _Unknown("a variable-length batch: the sequence lengths are in a tensor's values")
@@ -547,6 +678,7 @@ def _efficient_op(mask_type_at: int, backward: bool, seqlens_at: tuple[int, int]
         if mt not in (0, 1, 2):
             raise _Unknown(f"custom_mask_type {mt!r}")
         return _attention(q, k, v, bh, s_q, s_k, d, d_v, mt != 0, backward, mt == 2, args)
+
     return model
 
 
@@ -632,8 +764,15 @@ def _batch_norm(training_at: int, bias_at: int = 2) -> Callable[[list[Arg]], OpC
         channels = (x.shape or (0, 0))[1] if len(x.shape or ()) > 1 else 1
         params = sum(a.nbytes for a in (w, _opt_t(args, bias_at), _opt_t(args, 3), _opt_t(args, 4)) if a)
         stats = 2 * _stats_bytes(x, channels) if training else 0  # the saved mean and inverse std
-        return OpCost(per * x.numel, 2 * x.nbytes + params + stats, x.dtype or "", False, "norm",
-                      "training" if training else "inference")
+        return OpCost(
+            per * x.numel,
+            2 * x.nbytes + params + stats,
+            x.dtype or "",
+            False,
+            "norm",
+            "training" if training else "inference",
+        )
+
     return model
 
 
@@ -689,8 +828,14 @@ def _softmax_backward(args: list[Arg]) -> OpCost:
     code = _val(args, 3, "input_dtype")
     if code not in SCALAR_TYPES:
         raise _Unknown(f"input_dtype {code!r}")
-    return OpCost(2 * 5 * g.numel, g.nbytes + y.nbytes + _nbytes(g.shape or (), SCALAR_TYPES[code]), g.dtype or "",
-                  False, "softmax", "")
+    return OpCost(
+        2 * 5 * g.numel,
+        g.nbytes + y.nbytes + _nbytes(g.shape or (), SCALAR_TYPES[code]),
+        g.dtype or "",
+        False,
+        "softmax",
+        "",
+    )
 
 
 def _embedding(args: list[Arg]) -> OpCost:
@@ -699,8 +844,9 @@ def _embedding(args: list[Arg]) -> OpCost:
     w, idx = _t(args, 0, "weight"), _t(args, 1, "indices")
     d = math.prod((w.shape or (0, 0))[1:])
     rows = idx.numel
-    return OpCost(0, idx.nbytes + 2 * _nbytes((rows * d,), w.dtype), w.dtype or "", False, "embedding",
-                  f"rows={rows} dim={d}")
+    return OpCost(
+        0, idx.nbytes + 2 * _nbytes((rows * d,), w.dtype), w.dtype or "", False, "embedding", f"rows={rows} dim={d}"
+    )
 
 
 def _index_select(args: list[Arg]) -> OpCost:
@@ -724,8 +870,9 @@ def _embedding_backward(args: list[Arg]) -> OpCost:
     if not isinstance(v, int):
         raise _Unknown(f"num_weights {v!r}")
     d = (g.shape or (0,))[-1]
-    return OpCost(0, g.nbytes + idx.nbytes + _nbytes((v, d), g.dtype), g.dtype or "", False, "embedding",
-                  f"num_weights={v}")
+    return OpCost(
+        0, g.nbytes + idx.nbytes + _nbytes((v, d), g.dtype), g.dtype or "", False, "embedding", f"num_weights={v}"
+    )
 
 
 # ---- elementwise, copies, reductions -----------------------------------------------------------
@@ -733,19 +880,113 @@ def _embedding_backward(args: list[Arg]) -> OpCost:
 # the inputs' shapes; for an in-place op, ``self``) written once. No FLOPs are counted: their time
 # is the traffic's.
 
-_UNARY = ("abs", "neg", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos",
-          "tan", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "elu",
-          "leaky_relu", "softplus", "erf", "erfinv", "reciprocal", "sign", "sgn", "floor", "ceil", "round", "trunc",
-          "frac", "clamp", "clamp_min", "clamp_max", "threshold", "bitwise_not", "logical_not", "nan_to_num",
-          "square", "logit", "relu6", "celu", "selu")
-_BINARY = ("add", "sub", "mul", "div", "rsub", "pow", "maximum", "minimum", "fmod", "remainder", "where",
-           "masked_fill", "lerp", "addcmul", "addcdiv", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "copysign", "xlogy", "floor_divide", "true_divide", "fmax", "fmin")
-_BOOL_OUT = ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and", "logical_or",
-             "logical_xor")
-_BACKWARD = ("threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
-             "hardswish_backward", "hardsigmoid_backward", "elu_backward", "leaky_relu_backward", "softplus_backward",
-             "mish_backward", "hardtanh_backward", "native_dropout_backward")
+_UNARY = (
+    "abs",
+    "neg",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "silu",
+    "mish",
+    "hardswish",
+    "hardsigmoid",
+    "hardtanh",
+    "elu",
+    "leaky_relu",
+    "softplus",
+    "erf",
+    "erfinv",
+    "reciprocal",
+    "sign",
+    "sgn",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "frac",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "threshold",
+    "bitwise_not",
+    "logical_not",
+    "nan_to_num",
+    "square",
+    "logit",
+    "relu6",
+    "celu",
+    "selu",
+)
+_BINARY = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "rsub",
+    "pow",
+    "maximum",
+    "minimum",
+    "fmod",
+    "remainder",
+    "where",
+    "masked_fill",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "atan2",
+    "hypot",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "copysign",
+    "xlogy",
+    "floor_divide",
+    "true_divide",
+    "fmax",
+    "fmin",
+)
+_BOOL_OUT = (
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+)
+_BACKWARD = (
+    "threshold_backward",
+    "gelu_backward",
+    "silu_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardswish_backward",
+    "hardsigmoid_backward",
+    "elu_backward",
+    "leaky_relu_backward",
+    "softplus_backward",
+    "mish_backward",
+    "hardtanh_backward",
+    "native_dropout_backward",
+)
 _WRITE_ONLY = ("fill_", "zero_", "uniform_", "normal_", "bernoulli_", "random_", "exponential_")
 
 
@@ -771,8 +1012,14 @@ def _elementwise(name: str) -> Callable[[list[Arg]], OpCost]:
             return OpCost(0, self_.nbytes, self_.dtype or "", False, "elementwise", "")
         if base == "copy":  # copy_(self, src): src read, self written (a cast when their dtypes differ)
             src = _t(args, 1, "src")
-            return OpCost(0, src.nbytes + self_.nbytes, self_.dtype or "", False, "elementwise",
-                          f"{src.dtype}->{self_.dtype}" if src.dtype != self_.dtype else "")
+            return OpCost(
+                0,
+                src.nbytes + self_.nbytes,
+                self_.dtype or "",
+                False,
+                "elementwise",
+                f"{src.dtype}->{self_.dtype}" if src.dtype != self_.dtype else "",
+            )
         read = sum(a.nbytes for a in tensors)
         if inplace:
             written = self_.nbytes
@@ -784,6 +1031,7 @@ def _elementwise(name: str) -> Callable[[list[Arg]], OpCost]:
             if base == "native_dropout":  # the output and its mask
                 written += _nbytes(shape, "bool")
         return OpCost(0, read + written, dtype, False, "elementwise", "")
+
     return model
 
 
@@ -796,6 +1044,7 @@ def _reduction(dim_at: int, keep_at: int, min_args: int) -> Callable[[list[Arg]]
     """sum, mean, amax, amin, prod, linalg_vector_norm over the dims a recorded value names (all of
     them in the overloads without a dim, given fewer than ``min_args`` inputs, or with dim None or
     []): the input read, the reduced output written."""
+
     def model(args: list[Arg]) -> OpCost:
         x = _t(args, 0, "self")
         s = list(x.shape or ())
@@ -804,13 +1053,13 @@ def _reduction(dim_at: int, keep_at: int, min_args: int) -> Callable[[list[Arg]]
             dims = [dims]
         if dims is None or dims == []:
             dims = list(range(len(s)))
-        if not isinstance(dims, list) or not all(isinstance(d, int) and -len(s) <= d < max(len(s), 1)
-                                                for d in dims):
+        if not isinstance(dims, list) or not all(isinstance(d, int) and -len(s) <= d < max(len(s), 1) for d in dims):
             raise _Unknown(f"dims {dims!r} of a {len(s)}-D tensor")
         keep = _flag(args, keep_at, "keepdim") if len(args) >= min_args else False
         cut = {d % len(s) for d in dims} if s else set()
         out = [1 if i in cut else n for i, n in enumerate(s)] if keep else [n for i, n in enumerate(s) if i not in cut]
         return OpCost(0, x.nbytes + _nbytes(out, x.dtype), x.dtype or "", False, "reduction", f"dims={sorted(cut)}")
+
     return model
 
 
@@ -823,6 +1072,7 @@ def _reduction(dim_at: int, keep_at: int, min_args: int) -> Callable[[list[Arg]]
 # lerp 3, the second moment 4, the denominator 3, addcdiv 3, the bias corrections folded into
 # scalars: 15, plus the grad scale 1). Fused SGD: param and grad (and the momentum buffer) read,
 # param (and buffer) written; 2 FLOPs per element (4 with momentum).
+
 
 def _lists(args: list[Arg]) -> list[Arg]:
     lists = [a for a in args if a.kind == "tensors"]
@@ -860,8 +1110,15 @@ def _foreach(name: str) -> Callable[[list[Arg]], OpCost]:
             written = _nbytes((len(first.shapes or ()),), _ACC.get(dtype, "float32"))
         else:
             written = _list_bytes(first)
-        return OpCost(0, read + written, dtype, False, "optimizer",
-                      f"tensors={len(first.shapes or ())}" + ("" if inplace else " out-of-place"))
+        return OpCost(
+            0,
+            read + written,
+            dtype,
+            False,
+            "optimizer",
+            f"tensors={len(first.shapes or ())}" + ("" if inplace else " out-of-place"),
+        )
+
     return model
 
 
@@ -875,8 +1132,14 @@ def _fused_adam(args: list[Arg]) -> OpCost:
     read = sum(_list_bytes(a) for a in state) + _list_bytes(grads)
     written = sum(_list_bytes(a) for a in state)
     n = _list_numel(params)
-    return OpCost(16 * n, read + written, (params.dtypes or ("",))[0], False, "optimizer",
-                  f"tensors={len(params.shapes or ())}" + (" amsgrad" if amsgrad else ""))
+    return OpCost(
+        16 * n,
+        read + written,
+        (params.dtypes or ("",))[0],
+        False,
+        "optimizer",
+        f"tensors={len(params.shapes or ())}" + (" amsgrad" if amsgrad else ""),
+    )
 
 
 def _fused_sgd(args: list[Arg]) -> OpCost:
@@ -887,18 +1150,31 @@ def _fused_sgd(args: list[Arg]) -> OpCost:
     has_buf = bool(bufs.shapes)
     read = _list_bytes(params) + _list_bytes(grads) + (_list_bytes(bufs) if has_buf else 0)
     written = _list_bytes(params) + (_list_bytes(bufs) if has_buf else 0)
-    return OpCost((4 if has_buf else 2) * _list_numel(params), read + written, (params.dtypes or ("",))[0], False,
-                  "optimizer", f"tensors={len(params.shapes or ())}")
+    return OpCost(
+        (4 if has_buf else 2) * _list_numel(params),
+        read + written,
+        (params.dtypes or ("",))[0],
+        False,
+        "optimizer",
+        f"tensors={len(params.shapes or ())}",
+    )
 
 
 # ---- the registry ------------------------------------------------------------------------------
 
 MODELS: dict[str, Callable[[list[Arg]], OpCost]] = {
-    "aten::mm": _mm, "aten::addmm": _addmm, "aten::_addmm_activation": _addmm, "aten::bmm": _bmm,
-    "aten::baddbmm": _baddbmm, "aten::matmul": _matmul, "aten::linear": _linear, "aten::_int_mm": _int_mm,
+    "aten::mm": _mm,
+    "aten::addmm": _addmm,
+    "aten::_addmm_activation": _addmm,
+    "aten::bmm": _bmm,
+    "aten::baddbmm": _baddbmm,
+    "aten::matmul": _matmul,
+    "aten::linear": _linear,
+    "aten::_int_mm": _int_mm,
     "aten::_scaled_mm": _scaled_mm,
     # forward convolutions: (bias, stride, padding, dilation, groups[, transposed, output_padding]) positions
-    "aten::conv1d": _conv_op(2, 3, 4, 5, 6), "aten::conv2d": _conv_op(2, 3, 4, 5, 6),
+    "aten::conv1d": _conv_op(2, 3, 4, 5, 6),
+    "aten::conv2d": _conv_op(2, 3, 4, 5, 6),
     "aten::conv3d": _conv_op(2, 3, 4, 5, 6),
     "aten::convolution": _conv_op(2, 3, 4, 5, 8, transposed_at=6, output_padding_at=7),
     "aten::_convolution": _conv_op(2, 3, 4, 5, 8, transposed_at=6, output_padding_at=7),
@@ -906,8 +1182,10 @@ MODELS: dict[str, Callable[[list[Arg]], OpCost]] = {
     "aten::cudnn_convolution_transpose": _conv_op(None, 4, 2, 5, 6, output_padding_at=3, transposed=True),
     "aten::miopen_convolution": _conv_op(2, 4, 3, 5, 6),
     "aten::mkldnn_convolution": _conv_op(2, 4, 3, 5, 6),
-    "aten::conv_transpose1d": _conv_transpose, "aten::conv_transpose2d": _conv_transpose,
-    "aten::conv_transpose3d": _conv_transpose, "aten::_conv_depthwise2d": _depthwise,
+    "aten::conv_transpose1d": _conv_transpose,
+    "aten::conv_transpose2d": _conv_transpose,
+    "aten::conv_transpose3d": _conv_transpose,
+    "aten::_conv_depthwise2d": _depthwise,
     "aten::convolution_backward": _conv_backward,
     # attention: (is_causal position, backward); (batch, heads, seq, dim) unless said
     "aten::scaled_dot_product_attention": _sdpa_op(5, False),
@@ -926,27 +1204,39 @@ MODELS: dict[str, Callable[[list[Arg]], OpCost]] = {
     "aten::_efficient_attention_forward": _efficient_op(9, False, (4, 5)),
     "aten::_efficient_attention_backward": _efficient_op(14, True, (6, 7)),
     # norms, softmax, embedding
-    "aten::native_layer_norm": _layer_norm, "aten::layer_norm": _layer_norm,
+    "aten::native_layer_norm": _layer_norm,
+    "aten::layer_norm": _layer_norm,
     "aten::native_layer_norm_backward": _layer_norm_backward,
-    "aten::rms_norm": _rms_norm, "aten::_fused_rms_norm": _rms_norm,
+    "aten::rms_norm": _rms_norm,
+    "aten::_fused_rms_norm": _rms_norm,
     "aten::_fused_rms_norm_backward": _rms_norm_backward,
-    "aten::native_batch_norm": _batch_norm(5), "aten::cudnn_batch_norm": _batch_norm(5),
+    "aten::native_batch_norm": _batch_norm(5),
+    "aten::cudnn_batch_norm": _batch_norm(5),
     "aten::miopen_batch_norm": _batch_norm(5),
     "aten::cudnn_batch_norm_backward": _cudnn_batch_norm_backward,
     "aten::native_batch_norm_backward": _native_batch_norm_backward,
     "aten::native_group_norm": _group_norm,
-    "aten::_softmax": _softmax, "aten::_log_softmax": _softmax,
-    "aten::_softmax_backward_data": _softmax_backward, "aten::_log_softmax_backward_data": _softmax_backward,
-    "aten::embedding": _embedding, "aten::index_select": _index_select,
-    "aten::embedding_dense_backward": _embedding_backward, "aten::embedding_backward": _embedding_backward,
+    "aten::_softmax": _softmax,
+    "aten::_log_softmax": _softmax,
+    "aten::_softmax_backward_data": _softmax_backward,
+    "aten::_log_softmax_backward_data": _softmax_backward,
+    "aten::embedding": _embedding,
+    "aten::index_select": _index_select,
+    "aten::embedding_dense_backward": _embedding_backward,
+    "aten::embedding_backward": _embedding_backward,
     # optimizer
-    "aten::_fused_adam_": _fused_adam, "aten::_fused_adamw_": _fused_adam, "aten::_fused_sgd_": _fused_sgd,
+    "aten::_fused_adam_": _fused_adam,
+    "aten::_fused_adamw_": _fused_adam,
+    "aten::_fused_sgd_": _fused_sgd,
     # data movement
     "aten::clone": _clone,
     # reductions: sum.dim_IntList(self, dim, keepdim, dtype) and sum(self, dtype); amax(self, dim, keepdim);
     # prod.dim_int(self, dim, keepdim, dtype); linalg_vector_norm(self, ord, dim, keepdim, dtype)
-    "aten::sum": _reduction(1, 2, 3), "aten::mean": _reduction(1, 2, 3), "aten::amax": _reduction(1, 2, 3),
-    "aten::amin": _reduction(1, 2, 3), "aten::prod": _reduction(1, 2, 3),
+    "aten::sum": _reduction(1, 2, 3),
+    "aten::mean": _reduction(1, 2, 3),
+    "aten::amax": _reduction(1, 2, 3),
+    "aten::amin": _reduction(1, 2, 3),
+    "aten::prod": _reduction(1, 2, 3),
     "aten::linalg_vector_norm": _reduction(2, 3, 4),
 }
 for _n in _UNARY + _BINARY + _BOOL_OUT + _BACKWARD + ("native_dropout",):

@@ -61,8 +61,23 @@ GPU_TABLES = ("kernels", "memcpy", "memset")
 # scale GPU time linearly. memory_underused asks for at most 4x.
 WAVE_FACTORS = (2, 3, 4)
 WAVE_COLS = tuple(f"wave{k}" for k in WAVE_FACTORS)
-ARRAYS = ("wid", "gap_input", "gap_optimizer", "gap_model", "gap_other", "call_ns", "cls", "blocking",
-          "gpu_ns", "simt_ns", "tf32_ns", "layout_ns", "h2d_ns", "h2d_bytes", "small_comm_ns") + WAVE_COLS
+ARRAYS = (
+    "wid",
+    "gap_input",
+    "gap_optimizer",
+    "gap_model",
+    "gap_other",
+    "call_ns",
+    "cls",
+    "blocking",
+    "gpu_ns",
+    "simt_ns",
+    "tf32_ns",
+    "layout_ns",
+    "h2d_ns",
+    "h2d_bytes",
+    "small_comm_ns",
+) + WAVE_COLS
 
 
 @dataclass
@@ -112,7 +127,8 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
         shape_join = ""
         if device:
             shape_join = f"LEFT JOIN {_wave_factors_table(data, device)} wf ON " + " AND ".join(
-                f"wf.{c} IS NOT DISTINCT FROM k.{c}" for c in LAUNCH_SHAPE)
+                f"wf.{c} IS NOT DISTINCT FROM k.{c}" for c in LAUNCH_SHAPE
+            )
         waves = ", ".join(f"(k.end_ns - k.start_ns) * {f'wf.w{f}' if device else f} AS ns{f}" for f in WAVE_FACTORS)
         parts.append(f"""SELECT k.rank, k.correlation_id, k.end_ns - k.start_ns AS ns, n.precision AS prec,
                                 n.layout, FALSE AS h2d, 0 AS bytes, FALSE AS pageable, FALSE AS d2h,
@@ -131,8 +147,10 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
     if data.has("memset"):
         # every part names its columns: the union takes the first part's names, and the kernels'
         # part may be missing (a profile without kernels)
-        parts.append(f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
-                               0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm, {linear} FROM memset""")
+        parts.append(
+            f"""SELECT rank, correlation_id, end_ns - start_ns AS ns, NULL AS prec, FALSE AS layout, FALSE AS h2d,
+                               0 AS bytes, FALSE AS pageable, FALSE AS d2h, FALSE AS small_comm, {linear} FROM memset"""
+        )
     return " UNION ALL ".join(parts) if parts else None
 
 
@@ -146,16 +164,20 @@ def _wave_factors_table(data: ProfileData, device: Device) -> str:
     (a third of the replay's input query on a 500k-event profile)."""
     cols = ", ".join(LAUNCH_SHAPE)
     factors = ", ".join(f"{wave_factor_sql(device, f)} AS w{f}" for f in WAVE_FACTORS)
-    return data.shared_table("kernel_wave_factors",
-                             lambda: f"SELECT {cols}, {factors} FROM (SELECT DISTINCT {cols} FROM kernels) k")
+    return data.shared_table(
+        "kernel_wave_factors", lambda: f"SELECT {cols}, {factors} FROM (SELECT DISTINCT {cols} FROM kernels) k"
+    )
 
 
 def _class_islands_sql(data: ProfileData, regex: str) -> str:
     if not data.has("phases"):
         return "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
-    return union_sql(f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
+    return union_sql(
+        f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
                          WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
-                           AND regexp_matches(lower(p.name), '{regex}')""", "rank")
+                           AND regexp_matches(lower(p.name), '{regex}')""",
+        "rank",
+    )
 
 
 def replay_calls(data: ProfileData) -> Calls:
@@ -219,8 +241,9 @@ def replay_calls(data: ProfileData) -> Calls:
         return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
     gpu_ns = np.asarray(cols["gpu_ns"], dtype=np.float64)
     for f in WAVE_FACTORS:  # each call's GPU time with f times the work, as a factor on its GPU time
-        cols[f"wave{f}"] = np.divide(np.asarray(cols[f"ns{f}"], dtype=np.float64), gpu_ns,
-                                     out=np.full(len(gpu_ns), float(f)), where=gpu_ns > 0)
+        cols[f"wave{f}"] = np.divide(
+            np.asarray(cols[f"ns{f}"], dtype=np.float64), gpu_ns, out=np.full(len(gpu_ns), float(f)), where=gpu_ns > 0
+        )
     _split_gaps(data, cols)
     arrays = {k: np.asarray(cols[k]).astype(np.float64) for k in ARRAYS}
     blocking = arrays["blocking"] > 0
@@ -254,8 +277,10 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
     at = np.asarray(cols["start_ns"], dtype=np.int64)
     cov, inside = {}, {}
     for name, regex in (("input", DATA_LOADING_RE), ("optimizer", OPTIMIZER_RE), ("model", MODEL_RE)):
-        isl = data.con.execute(f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
-                               f"FROM ({_class_islands_sql(data, regex)}) ORDER BY rank, start_ns").fetchnumpy()
+        isl = data.con.execute(
+            f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
+            f"FROM ({_class_islands_sql(data, regex)}) ORDER BY rank, start_ns"
+        ).fetchnumpy()
         cov[name] = ia.covered(rank, gap_start, gap_end, isl)
         inside[name] = ia.covered(rank, at, at + 1, isl) > 0
     gap = np.asarray(cols["gap_ns"], dtype=np.int64)
@@ -264,8 +289,11 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
     cols["gap_input"] = cov["input"]
     cols["gap_model"] = np.maximum(np.minimum(cov["model"], gap - cov["input"]), 0)
     cols["gap_optimizer"] = np.maximum(np.minimum(cov["optimizer"], gap - cov["input"] - cols["gap_model"]), 0)
-    cols["cls"] = np.select([inside["input"], inside["model"], inside["optimizer"]],
-                            [HostClass.INPUT, HostClass.MODEL, HostClass.OPTIMIZER], HostClass.OTHER)
+    cols["cls"] = np.select(
+        [inside["input"], inside["model"], inside["optimizer"]],
+        [HostClass.INPUT, HostClass.MODEL, HostClass.OPTIMIZER],
+        HostClass.OTHER,
+    )
     cols["gap_other"] = np.maximum(gap - cols["gap_input"] - cols["gap_optimizer"] - cols["gap_model"], 0)
 
 
@@ -374,7 +402,7 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int |
     for stop in [*cuts.tolist(), n]:
         # launches start..stop-1 do not block; call `stop` (if < n) blocks after its own work
         seg_end = stop + 1 if stop < n else n
-        h = host_t + np.cumsum(work[start:seg_end])          # each call's return time
+        h = host_t + np.cumsum(work[start:seg_end])  # each call's return time
         g = gpu[start:seg_end]
         launched = g > 0
         if launched.any():
@@ -398,8 +426,9 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int |
     return Replayed(max(host_t, gpu_end), waits)
 
 
-def _replay_with_queue(work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray,
-                       depth: int) -> Replayed:
+def _replay_with_queue(
+    work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray, depth: int
+) -> Replayed:
     """The replay for windows whose launches outrun the GPU's queue (the vectorized replay assumes
     an unbounded queue, and found that it overflowed).
 
@@ -411,8 +440,8 @@ def _replay_with_queue(work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, 
     n = len(work)
     waits = np.zeros(len(HostClass))
     launched = gpu > 0
-    launch_no = np.cumsum(launched) - 1          # each launch's number among the launches
-    ends = np.zeros(int(launched.sum()))         # when each launched item finishes
+    launch_no = np.cumsum(launched) - 1  # each launch's number among the launches
+    ends = np.zeros(int(launched.sum()))  # when each launched item finishes
     starts_block = launched & (launch_no % depth == 0)
     bounds = np.unique(np.concatenate(([0, n], np.flatnonzero(blocking > 0) + 1, np.flatnonzero(starts_block))))
     host_t = gpu_end = 0.0
@@ -464,9 +493,9 @@ class CalibrationBasis(enum.Enum):
 class Calibration:
     """The factors on host work that make the replay match the untraced steps."""
 
-    factors: np.ndarray       # by HostClass value
-    traced_ms: float          # replayed step at factor 1 (the traced steps as recorded)
-    target_ms: float | None   # the untraced mean step, when there are untraced steps
+    factors: np.ndarray  # by HostClass value
+    traced_ms: float  # replayed step at factor 1 (the traced steps as recorded)
+    target_ms: float | None  # the untraced mean step, when there are untraced steps
     basis: CalibrationBasis = CalibrationBasis.STEP_TIME
     calibrated_ms: float | None = None  # replayed step with the factors
 
@@ -496,11 +525,15 @@ class Calibration:
             return ""
         if self.basis is CalibrationBasis.PER_CLASS:
             parts = ", ".join(f"{c.label} {self.factors[c]:.2f}" for c in HostClass if abs(self.factors[c] - 1) >= 0.02)
-            return (f"host work per class scaled to the steps measured without tracing ({parts}; replayed step "
-                    f"{self.traced_ms:.1f} ms traced, {self.calibrated_ms or 0:.1f} ms calibrated, "
-                    f"{self.target_ms:.1f} ms measured)")
-        return (f"host work scaled by {self.host_factor:.2f} so the replayed step ({self.traced_ms:.1f} ms traced) "
-                f"matches the {self.target_ms:.1f} ms measured without tracing")
+            return (
+                f"host work per class scaled to the steps measured without tracing ({parts}; replayed step "
+                f"{self.traced_ms:.1f} ms traced, {self.calibrated_ms or 0:.1f} ms calibrated, "
+                f"{self.target_ms:.1f} ms measured)"
+            )
+        return (
+            f"host work scaled by {self.host_factor:.2f} so the replayed step ({self.traced_ms:.1f} ms traced) "
+            f"matches the {self.target_ms:.1f} ms measured without tracing"
+        )
 
 
 # The tracer only slows the host: a factor is at most 1. A class whose untraced time is nearly all

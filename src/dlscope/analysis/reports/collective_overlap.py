@@ -60,19 +60,40 @@ def compute(data: ProfileData) -> ReportResult:
                (ns - hidden_ns) / 1e6 {per_step} AS exposed_ms_per_step
         FROM rows WHERE count > 0 ORDER BY g, exposed_ms DESC, operation, size_bytes""")
     if not table.num_rows:
-        return ReportResult("collective_overlap", REPORT.title, empty, FORMATS,
-                            ["no GPU collective recorded on every rank of its group"])
-    notes = ["each collective on the rank that arrived last (its shortest record across the group: it waited for "
-             "nobody), against that rank's compute kernels; comparable between runs whatever the order of arrival"]
+        return ReportResult(
+            "collective_overlap",
+            REPORT.title,
+            empty,
+            FORMATS,
+            ["no GPU collective recorded on every rank of its group"],
+        )
+    notes = [
+        "each collective on the rank that arrived last (its shortest record across the group: it waited for "
+        "nobody), against that rank's compute kernels; comparable between runs whatever the order of arrival"
+    ]
     if n:
         notes.append(f"per step: over {n} step{'s' if n != 1 else ''} with detailed tracing")
     return ReportResult("collective_overlap", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"size_bytes": integer(True), "count": integer(True), "transfer_ms": fixed(3), "overlapped_ms": fixed(3),
-           "exposed_ms": fixed(3), "overlap_pct": fixed(2), "exposed_ms_per_step": fixed(3)}
+FORMATS = {
+    "size_bytes": integer(True),
+    "count": integer(True),
+    "transfer_ms": fixed(3),
+    "overlapped_ms": fixed(3),
+    "exposed_ms": fixed(3),
+    "overlap_pct": fixed(2),
+    "exposed_ms_per_step": fixed(3),
+}
 
-REPORT = Report("collective_overlap", "Collectives without the waits: their own time and how much compute hid",
-                compute, needs=("comms",), needs_ranks=2,
-                doc="job-wide, per operation and size: each collective on the rank that arrived last, its time "
-                    "and the part under that rank's compute (run-to-run comparable, unlike per-rank overlap)")
+REPORT = Report(
+    "collective_overlap",
+    "Collectives without the waits: their own time and how much compute hid",
+    compute,
+    needs=("comms",),
+    needs_ranks=2,
+    doc=(
+        "job-wide, per operation and size: each collective on the rank that arrived last, its time "
+        "and the part under that rank's compute (run-to-run comparable, unlike per-rank overlap)"
+    ),
+)

@@ -29,10 +29,10 @@ def compute(data: ProfileData) -> ReportResult:
     rows = comm_instances.selected_numbered_sql(data)
     size = size_bytes_sql("name", "in_bytes", "out_bytes", "group_size")
     table = data.table(f"""
-        WITH c AS (SELECT *, {size} AS size_bytes, {bus_factor_sql('name', 'group_size')} AS factor FROM ({rows})),
+        WITH c AS (SELECT *, {size} AS size_bytes, {bus_factor_sql("name", "group_size")} AS factor FROM ({rows})),
              transfer AS (SELECT name, backend, "where", size_bytes, group_size,
                                  median(transfer_ns) AS transfer_ns
-                          FROM ({comm_instances.transfer_sql(data, 'SELECT * FROM c')}) GROUP BY ALL),
+                          FROM ({comm_instances.transfer_sql(data, "SELECT * FROM c")}) GROUP BY ALL),
              summary AS (
         SELECT name AS operation, backend, "where", size_bytes, group_size AS ranks_in_group,
                count(DISTINCT rank) AS ranks_recorded, count(*) AS count,
@@ -47,10 +47,16 @@ def compute(data: ProfileData) -> ReportResult:
              AND t."where" IS NOT DISTINCT FROM s."where" AND t.size_bytes IS NOT DISTINCT FROM s.size_bytes
              AND t.group_size IS NOT DISTINCT FROM s.ranks_in_group
         ORDER BY total_ms DESC, operation, size_bytes""")
-    notes = ["algbw = size / mean time, busbw = algbw x nccl-tests' factor (allreduce 2(n-1)/n; allgather, "
-             "reducescatter, alltoall (n-1)/n; others 1); GB/s = 1e9 bytes/s; times include waits for late ranks",
-             "transfer_us: the median over the operations recorded on every rank of the group of the last-arriving "
-             "rank's duration (the collective without waiting for late ranks)"]
+    notes = [
+        (
+            "algbw = size / mean time, busbw = algbw x nccl-tests' factor (allreduce 2(n-1)/n; allgather, "
+            "reducescatter, alltoall (n-1)/n; others 1); GB/s = 1e9 bytes/s; times include waits for late ranks"
+        ),
+        (
+            "transfer_us: the median over the operations recorded on every rank of the group of the last-arriving "
+            "rank's duration (the collective without waiting for late ranks)"
+        ),
+    ]
     if table.num_rows and all(v is None for v in table.column("size_bytes").to_pylist()):
         notes.append("the trace gives no message sizes (Gloo's come with input shapes: dlscope profile --mode full)")
     if not table.num_rows:
@@ -59,9 +65,22 @@ def compute(data: ProfileData) -> ReportResult:
     return ReportResult("comm_sum", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"size_bytes": integer(True), "count": integer(True), "total_ms": fixed(3), "mean_us": fixed(1),
-           "min_us": fixed(1), "max_us": fixed(1), "algbw_gbps": fixed(2), "busbw_gbps": fixed(2), "transfer_us": fixed(1)}
+FORMATS = {
+    "size_bytes": integer(True),
+    "count": integer(True),
+    "total_ms": fixed(3),
+    "mean_us": fixed(1),
+    "min_us": fixed(1),
+    "max_us": fixed(1),
+    "algbw_gbps": fixed(2),
+    "busbw_gbps": fixed(2),
+    "transfer_us": fixed(1),
+}
 
-REPORT = Report("comm_sum", "Communication: operations, sizes, bandwidth", compute, needs=("comms",),
-                doc="per collective kind and message size: count, time, algorithmic and bus bandwidth "
-                    "(nccl-tests' definitions)")
+REPORT = Report(
+    "comm_sum",
+    "Communication: operations, sizes, bandwidth",
+    compute,
+    needs=("comms",),
+    doc="per collective kind and message size: count, time, algorithmic and bus bandwidth (nccl-tests' definitions)",
+)

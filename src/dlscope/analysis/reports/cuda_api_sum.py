@@ -12,11 +12,18 @@ from ..core.report import Report, ReportResult
 
 
 def compute(data: ProfileData) -> ReportResult:
-    events = (f"SELECT {api_name_sql('a.name')} AS name, a.end_ns - a.start_ns AS d FROM api a "
-              f"WHERE {in_selection(data, 'a')}")
+    events = (
+        f"SELECT {api_name_sql('a.name')} AS name, a.end_ns - a.start_ns AS d FROM api a "
+        f"WHERE {in_selection(data, 'a')}"
+    )
     table = data.table(summary_sql(events, "Num Calls", {"name": "Name"}, order='"Total Time (ns)" DESC, "Name"'))
     return ReportResult(REPORT.name, REPORT.title, table, duration_formats(), [scope_note(data)])
 
 
-REPORT = Report("cuda_api_sum", "CUDA API Summary", compute, needs=("api",),
-                doc="CUDA API calls by name: share of API time, total, calls, avg/med/min/max/stddev (ns)")
+REPORT = Report(
+    "cuda_api_sum",
+    "CUDA API Summary",
+    compute,
+    needs=("api",),
+    doc="CUDA API calls by name: share of API time, total, calls, avg/med/min/max/stddev (ns)",
+)

@@ -18,10 +18,16 @@ from ..core.report import Report, ReportResult
 
 def compute(data: ProfileData) -> ReportResult:
     events = f"SELECT k.name, k.end_ns - k.start_ns AS d FROM kernels k WHERE {gpu_in_selection(data, 'k')}"
-    table = data.table(summary_sql(events, "Instances", {"name": "Name"},
-                                   order='"Total Time (ns)" DESC, "Instances", "Name"'))
+    table = data.table(
+        summary_sql(events, "Instances", {"name": "Name"}, order='"Total Time (ns)" DESC, "Instances", "Name"')
+    )
     return ReportResult(REPORT.name, REPORT.title, table, duration_formats(), [scope_note(data)])
 
 
-REPORT = Report("cuda_gpu_kern_sum", "CUDA GPU Kernel Summary", compute, needs=("kernels",),
-                doc="kernels by name: share of kernel time, total, instances, avg/med/min/max/stddev (ns)")
+REPORT = Report(
+    "cuda_gpu_kern_sum",
+    "CUDA GPU Kernel Summary",
+    compute,
+    needs=("kernels",),
+    doc="kernels by name: share of kernel time, total, instances, avg/med/min/max/stddev (ns)",
+)

@@ -24,6 +24,10 @@ def compute(data: ProfileData) -> ReportResult:
     return ReportResult(REPORT.name, REPORT.title, table, {c: fmt for c in MB_COLUMNS}, [scope_note(data)])
 
 
-REPORT = AnyOfReport("cuda_gpu_mem_size_sum", "CUDA GPU MemOps Summary (by Size)", compute,
-                     needs=("memcpy", "memset"),
-                     doc="memory copies and sets by kind: total, count, avg/med/min/max/stddev size (MB)")
+REPORT = AnyOfReport(
+    "cuda_gpu_mem_size_sum",
+    "CUDA GPU MemOps Summary (by Size)",
+    compute,
+    needs=("memcpy", "memset"),
+    doc="memory copies and sets by kind: total, count, avg/med/min/max/stddev size (MB)",
+)

@@ -21,11 +21,40 @@ from ..core.nsys_conventions import (
 )
 from ..core.report import ReportResult
 
-COLUMNS = ("Start (ns)", "Duration (ns)", "CorrId", "GrdX", "GrdY", "GrdZ", "BlkX", "BlkY", "BlkZ", "Reg/Trd",
-           "StcSMem (MB)", "DymSMem (MB)", "Bytes (MB)", "Throughput (MB/s)", "SrcMemKd", "DstMemKd", "Device",
-           "Ctx", "GreenCtx", "Strm", "Name")
-_KERNEL_ONLY = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers",
-                "static_shared_bytes", "dynamic_shared_bytes")
+COLUMNS = (
+    "Start (ns)",
+    "Duration (ns)",
+    "CorrId",
+    "GrdX",
+    "GrdY",
+    "GrdZ",
+    "BlkX",
+    "BlkY",
+    "BlkZ",
+    "Reg/Trd",
+    "StcSMem (MB)",
+    "DymSMem (MB)",
+    "Bytes (MB)",
+    "Throughput (MB/s)",
+    "SrcMemKd",
+    "DstMemKd",
+    "Device",
+    "Ctx",
+    "GreenCtx",
+    "Strm",
+    "Name",
+)
+_KERNEL_ONLY = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "static_shared_bytes",
+    "dynamic_shared_bytes",
+)
 
 
 def time_origin_sql(data: ProfileData, gpu_union: str) -> str:
@@ -37,8 +66,9 @@ def time_origin_sql(data: ProfileData, gpu_union: str) -> str:
 
 def device_name_sql(data: ProfileData) -> str:
     """SQL VALUES list (index, name) of the profile's GPUs, for nsys's 'NAME (index)'."""
-    pairs = [(d.get("index"), d.get("name")) for d in data.meta.devices
-             if isinstance(d.get("index"), int) and d.get("name")]
+    pairs = [
+        (d.get("index"), d.get("name")) for d in data.meta.devices if isinstance(d.get("index"), int) and d.get("name")
+    ]
     if not pairs:
         return "(SELECT NULL::INTEGER AS idx, NULL::VARCHAR AS name WHERE FALSE)"
     values = ", ".join(f"({i}, '{str(n).replace(chr(39), chr(39) * 2)}')" for i, n in pairs)
@@ -52,19 +82,19 @@ def compute(data: ProfileData) -> ReportResult:
         kcols = ", ".join(f"k.{c}" for c in _KERNEL_ONLY)
         parts.append(f"""SELECT k.rank, k.start_ns, k.end_ns, k.correlation_id, {kcols}, NULL::BIGINT AS bytes,
                                 NULL AS src, NULL AS dst, k.device, k.context, k.stream, k.name
-                         FROM kernels k WHERE {gpu_in_selection(data, 'k')}""")
+                         FROM kernels k WHERE {gpu_in_selection(data, "k")}""")
     if data.has("memcpy"):
         parts.append(f"""SELECT m.rank, m.start_ns, m.end_ns, m.correlation_id, {nulls}, m.bytes,
-                                {label_sql('m.src_kind', MEMORY_LABELS)} AS src,
-                                {label_sql('m.dst_kind', MEMORY_LABELS)} AS dst, m.device, m.context, m.stream,
-                                {memcpy_name_sql('m.copy_kind')} AS name
-                         FROM memcpy m WHERE {gpu_in_selection(data, 'm')}""")
+                                {label_sql("m.src_kind", MEMORY_LABELS)} AS src,
+                                {label_sql("m.dst_kind", MEMORY_LABELS)} AS dst, m.device, m.context, m.stream,
+                                {memcpy_name_sql("m.copy_kind")} AS name
+                         FROM memcpy m WHERE {gpu_in_selection(data, "m")}""")
     if data.has("memset"):
         parts.append(f"""SELECT m.rank, m.start_ns, m.end_ns, m.correlation_id, {nulls}, m.bytes,
                                 CASE WHEN m.mem_kind IS NULL THEN NULL
-                                     ELSE {label_sql('m.mem_kind', MEMORY_LABELS)} END AS src,
+                                     ELSE {label_sql("m.mem_kind", MEMORY_LABELS)} END AS src,
                                 NULL AS dst, m.device, m.context, m.stream, '{MEMSET_NAME}' AS name
-                         FROM memset m WHERE {gpu_in_selection(data, 'm')}""")
+                         FROM memset m WHERE {gpu_in_selection(data, "m")}""")
     union = " UNION ALL ".join(parts)
     table = data.table(f"""
         WITH g AS ({union})
@@ -82,10 +112,19 @@ def compute(data: ProfileData) -> ReportResult:
         ORDER BY g.start_ns, g.rank, g.correlation_id, g.name""")
     mb = megabytes(3)
     formats = {c: mb for c in ("StcSMem (MB)", "DymSMem (MB)", "Bytes (MB)", "Throughput (MB/s)")}
-    notes = [f"Start (ns) counts from {'the nsys session start' if 'origin_ns' in data.meta.clock else 'the profile start'}"]
+    notes = [
+        f"Start (ns) counts from {'the nsys session start' if 'origin_ns' in data.meta.clock else 'the profile start'}"
+    ]
     return ReportResult(REPORT.name, REPORT.title, table, formats, notes)
 
 
-REPORT = AnyOfReport("cuda_gpu_trace", "CUDA GPU Trace", compute, needs=("kernels", "memcpy", "memset"),
-                     doc="every kernel, copy and set in start order with grid, block, registers, shared "
-                         "memory, bytes, throughput, memory kinds, device and stream")
+REPORT = AnyOfReport(
+    "cuda_gpu_trace",
+    "CUDA GPU Trace",
+    compute,
+    needs=("kernels", "memcpy", "memset"),
+    doc=(
+        "every kernel, copy and set in start order with grid, block, registers, shared "
+        "memory, bytes, throughput, memory kinds, device and stream"
+    ),
+)

@@ -56,8 +56,11 @@ def compute_islands(data: ProfileData) -> dict[str, np.ndarray]:
 
 
 def _phase_islands(data: ProfileData, name: str) -> dict[str, np.ndarray]:
-    return ia.union(data.con.execute(
-        f"SELECT rank, start_ns, end_ns FROM phases WHERE name = '{name}' AND source = 'hook'").fetchnumpy())
+    return ia.union(
+        data.con.execute(
+            f"SELECT rank, start_ns, end_ns FROM phases WHERE name = '{name}' AND source = 'hook'"
+        ).fetchnumpy()
+    )
 
 
 def _unit_name(annotation: str | None) -> str:
@@ -72,8 +75,9 @@ def compute(data: ProfileData) -> ReportResult:
     rows = _rows(data)
     empty = pa.table({"rank": pa.array([], pa.int32())})
     if not len(rows["rank"]):
-        return ReportResult("fsdp_units", REPORT.title, empty, FORMATS,
-                            ["no FSDP all-gather kernels in the traced steps"])
+        return ReportResult(
+            "fsdp_units", REPORT.title, empty, FORMATS, ["no FSDP all-gather kernels in the traced steps"]
+        )
     rank = rows["rank"].astype(np.int64)
     s, e = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
     compute_isl = compute_islands(data)
@@ -81,13 +85,22 @@ def compute(data: ProfileData) -> ReportResult:
     launch = rows["launch_ns"].astype(np.int64)
     bw = ia.covered(rank, launch, launch + 1, _phase_islands(data, "backward")) > 0
     units = [_unit_name(u) for u in rows["unit"].tolist()]
-    steps = {r: len({st for rr, st in zip(rank.tolist(), rows["step"].tolist()) if rr == r and st is not None}) or 1
-             for r in set(rank.tolist())}
+    steps = {
+        r: len({st for rr, st in zip(rank.tolist(), rows["step"].tolist()) if rr == r and st is not None}) or 1
+        for r in set(rank.tolist())
+    }
     groups: dict[tuple[int, str, str], list[int]] = {}
     for i, key in enumerate(zip(rank.tolist(), units, np.where(bw, "backward", "forward").tolist())):
         groups.setdefault(key, []).append(i)
-    out: dict[str, list[Any]] = {"rank": [], "unit": [], "pass": [], "gathers_per_step": [], "gather_ms_per_step": [],
-           "exposed_ms_per_step": [], "exposed_pct": []}
+    out: dict[str, list[Any]] = {
+        "rank": [],
+        "unit": [],
+        "pass": [],
+        "gathers_per_step": [],
+        "gather_ms_per_step": [],
+        "exposed_ms_per_step": [],
+        "exposed_pct": [],
+    }
     for (r, unit, p), idx in sorted(groups.items(), key=lambda kv: (kv[0][0], min(s[kv[1]]))):
         n = steps[r]
         dur, exp = float((e[idx] - s[idx]).sum()), float(exposed[idx].sum())
@@ -107,11 +120,17 @@ def compute(data: ProfileData) -> ReportResult:
         out["gather_ms_per_step"].append(None)
         out["exposed_ms_per_step"].append(tail / 1e6 / n)
         out["exposed_pct"].append(None)
-    table = pa.table({"rank": pa.array(out["rank"], pa.int32()), "unit": out["unit"], "pass": out["pass"],
-                      "gathers_per_step": pa.array(out["gathers_per_step"], pa.float64()),
-                      "gather_ms_per_step": pa.array(out["gather_ms_per_step"], pa.float64()),
-                      "exposed_ms_per_step": out["exposed_ms_per_step"],
-                      "exposed_pct": pa.array(out["exposed_pct"], pa.float64())})
+    table = pa.table(
+        {
+            "rank": pa.array(out["rank"], pa.int32()),
+            "unit": out["unit"],
+            "pass": out["pass"],
+            "gathers_per_step": pa.array(out["gathers_per_step"], pa.float64()),
+            "gather_ms_per_step": pa.array(out["gather_ms_per_step"], pa.float64()),
+            "exposed_ms_per_step": out["exposed_ms_per_step"],
+            "exposed_pct": pa.array(out["exposed_pct"], pa.float64()),
+        }
+    )
     return ReportResult("fsdp_units", REPORT.title, table, FORMATS)
 
 
@@ -126,8 +145,14 @@ def _tails(data: ProfileData) -> dict[int, int]:
     return {int(r): int(v) for r, v in got}
 
 
-FORMATS = {"gathers_per_step": fixed(1), "gather_ms_per_step": fixed(3), "exposed_ms_per_step": fixed(3),
-           "exposed_pct": fixed(1), "rank": integer()}
+FORMATS = {
+    "gathers_per_step": fixed(1),
+    "gather_ms_per_step": fixed(3),
+    "exposed_ms_per_step": fixed(3),
+    "exposed_pct": fixed(1),
+    "rank": integer(),
+}
+
 
 def _why_not(data: ProfileData) -> str | None:
     if not data.scalar("SELECT count(*) FROM (SELECT 1 FROM phases WHERE name LIKE 'FSDP::all_gather%' LIMIT 1)"):
@@ -135,5 +160,10 @@ def _why_not(data: ProfileData) -> str | None:
     return None
 
 
-REPORT = Report("fsdp_units", "FSDP: per sharded unit, the all-gather each waits for and how much is exposed",
-                compute, needs=("kernels", "api", "phases"), precondition=_why_not)
+REPORT = Report(
+    "fsdp_units",
+    "FSDP: per sharded unit, the all-gather each waits for and how much is exposed",
+    compute,
+    needs=("kernels", "api", "phases"),
+    precondition=_why_not,
+)

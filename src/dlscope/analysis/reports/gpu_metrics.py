@@ -46,12 +46,18 @@ def compute(data: ProfileData) -> ReportResult:
     phases = f"""SELECT p.name, p.start_ns, p.end_ns FROM phases p {in_steps}
                  WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN {_EXCLUDED_DOMAINS}"""
     if steps:
-        overall = points_in_sql("SELECT * FROM c", "SELECT start_ns, end_ns FROM sel_steps",
-                                "'steps' AS scope, 'selected steps' AS name, p.sid")
+        overall = points_in_sql(
+            "SELECT * FROM c",
+            "SELECT start_ns, end_ns FROM sel_steps",
+            "'steps' AS scope, 'selected steps' AS name, p.sid",
+        )
     else:
         overall = "SELECT 'run' AS scope, 'whole run' AS name, c.sid FROM c"
-    per_step = points_in_sql("SELECT * FROM c", "SELECT step, start_ns, end_ns FROM sel_steps",
-                             "'step' AS scope, CAST(i.step AS VARCHAR) AS name, p.sid, i.step")
+    per_step = points_in_sql(
+        "SELECT * FROM c",
+        "SELECT step, start_ns, end_ns FROM sel_steps",
+        "'step' AS scope, CAST(i.step AS VARCHAR) AS name, p.sid, i.step",
+    )
     in_phase = points_in_sql("SELECT * FROM c", "SELECT * FROM ph", "'phase' AS scope, i.name, p.sid")
     table = data.table(f"""
         WITH c AS ({_samples_sql()}),
@@ -70,14 +76,18 @@ def compute(data: ProfileData) -> ReportResult:
         SELECT agg.* FROM agg LEFT JOIN order_ph o ON agg.scope = 'phase' AND o.name = agg.name
         ORDER BY CASE agg.scope WHEN 'phase' THEN 1 WHEN 'step' THEN 2 ELSE 0 END, o.first, agg.step, agg.name,
                  agg.device, agg.metric""")
-    table = table.append_column("unit", pa.array([METRICS.get(m, ("", ""))[0] for m in
-                                                  table.column("metric").to_pylist()], pa.string()))
-    notes = ["mean and max over the samples taken inside each phase (all its instances pooled) and each step; "
-             "GPM metrics are stamped at the middle of their >= 100 ms window"]
+    table = table.append_column(
+        "unit", pa.array([METRICS.get(m, ("", ""))[0] for m in table.column("metric").to_pylist()], pa.string())
+    )
+    notes = [
+        "mean and max over the samples taken inside each phase (all its instances pooled) and each step; "
+        "GPM metrics are stamped at the middle of their >= 100 ms window"
+    ]
     notes += _short_phase_notes(data, phases)
     notes += unavailable_notes(data)
-    return ReportResult("gpu_metrics", REPORT.title, table,
-                        {"mean": _num, "max": _num, "samples": integer(True)}, notes)
+    return ReportResult(
+        "gpu_metrics", REPORT.title, table, {"mean": _num, "max": _num, "samples": integer(True)}, notes
+    )
 
 
 def _num(v: Any) -> str:
@@ -126,8 +136,15 @@ def headline(data: ProfileData) -> list[dict[str, Any]]:
     names = {int(d.get("index", -1)): d.get("name", "") for d in data.meta.devices if isinstance(d, dict)}
     out: dict[int, dict[str, Any]] = {}
     for r in rows:
-        d = out.setdefault(int(r["device"]), {"device": int(r["device"]), "name": names.get(int(r["device"]), ""),
-                                              "basis": "selected steps" if steps else "whole run", "samples": 0})
+        d = out.setdefault(
+            int(r["device"]),
+            {
+                "device": int(r["device"]),
+                "name": names.get(int(r["device"]), ""),
+                "basis": "selected steps" if steps else "whole run",
+                "samples": 0,
+            },
+        )
         d[r["metric"]] = r["max"] if r["metric"] == "mem_used" else r["mean"]
         d["samples"] = max(d["samples"], int(r["n"]))
     return list(out.values())
@@ -141,5 +158,9 @@ class _CounterReport(Report):
         return why[0] if why and why[0].startswith("no hardware") else "no hardware counters were sampled"
 
 
-REPORT = _CounterReport("gpu_metrics", "GPU counters per phase and step", compute,
-                        doc="per phase and per step: mean and max of each sampled GPU counter (NVML, GPM)")
+REPORT = _CounterReport(
+    "gpu_metrics",
+    "GPU counters per phase and step",
+    compute,
+    doc="per phase and per step: mean and max of each sampled GPU counter (NVML, GPM)",
+)

@@ -36,8 +36,12 @@ KEYS = "rank, device"
 def breakdown_sql(work: str) -> str:
     """SQL: one row per (rank, device) with span_ns, compute_ns, communication_ns, memory_ns,
     idle_ns and work_items, from GPU work rows with a category column."""
+
     def busy(where: str) -> str:
-        return f"SELECT {KEYS}, sum(end_ns - start_ns)::BIGINT AS ns FROM ({union_sql(f'SELECT * FROM w WHERE {where}', KEYS)}) GROUP BY ALL"
+        return (
+            f"SELECT {KEYS}, sum(end_ns - start_ns)::BIGINT AS ns FROM"
+            f" ({union_sql(f'SELECT * FROM w WHERE {where}', KEYS)}) GROUP BY ALL"
+        )
 
     return f"""
     WITH w AS MATERIALIZED ({work}),
@@ -55,8 +59,10 @@ def breakdown_sql(work: str) -> str:
 
 def compute(data: ProfileData) -> ReportResult:
     work = gpu_work_sql(data)
-    notes = ["compute > communication > memory: an instant counts once, for the first of these that ran; "
-             "idle = no GPU work on any stream, between the first and the last GPU work of the selection"]
+    notes = [
+        "compute > communication > memory: an instant counts once, for the first of these that ran; "
+        "idle = no GPU work on any stream, between the first and the last GPU work of the selection"
+    ]
     if work is None:
         return ReportResult("gpu_time_breakdown", REPORT.title, _empty(), FORMATS, ["the profile has no GPU activity"])
     table = data.table(f"""
@@ -81,11 +87,19 @@ def _empty() -> pa.Table:
     return pa.table({c: pa.array([], pa.float64()) for c in ("span_ms", "compute_ms", "idle_ms")})
 
 
-FORMATS = {**{c: fixed(3) for c in ("span_ms", "compute_ms", "communication_ms", "memory_ms", "idle_ms")},
-           **{c: fixed(1) for c in ("compute_pct", "communication_pct", "memory_pct", "idle_pct")},
-           "work_items": integer(True)}
+FORMATS = {
+    **{c: fixed(3) for c in ("span_ms", "compute_ms", "communication_ms", "memory_ms", "idle_ms")},
+    **{c: fixed(1) for c in ("compute_pct", "communication_pct", "memory_pct", "idle_pct")},
+    "work_items": integer(True),
+}
 
-REPORT = Report("gpu_time_breakdown", "GPU time: compute, communication, memory, idle", compute,
-                needs=("kernels",),
-                doc="per rank and GPU: the span from first to last GPU work of the selected steps, split into "
-                    "compute, communication, memory and idle (HTA's temporal breakdown)")
+REPORT = Report(
+    "gpu_time_breakdown",
+    "GPU time: compute, communication, memory, idle",
+    compute,
+    needs=("kernels",),
+    doc=(
+        "per rank and GPU: the span from first to last GPU work of the selected steps, split into "
+        "compute, communication, memory and idle (HTA's temporal breakdown)"
+    ),
+)

@@ -67,25 +67,35 @@ def intervals_sql(data: ProfileData, work: str, delay_ns: int = CONSECUTIVE_KERN
 def compute(data: ProfileData, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> ReportResult:
     work = gpu_work_sql(data)
     if work is None:
-        return ReportResult("idle_breakdown_hta", REPORT.title, pa.table({"category": pa.array([], pa.string())}),
-                            FORMATS, ["the profile has no GPU activity"])
+        return ReportResult(
+            "idle_breakdown_hta",
+            REPORT.title,
+            pa.table({"category": pa.array([], pa.string())}),
+            FORMATS,
+            ["the profile has no GPU activity"],
+        )
     cats = ", ".join(f"('{c}', {i})" for i, c in enumerate(CATEGORIES))
     table = data.table(f"""
         WITH w AS MATERIALIZED ({work}),
              i AS MATERIALIZED ({intervals_sql(data, "SELECT * FROM w", delay_ns)}),
              streams AS (SELECT rank, stream, min(device) AS device FROM w WHERE stream IS NOT NULL GROUP BY ALL),
              c AS (SELECT s.*, v.category, v.ord FROM streams s, (VALUES {cats}) v(category, ord)),
-             per AS (SELECT c.rank, c.device, c.stream, c.category, c.ord, coalesce(sum(i.interval_ns), 0)::BIGINT AS ns,
+             per AS (SELECT c.rank, c.device, c.stream, c.category, c.ord,
+                 coalesce(sum(i.interval_ns), 0)::BIGINT AS ns,
                             count(i.interval_ns) AS intervals
                      FROM c LEFT JOIN i ON i.rank = c.rank AND i.stream = c.stream AND i.category = c.category
                      GROUP BY ALL)
         SELECT rank, device, stream, category, ns / 1e6 AS idle_ms,
                100.0 * ns / nullif(sum(ns) OVER (PARTITION BY rank, stream), 0) AS idle_pct, intervals
         FROM per ORDER BY rank, stream, ord""")
-    notes = ["HTA's idle time breakdown, per stream: the interval before each GPU operation (its start minus the "
-             "previous operation's end on the stream) is host_wait when its launch call started after that end, "
-             f"else kernel_wait when shorter than {delay_ns / 1000:g} us, else other",
-             "idle_pct: share of the stream's idle time; dlscope's own causes of idle time: --report idle_sum"]
+    notes = [
+        (
+            "HTA's idle time breakdown, per stream: the interval before each GPU operation (its start minus the "
+            "previous operation's end on the stream) is host_wait when its launch call started after that end, "
+            f"else kernel_wait when shorter than {delay_ns / 1000:g} us, else other"
+        ),
+        "idle_pct: share of the stream's idle time; dlscope's own causes of idle time: --report idle_sum",
+    ]
     if not data.has("api"):
         notes.append("the profile has no runtime calls: no interval can be a host wait")
     n = gpu_step_count(data)
@@ -96,7 +106,13 @@ def compute(data: ProfileData, delay_ns: int = CONSECUTIVE_KERNEL_DELAY_NS) -> R
 
 FORMATS = {"idle_ms": fixed(3), "idle_pct": fixed(1), "intervals": integer(True)}
 
-REPORT = Report("idle_breakdown_hta", "GPU idle time per stream: HTA's host wait, kernel wait, other", compute,
-                needs=("kernels",),
-                doc="per rank and stream: the idle intervals between GPU operations split as HTA's idle time "
-                    "breakdown does (host wait, kernel wait, other)")
+REPORT = Report(
+    "idle_breakdown_hta",
+    "GPU idle time per stream: HTA's host wait, kernel wait, other",
+    compute,
+    needs=("kernels",),
+    doc=(
+        "per rank and stream: the idle intervals between GPU operations split as HTA's idle time "
+        "breakdown does (host wait, kernel wait, other)"
+    ),
+)

@@ -59,13 +59,16 @@ def classified_gaps_sql(data: ProfileData, work: str) -> str:
     """SQL: each gap with input_ns, sync_ns, launch_ns, other_ns (summing to its length)."""
     # c1, c2, c3: how much of the gap the cumulative host classes cover; differences give each cause
     cumulative = (("c1", ("input",)), ("c2", ("input", "sync")), ("c3", ("input", "sync", "busy")))
-    covered = [f"""{name} AS (SELECT gid, covered_ns AS ns FROM ({covered_sql(
-                   "SELECT gid, rank, start_ns, end_ns FROM gaps", classes_union_sql(classes), ("rank",))}))"""
-               for name, classes in cumulative]
+    covered = [
+        f"""{name} AS (SELECT gid, covered_ns AS ns FROM ({
+            covered_sql("SELECT gid, rank, start_ns, end_ns FROM gaps", classes_union_sql(classes), ("rank",))
+        }))"""
+        for name, classes in cumulative
+    ]
     return f"""
     WITH {host_ctes(data)},
          gaps AS MATERIALIZED (SELECT row_number() OVER () AS gid, * FROM ({gaps_sql(data, work)})),
-         {', '.join(covered)}
+         {", ".join(covered)}
     SELECT rank, device, start_ns, end_ns,
            CASE WHEN queued THEN 0 ELSE c1.ns END AS input_ns,
            CASE WHEN queued THEN 0 ELSE c2.ns - c1.ns END AS sync_ns,
@@ -77,31 +80,43 @@ def classified_gaps_sql(data: ProfileData, work: str) -> str:
 def compute(data: ProfileData) -> ReportResult:
     work = gpu_work_sql(data)
     if work is None:
-        return ReportResult("idle_sum", REPORT.title, pa.table({"cause": pa.array([], pa.string())}), FORMATS,
-                            ["the profile has no GPU activity"])
+        return ReportResult(
+            "idle_sum",
+            REPORT.title,
+            pa.table({"cause": pa.array([], pa.string())}),
+            FORMATS,
+            ["the profile has no GPU activity"],
+        )
     n_steps = gpu_step_count(data)
     per_step = f"/ {n_steps}" if n_steps else "* NULL"
     unpivot = " UNION ALL ".join(
         f"SELECT rank, device, '{c}' AS cause, {i} AS ord, {c}_ns AS ns, "
         f"greatest({', '.join(f'{o}_ns' for o in CAUSES)}) = {c}_ns AND {c}_ns > 0 AS dominant FROM g"
-        for i, c in enumerate(CAUSES))
+        for i, c in enumerate(CAUSES)
+    )
     table = data.table(f"""
         WITH g AS MATERIALIZED ({classified_gaps_sql(data, work)}),
              span AS (SELECT {KEYS}, max(end_ns) - min(start_ns) AS span_ns FROM ({work}) GROUP BY ALL),
              u AS ({unpivot}),
-             causes AS (SELECT rank, device, cause, ord FROM span, (VALUES {', '.join(f"('{c}', {i})" for i, c in enumerate(CAUSES))}) v(cause, ord))
+             causes AS (SELECT rank, device, cause, ord FROM span,
+                 (VALUES {", ".join(f"('{c}', {i})" for i, c in enumerate(CAUSES))}) v(cause, ord))
         SELECT c.rank, c.device, c.cause, coalesce(sum(u.ns), 0)::BIGINT / 1e6 AS idle_ms,
                coalesce(sum(u.ns), 0)::BIGINT / 1e6 {per_step} AS per_step_ms,
-               100.0 * coalesce(sum(u.ns), 0) / nullif(sum(sum(u.ns)) OVER (PARTITION BY c.rank, c.device), 0) AS idle_pct,
+               100.0 * coalesce(sum(u.ns), 0)
+                   / nullif(sum(sum(u.ns)) OVER (PARTITION BY c.rank, c.device), 0) AS idle_pct,
                100.0 * coalesce(sum(u.ns), 0) / nullif(any_value(s.span_ns), 0) AS span_pct,
                count(*) FILTER (WHERE u.dominant) AS gaps
         FROM causes c JOIN span s USING ({KEYS})
         LEFT JOIN u ON u.rank = c.rank AND u.device = c.device AND u.cause = c.cause
         GROUP BY c.rank, c.device, c.cause, c.ord ORDER BY c.rank, c.device, c.ord""")
-    notes = ["causes by precedence: input (data-loading phase) > sync (blocked in or just back from a sync, "
-             "until the next launch) > launch (host busy with other work) > other (no recorded host activity, "
-             "or the next work was already queued: a GPU-side gap)",
-             "idle_pct: share of the GPU's idle time; span_pct: share of the GPU span (first to last GPU work)"]
+    notes = [
+        (
+            "causes by precedence: input (data-loading phase) > sync (blocked in or just back from a sync, "
+            "until the next launch) > launch (host busy with other work) > other (no recorded host activity, "
+            "or the next work was already queued: a GPU-side gap)"
+        ),
+        "idle_pct: share of the GPU's idle time; span_pct: share of the GPU span (first to last GPU work)",
+    ]
     if not data.has("phases"):
         notes.append("the profile has no phases: data loading cannot be told apart")
     if not data.has("api") and not data.has("sync"):
@@ -112,9 +127,18 @@ def compute(data: ProfileData) -> ReportResult:
     return ReportResult("idle_sum", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"idle_ms": fixed(3), "per_step_ms": fixed(3), "idle_pct": fixed(1), "span_pct": fixed(1),
-           "gaps": integer(True)}
+FORMATS = {
+    "idle_ms": fixed(3),
+    "per_step_ms": fixed(3),
+    "idle_pct": fixed(1),
+    "span_pct": fixed(1),
+    "gaps": integer(True),
+}
 
-REPORT = Report("idle_sum", "GPU idle time by cause", compute, needs=("kernels",),
-                doc="GPU idle time split by what the host was doing: data loading, synchronization, "
-                    "launching (CPU-bound), other")
+REPORT = Report(
+    "idle_sum",
+    "GPU idle time by cause",
+    compute,
+    needs=("kernels",),
+    doc="GPU idle time split by what the host was doing: data loading, synchronization, launching (CPU-bound), other",
+)

@@ -40,13 +40,18 @@ CANONICAL: dict[str, tuple[str, ...]] = {
     "dram_pct": ("DRAM Throughput", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
     "occupancy_pct": ("Achieved Occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active"),
     "theoretical_occupancy_pct": ("Theoretical Occupancy", "sm__maximum_warps_per_active_cycle_pct"),
-    "tensor_pct": ("sm__pipe_tensor*cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__inst_executed_pipe_tensor*.avg.pct_of_peak_sustained_active"),
+    "tensor_pct": (
+        "sm__pipe_tensor*cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_tensor*.avg.pct_of_peak_sustained_active",
+    ),
     "dram_bytes": ("dram__bytes.sum",),
 }
 # FP operations from SASS instruction counts: (metric prefix, operations per instruction)
-FLOP_METRICS = tuple((f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum", 2 if op == "fma" else 1)
-                     for p in ("d", "f", "h") for op in ("add", "mul", "fma"))
+FLOP_METRICS = tuple(
+    (f"sm__sass_thread_inst_executed_op_{p}{op}_pred_on.sum", 2 if op == "fma" else 1)
+    for p in ("d", "f", "h")
+    for op in ("add", "mul", "fma")
+)
 
 
 def _match(col: str) -> str:
@@ -64,16 +69,21 @@ def _match(col: str) -> str:
 def kernel_metrics_sql() -> str:
     """SQL: per kernel name, the canonical metrics averaged over its profiled launches."""
     cols = ",\n".join(
-        f"avg(value) FILTER (WHERE {_match(c)}) AS {c}" if c != "tensor_pct"
-        else f"max(value) FILTER (WHERE {_match(c)}) AS {c}" for c in CANONICAL)
+        (
+            f"avg(value) FILTER (WHERE {_match(c)}) AS {c}"
+            if c != "tensor_pct"
+            else f"max(value) FILTER (WHERE {_match(c)}) AS {c}"
+        )
+        for c in CANONICAL
+    )
     flop_case = " ".join(f"WHEN '{m}' THEN {k}" for m, k in FLOP_METRICS)
     return f"""
     WITH per_launch AS (
         SELECT rank, name, launch, {cols},
                sum(value * CASE metric {flop_case} ELSE 0 END) AS flops,
-               count(*) FILTER (WHERE metric IN ({', '.join(f"'{m}'" for m, _ in FLOP_METRICS)})) AS flop_metrics
+               count(*) FILTER (WHERE metric IN ({", ".join(f"'{m}'" for m, _ in FLOP_METRICS)})) AS flop_metrics
         FROM kernel_metrics GROUP BY rank, name, launch)
-    SELECT rank, name, count(*) AS launches, {', '.join(f'avg({c}) AS {c}' for c in CANONICAL if c != 'dram_bytes')},
+    SELECT rank, name, count(*) AS launches, {", ".join(f"avg({c}) AS {c}" for c in CANONICAL if c != "dram_bytes")},
            avg(dram_bytes) AS dram_bytes,
            avg(flops) FILTER (WHERE flop_metrics > 0) AS flops
     FROM per_launch GROUP BY rank, name"""
@@ -81,14 +91,18 @@ def kernel_metrics_sql() -> str:
 
 def compute(data: ProfileData) -> ReportResult:
     have_kernels = data.has("kernels")
-    prof = ("LEFT JOIN (SELECT rank, name, ns, sum(ns) OVER (PARTITION BY rank) AS all_ns FROM "
-            "(SELECT rank, name, sum(end_ns - start_ns)::BIGINT AS ns FROM kernels GROUP BY rank, name)) k "
-            "USING (rank, name)") if have_kernels else ""
+    prof = (
+        "LEFT JOIN (SELECT rank, name, ns, sum(ns) OVER (PARTITION BY rank) AS all_ns FROM "
+        "(SELECT rank, name, sum(end_ns - start_ns)::BIGINT AS ns FROM kernels GROUP BY rank, name)) k "
+        "USING (rank, name)"
+        if have_kernels
+        else ""
+    )
     table = data.table(f"""
         WITH m AS ({kernel_metrics_sql()})
         SELECT m.name, m.launches,
-               {'k.ns / 1e6' if have_kernels else 'NULL::DOUBLE'} AS profile_ms,
-               {'100.0 * k.ns / nullif(k.all_ns, 0)' if have_kernels else 'NULL::DOUBLE'} AS profile_pct,
+               {"k.ns / 1e6" if have_kernels else "NULL::DOUBLE"} AS profile_ms,
+               {"100.0 * k.ns / nullif(k.all_ns, 0)" if have_kernels else "NULL::DOUBLE"} AS profile_pct,
                m.duration_ns / 1e6 AS ncu_ms,
                m.sm_pct, m.memory_pct, m.dram_pct, m.occupancy_pct, m.theoretical_occupancy_pct, m.tensor_pct,
                m.flops / nullif(m.dram_bytes, 0) AS flop_per_byte,
@@ -98,31 +112,54 @@ def compute(data: ProfileData) -> ReportResult:
                     WHEN m.memory_pct >= m.sm_pct THEN 'memory' ELSE 'compute' END AS bound
         FROM m {prof}
         ORDER BY profile_ms DESC NULLS LAST, ncu_ms DESC NULLS LAST, m.name""")
-    notes = [f"bound: the higher of compute (SM) and memory throughput, as a share of peak; 'latency' when both "
-             f"are under {LATENCY_PCT:.0f}% (ncu's Speed-Of-Light rule)"]
+    notes = [
+        "bound: the higher of compute (SM) and memory throughput, as a share of peak; 'latency' when both "
+        f"are under {LATENCY_PCT:.0f}% (ncu's Speed-Of-Light rule)"
+    ]
     if have_kernels:
         missing = table.filter(table.column("profile_ms").is_null()).num_rows
         if missing:
-            notes.append(f"{missing} profiled kernel name(s) are not in this profile's kernels table "
-                         "(ncu demangles names unless told --print-kernel-base mangled)")
+            notes.append(
+                f"{missing} profiled kernel name(s) are not in this profile's kernels table "
+                "(ncu demangles names unless told --print-kernel-base mangled)"
+            )
     else:
         notes.append("the profile has no kernels of its own: profile_ms/profile_pct are empty")
     if table.num_rows and table.column("flop_per_byte").null_count == table.num_rows:
         table = table.drop_columns(["flop_per_byte", "gflop_per_s"])
-        refused = next((n[len(NCU_REFUSED_NOTE):] for n in data.meta.notes if n.startswith(NCU_REFUSED_NOTE)), None)
-        notes.append("no roofline position: ncu did not measure FP instruction counts and DRAM bytes "
-                     + (f"(ncu refused them: {refused})" if refused else
-                        "(dlscope ncu asks for them; an ncu CSV imported without --metrics has none)"))
+        refused = next((n[len(NCU_REFUSED_NOTE) :] for n in data.meta.notes if n.startswith(NCU_REFUSED_NOTE)), None)
+        notes.append(
+            "no roofline position: ncu did not measure FP instruction counts and DRAM bytes "
+            + (
+                f"(ncu refused them: {refused})"
+                if refused
+                else "(dlscope ncu asks for them; an ncu CSV imported without --metrics has none)"
+            )
+        )
     return ReportResult("kernel_metrics", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"launches": integer(True), "profile_ms": fixed(3), "profile_pct": fixed(1), "ncu_ms": fixed(3),
-           **{c: fixed(1) for c in ("sm_pct", "memory_pct", "dram_pct", "occupancy_pct",
-                                    "theoretical_occupancy_pct", "tensor_pct")},
-           "flop_per_byte": fixed(2), "gflop_per_s": fixed(1)}
+FORMATS = {
+    "launches": integer(True),
+    "profile_ms": fixed(3),
+    "profile_pct": fixed(1),
+    "ncu_ms": fixed(3),
+    **{
+        c: fixed(1)
+        for c in ("sm_pct", "memory_pct", "dram_pct", "occupancy_pct", "theoretical_occupancy_pct", "tensor_pct")
+    },
+    "flop_per_byte": fixed(2),
+    "gflop_per_s": fixed(1),
+}
 
-REPORT = Report("kernel_metrics", "Nsight Compute metrics of the profiled kernels", compute,
-                needs=("kernel_metrics",),
-                doc="per kernel ncu profiled: SM, memory and DRAM throughput (% of peak), achieved occupancy, "
-                    "tensor pipe utilization, arithmetic intensity and FLOP/s, memory-, compute- or latency-bound, "
-                    "and its share of the profile's GPU time")
+REPORT = Report(
+    "kernel_metrics",
+    "Nsight Compute metrics of the profiled kernels",
+    compute,
+    needs=("kernel_metrics",),
+    doc=(
+        "per kernel ncu profiled: SM, memory and DRAM throughput (% of peak), achieved occupancy, "
+        "tensor pipe utilization, arithmetic intensity and FLOP/s, memory-, compute- or latency-bound, "
+        "and its share of the profile's GPU time"
+    ),
+)

@@ -38,21 +38,23 @@ def small_kernel_threshold_ns(data: ProfileData) -> tuple[int, bool]:
     calls (API calls with "launch" in their name that launched a kernel), and whether it was
     measured (False: the default)."""
     v = data.scalar(f"""
-        SELECT median(a.end_ns - a.start_ns) FROM ({selected_sql(data, 'api')}) a
+        SELECT median(a.end_ns - a.start_ns) FROM ({selected_sql(data, "api")}) a
         SEMI JOIN kernels k ON k.rank = a.rank AND k.correlation_id = a.correlation_id
         WHERE lower(a.name) LIKE '%launch%'""")
     return (int(v), True) if v is not None and v > 0 else (DEFAULT_SMALL_KERNEL_NS, False)
 
 
 def compute(data: ProfileData) -> ReportResult:
-    work = gpu_work_sql(data) or ("SELECT NULL::INTEGER AS rank, NULL::BIGINT AS correlation_id, NULL AS kind, "
-                                  "NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE")
+    work = gpu_work_sql(data) or (
+        "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS correlation_id, NULL AS kind, "
+        "NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
+    )
     small, measured = small_kernel_threshold_ns(data)
     steps = gpu_step_count(data)
     per_step = f"/ {steps}" if steps else "* NULL"
     table = data.table(f"""
         WITH g AS (SELECT rank, correlation_id, kind, start_ns, end_ns FROM ({work}) WHERE correlation_id IS NOT NULL),
-             a AS (SELECT rank, correlation_id, name, start_ns, end_ns FROM ({selected_sql(data, 'api')})),
+             a AS (SELECT rank, correlation_id, name, start_ns, end_ns FROM ({selected_sql(data, "api")})),
              calls AS (SELECT a.* FROM a LEFT JOIN (SELECT DISTINCT rank, correlation_id FROM g) l
                          ON l.rank = a.rank AND l.correlation_id = a.correlation_id
                        WHERE l.correlation_id IS NOT NULL OR lower(a.name) LIKE '%launch%'),
@@ -82,19 +84,47 @@ def compute(data: ProfileData) -> ReportResult:
                100.0 * i.small_ns / nullif(i.kernel_ns, 0) AS small_kernel_time_pct
         FROM per_call c LEFT JOIN per_item i USING (name)
         ORDER BY c.is_all, c.total_ms DESC, c.name""")
-    notes = [f"small kernels: shorter than {small / 1000:.1f} us (the median host time of one kernel launch"
-             + (" in this selection)" if measured else ": none recorded, so the 5 us default)"),
-             "delay: GPU start of the launched work minus the start of the launch call"]
+    notes = [
+        f"small kernels: shorter than {small / 1000:.1f} us (the median host time of one kernel launch"
+        + (" in this selection)" if measured else ": none recorded, so the 5 us default)"),
+        "delay: GPU start of the launched work minus the start of the launch call",
+    ]
     if steps:
         notes.append(f"kernels_per_step: over {steps} selected step{'s' if steps != 1 else ''} with GPU data")
     return ReportResult("launch_sum", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {**{c: fixed(4) for c in ("total_ms", "mean_ms", "p50_ms", "p95_ms", "max_ms", "delay_mean_ms", "delay_p50_ms",
-                                    "delay_p95_ms", "delay_max_ms")},
-           "kernels_per_step": fixed(1), "small_kernel_pct": fixed(1), "small_kernel_time_pct": fixed(1),
-           "calls": integer(True), "gpu_items": integer(True), "kernels": integer(True), "small_kernels": integer(True)}
+FORMATS = {
+    **{
+        c: fixed(4)
+        for c in (
+            "total_ms",
+            "mean_ms",
+            "p50_ms",
+            "p95_ms",
+            "max_ms",
+            "delay_mean_ms",
+            "delay_p50_ms",
+            "delay_p95_ms",
+            "delay_max_ms",
+        )
+    },
+    "kernels_per_step": fixed(1),
+    "small_kernel_pct": fixed(1),
+    "small_kernel_time_pct": fixed(1),
+    "calls": integer(True),
+    "gpu_items": integer(True),
+    "kernels": integer(True),
+    "small_kernels": integer(True),
+}
 
-REPORT = Report("launch_sum", "Kernel launches: calls, delay, small kernels", compute, needs=("api", "kernels"),
-                doc="per launch API: calls and duration, launch delay distribution, small kernels (shorter than "
-                    "one launch) and kernels per step")
+REPORT = Report(
+    "launch_sum",
+    "Kernel launches: calls, delay, small kernels",
+    compute,
+    needs=("api", "kernels"),
+    doc=(
+        "per launch API: calls and duration, launch delay distribution, small kernels (shorter than "
+        "one launch) and kernels per step"
+    ),
+)

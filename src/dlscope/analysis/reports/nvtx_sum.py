@@ -23,12 +23,22 @@ def compute(data: ProfileData) -> ReportResult:
                coalesce(p.domain, '') || ':' || p.name AS name, p.end_ns - p.start_ns AS d
         FROM phases p
         WHERE p.kind = 'range' AND NOT (p.source <> 'nvtx' AND coalesce(p.domain, '') IN {BOOKKEEPING_DOMAINS})
-          AND {in_selection(data, 'p')}"""
-    table = data.table(summary_sql(events, "Instances", {"style": "Style", "name": "Range"},
-                                   order='"Total Time (ns)" DESC, "Range", "Style"'))
+          AND {in_selection(data, "p")}"""
+    table = data.table(
+        summary_sql(
+            events, "Instances", {"style": "Style", "name": "Range"}, order='"Total Time (ns)" DESC, "Range", "Style"'
+        )
+    )
     return ReportResult(REPORT.name, REPORT.title, table, duration_formats(), [scope_note(data)])
 
 
-REPORT = Report("nvtx_sum", "NVTX Range Summary", compute, needs=("phases",),
-                doc="NVTX ranges and dlscope phases by name: share of range time, total, instances, "
-                    "avg/med/min/max/stddev (ns), style")
+REPORT = Report(
+    "nvtx_sum",
+    "NVTX Range Summary",
+    compute,
+    needs=("phases",),
+    doc=(
+        "NVTX ranges and dlscope phases by name: share of range time, total, instances, "
+        "avg/med/min/max/stddev (ns), style"
+    ),
+)

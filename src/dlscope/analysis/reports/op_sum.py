@@ -52,11 +52,12 @@ def compute(data: ProfileData) -> ReportResult:
         return f"coalesce(g.{col}, 0)" if gpu else "0"
 
     table = data.table(f"""
-        WITH o AS (SELECT o.*, {g('own_ns')} AS own_ns, {g('own_kernels')} AS own_kernels, {g('total_ns')} AS total_ns
-                   FROM ({selected_sql(data, 'ops')}) o {gpu_join})
+        WITH o AS (SELECT o.*, {g("own_ns")} AS own_ns, {g("own_kernels")} AS own_kernels, {g("total_ns")} AS total_ns
+                   FROM ({selected_sql(data, "ops")}) o {gpu_join})
         SELECT name, count(*) AS calls,
                sum(coalesce(self_ns, end_ns - start_ns))::BIGINT / 1e6 AS self_cpu_ms,
-               100.0 * sum(coalesce(self_ns, end_ns - start_ns)) / nullif(sum(sum(coalesce(self_ns, end_ns - start_ns))) OVER (), 0)
+               100.0 * sum(coalesce(self_ns, end_ns - start_ns))
+                   / nullif(sum(sum(coalesce(self_ns, end_ns - start_ns))) OVER (), 0)
                    AS self_cpu_pct,
                sum(end_ns - start_ns)::BIGINT / 1e6 AS cpu_total_ms,
                avg(end_ns - start_ns) / 1e6 AS cpu_avg_ms,
@@ -88,16 +89,32 @@ def compute(data: ProfileData) -> ReportResult:
         notes.append("input_shapes: the most common shapes among the calls")
     steps = gpu_step_count(data)
     if steps:
-        notes.append(f"totals over {steps} selected step{'s' if steps != 1 else ''} with detailed tracing "
-                     "(ops are recorded only there)")
-    notes.append("self_cpu_ms excludes child ops; totals include them (an op nested in one of the same name counts "
-                 "twice in its total, as in torch.profiler)")
+        notes.append(
+            f"totals over {steps} selected step{'s' if steps != 1 else ''} with detailed tracing "
+            "(ops are recorded only there)"
+        )
+    notes.append(
+        "self_cpu_ms excludes child ops; totals include them (an op nested in one of the same name counts "
+        "twice in its total, as in torch.profiler)"
+    )
     return ReportResult("op_sum", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {**{c: fixed(3) for c in ("self_cpu_ms", "cpu_total_ms", "cpu_avg_ms", "self_gpu_ms", "gpu_total_ms")},
-           "self_cpu_pct": fixed(1), "self_gpu_pct": fixed(1), "calls": integer(True), "kernels": integer(True)}
+FORMATS = {
+    **{c: fixed(3) for c in ("self_cpu_ms", "cpu_total_ms", "cpu_avg_ms", "self_gpu_ms", "gpu_total_ms")},
+    "self_cpu_pct": fixed(1),
+    "self_gpu_pct": fixed(1),
+    "calls": integer(True),
+    "kernels": integer(True),
+}
 
-REPORT = Report("op_sum", "Framework ops: CPU and GPU time", compute, needs=("ops",),
-                doc="per op name: calls, self and total CPU time, GPU time it launched itself and with its "
-                    "child ops, kernels launched, most common input shapes")
+REPORT = Report(
+    "op_sum",
+    "Framework ops: CPU and GPU time",
+    compute,
+    needs=("ops",),
+    doc=(
+        "per op name: calls, self and total CPU time, GPU time it launched itself and with its "
+        "child ops, kernels launched, most common input shapes"
+    ),
+)

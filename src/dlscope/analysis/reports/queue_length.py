@@ -50,9 +50,19 @@ from ..core.gpu_work import gpu_step_count, gpu_work_sql, selected_sql
 from ..core.report import Report, ReportResult, fixed, integer
 
 # HTA's TraceSymbolTable.get_runtime_launch_events_query (hta/common/trace_symbol_table.py)
-LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync", "cudaMemsetAsync",
-                "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel", "hipExtModuleLaunchKernel",
-                "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream")
+LAUNCH_CALLS = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "runFunction - job_prep_and_submit_for_execution",
+    "hipLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipMemsetAsync",
+    "hipMemcpyAsync",
+    "hipMemcpyWithStream",
+)
 MAX_QUEUE_LENGTH = 1024  # HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM
 KEYS = "rank, stream"
 
@@ -66,7 +76,7 @@ def series_sql(data: ProfileData, work: str) -> str:
     return f"""
     WITH g AS (SELECT rank, device, stream, start_ns, correlation_id FROM ({work})
                WHERE correlation_id IS NOT NULL AND stream IS NOT NULL),
-         a AS (SELECT rank, correlation_id, start_ns FROM ({selected_sql(data, 'api')})
+         a AS (SELECT rank, correlation_id, start_ns FROM ({selected_sql(data, "api")})
                WHERE correlation_id IS NOT NULL AND name IN ({names})),
          ev AS (SELECT g.rank, g.device, g.stream, a.start_ns AS ts_ns, 1 AS delta, g.correlation_id
                 FROM a JOIN g ON g.rank = a.rank AND g.correlation_id = a.correlation_id
@@ -99,17 +109,24 @@ def compute(data: ProfileData, max_queue_length: int = MAX_QUEUE_LENGTH) -> Repo
     work = gpu_work_sql(data)
     if work is None or not data.has("api"):
         why = "the profile has no GPU activity" if work is None else "the profile has no runtime calls"
-        return ReportResult("queue_length", REPORT.title, pa.table({"stream": pa.array([], pa.int64())}), FORMATS,
-                            [why])
+        return ReportResult(
+            "queue_length", REPORT.title, pa.table({"stream": pa.array([], pa.int64())}), FORMATS, [why]
+        )
     table = data.table(f"""
         SELECT rank, device, stream, events, mean, std, min, p25, p50, p75, max,
                blocked_ns / 1e6 AS blocked_ms, 100.0 * blocked_ns / nullif(span_ns, 0) AS blocked_pct
         FROM ({summary_sql(data, work, max_queue_length)}) ORDER BY rank, stream""")
-    notes = ["queue length: GPU operations launched on the stream and not yet started (+1 at the start of a "
-             f"launch call, -1 at the start of its kernel, copy or set; calls: {', '.join(LAUNCH_CALLS[:5])} "
-             "and their HIP twins); statistics over the value after each such event, unweighted (HTA's)",
-             f"blocked: time at {max_queue_length} or more queued operations (the launch queue's capacity): "
-             "launch calls block the host; blocked_pct: share of the rank's span of those events"]
+    notes = [
+        (
+            "queue length: GPU operations launched on the stream and not yet started (+1 at the start of a "
+            f"launch call, -1 at the start of its kernel, copy or set; calls: {', '.join(LAUNCH_CALLS[:5])} "
+            "and their HIP twins); statistics over the value after each such event, unweighted (HTA's)"
+        ),
+        (
+            f"blocked: time at {max_queue_length} or more queued operations (the launch queue's capacity): "
+            "launch calls block the host; blocked_pct: share of the rank's span of those events"
+        ),
+    ]
     n = gpu_step_count(data)
     if n is not None:
         notes.append(f"GPU work launched in {n} selected step{'s' if n != 1 else ''}")
@@ -118,9 +135,26 @@ def compute(data: ProfileData, max_queue_length: int = MAX_QUEUE_LENGTH) -> Repo
     return ReportResult("queue_length", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"events": integer(True), "mean": fixed(2), "std": fixed(2), "min": integer(), "p25": fixed(2),
-           "p50": fixed(2), "p75": fixed(2), "max": integer(), "blocked_ms": fixed(3), "blocked_pct": fixed(2)}
+FORMATS = {
+    "events": integer(True),
+    "mean": fixed(2),
+    "std": fixed(2),
+    "min": integer(),
+    "p25": fixed(2),
+    "p50": fixed(2),
+    "p75": fixed(2),
+    "max": integer(),
+    "blocked_ms": fixed(3),
+    "blocked_pct": fixed(2),
+}
 
-REPORT = Report("queue_length", "Launch queue length per stream (HTA's)", compute, needs=("api", "kernels"),
-                doc="per rank and stream: GPU operations launched and not yet started (mean, percentiles, max) "
-                    "and the time the launch queue was full (HTA's queue length summary and blocked time)")
+REPORT = Report(
+    "queue_length",
+    "Launch queue length per stream (HTA's)",
+    compute,
+    needs=("api", "kernels"),
+    doc=(
+        "per rank and stream: GPU operations launched and not yet started (mean, percentiles, max) "
+        "and the time the launch queue was full (HTA's queue length summary and blocked time)"
+    ),
+)

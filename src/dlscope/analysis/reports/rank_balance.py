@@ -18,8 +18,13 @@ from .straggler import per_rank_step_sql
 
 def compute(data: ProfileData) -> ReportResult:
     if int(data.scalar("SELECT count(DISTINCT rank) FROM sel_steps") or 0) < 2:
-        return ReportResult("rank_balance", REPORT.title, pa.table({"rank": pa.array([], pa.int32())}), FORMATS,
-                            ["fewer than two ranks with steps: nothing to compare"])
+        return ReportResult(
+            "rank_balance",
+            REPORT.title,
+            pa.table({"rank": pa.array([], pa.int32())}),
+            FORMATS,
+            ["fewer than two ranks with steps: nothing to compare"],
+        )
     table = data.table(f"""
         WITH r AS ({per_rank_step_sql(data)}),
              full_steps AS (SELECT step FROM r GROUP BY step HAVING count(wait_ns) = count(*)),
@@ -31,13 +36,27 @@ def compute(data: ProfileData) -> ReportResult:
                100.0 * (work_ns / avg(work_ns) OVER () - 1) AS work_vs_mean_pct,
                100.0 * (max(work_ns) OVER () / avg(work_ns) OVER () - 1) AS imbalance_pct
         FROM pr ORDER BY rank""")
-    notes = ["work = step time minus the wait for other ranks at collectives (steps with matched collectives); "
-             "imbalance_pct = slowest rank's work over the mean work, minus one"]
+    notes = [
+        "work = step time minus the wait for other ranks at collectives (steps with matched collectives); "
+        "imbalance_pct = slowest rank's work over the mean work, minus one"
+    ]
     return ReportResult("rank_balance", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"steps": integer(), "step_ms": fixed(3), "wait_ms": fixed(3), "work_ms": fixed(3),
-           "work_vs_mean_pct": fixed(1), "imbalance_pct": fixed(1)}
+FORMATS = {
+    "steps": integer(),
+    "step_ms": fixed(3),
+    "wait_ms": fixed(3),
+    "work_ms": fixed(3),
+    "work_vs_mean_pct": fixed(1),
+    "imbalance_pct": fixed(1),
+}
 
-REPORT = Report("rank_balance", "Load balance across ranks", compute, needs_steps=True, needs_ranks=2,
-                doc="per rank: step time, wait for other ranks at collectives, own work, and the job's imbalance")
+REPORT = Report(
+    "rank_balance",
+    "Load balance across ranks",
+    compute,
+    needs_steps=True,
+    needs_ranks=2,
+    doc="per rank: step time, wait for other ranks at collectives, own work, and the job's imbalance",
+)

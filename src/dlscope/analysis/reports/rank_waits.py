@@ -63,13 +63,13 @@ class StragglerVerdict:
 
     rank: int
     ranks: int
-    steps: int                # steps every rank measured untraced
-    lag_ms: float             # median over the steps of (the other ranks' median wait - its wait)
-    others_wait_ms: float     # the other ranks' median wait per step, averaged
-    step_ms: float            # mean step, over every rank
-    lagging_steps: int        # steps in which its lag was positive
-    p_value: float            # one-sided sign test, Bonferroni-corrected
-    jitter_ms: float          # its lag's robust standard deviation over the steps
+    steps: int  # steps every rank measured untraced
+    lag_ms: float  # median over the steps of (the other ranks' median wait - its wait)
+    others_wait_ms: float  # the other ranks' median wait per step, averaged
+    step_ms: float  # mean step, over every rank
+    lagging_steps: int  # steps in which its lag was positive
+    p_value: float  # one-sided sign test, Bonferroni-corrected
+    jitter_ms: float  # its lag's robust standard deviation over the steps
     excess_ms: dict[HostClass, float]  # its host time per class minus the others' median, per step
     basis: str = "host waits"  # or 'GPU waits' (see the module's doc)
 
@@ -103,7 +103,7 @@ def sign_test_p(positive: int, nonzero: int) -> float:
     """P(X >= positive) for X ~ Binomial(nonzero, 1/2): the one-sided sign test."""
     if nonzero <= 0:
         return 1.0
-    return sum(math.comb(nonzero, k) for k in range(positive, nonzero + 1)) / 2.0 ** nonzero
+    return sum(math.comb(nonzero, k) for k in range(positive, nonzero + 1)) / 2.0**nonzero
 
 
 def untraced_straggler(data: ProfileData, prefer: str | None = None) -> StragglerVerdict | None:
@@ -124,10 +124,19 @@ def untraced_straggler(data: ProfileData, prefer: str | None = None) -> Straggle
     for c in HostClass:
         own = grid[f"{c.label}_ns"]
         excess[c] = float(np.median(own[r] - np.median(np.delete(own, r, axis=0), axis=0))) / 1e6
-    return StragglerVerdict(rank=int(ranks[r]), ranks=n_ranks, steps=n_steps, lag_ms=float(np.median(lag[r])) / 1e6,
-                            others_wait_ms=float(np.median(others_wait[r])) / 1e6,
-                            step_ms=float(grid["step_ns"].mean()) / 1e6, lagging_steps=positive, p_value=p,
-                            jitter_ms=lag_jitter(lag[r]) / 1e6, excess_ms=excess, basis=basis)
+    return StragglerVerdict(
+        rank=int(ranks[r]),
+        ranks=n_ranks,
+        steps=n_steps,
+        lag_ms=float(np.median(lag[r])) / 1e6,
+        others_wait_ms=float(np.median(others_wait[r])) / 1e6,
+        step_ms=float(grid["step_ns"].mean()) / 1e6,
+        lagging_steps=positive,
+        p_value=p,
+        jitter_ms=lag_jitter(lag[r]) / 1e6,
+        excess_ms=excess,
+        basis=basis,
+    )
 
 
 def lag_jitter(lag: np.ndarray) -> float:
@@ -171,8 +180,10 @@ def wait_grid(data: ProfileData, prefer: str | None = None) -> tuple[str, np.nda
     else:
         return None
     steps = np.unique(t["step"])
-    grid = {name: np.full((len(ranks), len(steps)), np.nan) for name in
-            ("step_ns", "wait_ns", "sync_ns", "gpu_wait_ns", *(f"{c.label}_ns" for c in HostClass))}
+    grid = {
+        name: np.full((len(ranks), len(steps)), np.nan)
+        for name in ("step_ns", "wait_ns", "sync_ns", "gpu_wait_ns", *(f"{c.label}_ns" for c in HostClass))
+    }
     ri = np.searchsorted(ranks, t["rank"])
     si = np.searchsorted(steps, t["step"])
     for name, g in grid.items():
@@ -241,31 +252,60 @@ def compute(data: ProfileData) -> ReportResult:
 
     got = wait_grid(data)
     if got is None:
-        return ReportResult("rank_waits", REPORT.title, pa.table({"rank": pa.array([], pa.int32())}), FORMATS,
-                            ["no verdict: fewer than two ranks, too few steps measured without tracing, or no wait "
-                             "measured on every rank (host waits in most steps, or GPU phase marks)"])
+        return ReportResult(
+            "rank_waits",
+            REPORT.title,
+            pa.table({"rank": pa.array([], pa.int32())}),
+            FORMATS,
+            [
+                "no verdict: fewer than two ranks, too few steps measured without tracing, or no wait "
+                "measured on every rank (host waits in most steps, or GPU phase marks)"
+            ],
+        )
     basis, ranks, grid = got
     lag, _ = lags(grid["wait_ns"])
 
     def med(a: np.ndarray) -> float | None:
         return None if np.isnan(a).all() else float(np.nanmedian(a)) / 1e6
 
-    rows = [{"rank": int(ranks[i]), "steps": int(grid["step_ns"].shape[1]), "step_ms": med(grid["step_ns"][i]),
-             "host_wait_ms": med(grid["sync_ns"][i]), "gpu_wait_ms": med(grid["gpu_wait_ns"][i]),
-             "lag_ms": float(np.median(lag[i])) / 1e6, "lag_jitter_ms": lag_jitter(lag[i]) / 1e6,
-             "lagging_steps": int((lag[i] > 0).sum())} for i in range(len(ranks))]
+    rows = [
+        {
+            "rank": int(ranks[i]),
+            "steps": int(grid["step_ns"].shape[1]),
+            "step_ms": med(grid["step_ns"][i]),
+            "host_wait_ms": med(grid["sync_ns"][i]),
+            "gpu_wait_ms": med(grid["gpu_wait_ns"][i]),
+            "lag_ms": float(np.median(lag[i])) / 1e6,
+            "lag_jitter_ms": lag_jitter(lag[i]) / 1e6,
+            "lagging_steps": int((lag[i] > 0).sum()),
+        }
+        for i in range(len(ranks))
+    ]
     v = untraced_straggler(data)
-    notes = [f"from the steps measured without tracing, on every rank; lag: the other ranks' median wait minus this "
-             f"rank's ({basis}), median over the steps; a straggler lags consistently (sign test) and by over "
-             f"{OUTLIER_MADS:g} of its lag's robust standard deviations (lag_jitter_ms)"]
+    notes = [
+        "from the steps measured without tracing, on every rank; lag: the other ranks' median wait minus this "
+        f"rank's ({basis}), median over the steps; a straggler lags consistently (sign test) and by over "
+        f"{OUTLIER_MADS:g} of its lag's robust standard deviations (lag_jitter_ms)"
+    ]
     if v is not None:
-        notes.append(f"verdict: rank {v.rank} {'is' if v.significant else 'is not'} a straggler (lag {v.lag_ms:.3f} ms, "
-                     f"p = {v.p_value:.2g}, {v.lag_ms / v.jitter_ms if v.jitter_ms else float('inf'):.1f} deviations)")
+        notes.append(
+            f"verdict: rank {v.rank} {'is' if v.significant else 'is not'} a straggler (lag {v.lag_ms:.3f} ms, "
+            f"p = {v.p_value:.2g}, {v.lag_ms / v.jitter_ms if v.jitter_ms else float('inf'):.1f} deviations)"
+        )
     return ReportResult("rank_waits", REPORT.title, pa.Table.from_pylist(rows), FORMATS, notes)
 
 
-FORMATS = {"rank": integer(), "steps": integer(), "step_ms": fixed(3), "host_wait_ms": fixed(3),
-           "gpu_wait_ms": fixed(3), "lag_ms": fixed(3), "lag_jitter_ms": fixed(3), "lagging_steps": integer()}
+FORMATS = {
+    "rank": integer(),
+    "steps": integer(),
+    "step_ms": fixed(3),
+    "host_wait_ms": fixed(3),
+    "gpu_wait_ms": fixed(3),
+    "lag_ms": fixed(3),
+    "lag_jitter_ms": fixed(3),
+    "lagging_steps": integer(),
+}
+
 
 def _why_not(data: ProfileData) -> str | None:
     if int(data.scalar("SELECT count(DISTINCT rank) FROM steps") or 0) < 2:
@@ -273,7 +313,14 @@ def _why_not(data: ProfileData) -> str | None:
     return None
 
 
-REPORT = Report("rank_waits", "Waits per rank, measured without the tracer: who keeps the others waiting", compute,
-                needs=("steps", "phases"), precondition=_why_not,
-                doc="per rank over the untraced steps: the host's and the GPU's waits, and how much longer the "
-                    "others waited than this rank (the straggler verdict's evidence)")
+REPORT = Report(
+    "rank_waits",
+    "Waits per rank, measured without the tracer: who keeps the others waiting",
+    compute,
+    needs=("steps", "phases"),
+    precondition=_why_not,
+    doc=(
+        "per rank over the untraced steps: the host's and the GPU's waits, and how much longer the "
+        "others waited than this rank (the straggler verdict's evidence)"
+    ),
+)

@@ -86,8 +86,10 @@ def _has_shapes(data: ProfileData) -> bool:
 
 def _precondition(data: ProfileData) -> str | None:
     if not _has_shapes(data):
-        return ("the profile has no input shapes: they are recorded only in --mode full "
-                "(dlscope profile --mode full, or torch.profiler's record_shapes=True)")
+        return (
+            "the profile has no input shapes: they are recorded only in --mode full "
+            "(dlscope profile --mode full, or torch.profiler's record_shapes=True)"
+        )
     return None
 
 
@@ -95,14 +97,22 @@ def _tables(data: ProfileData) -> tuple[str, str]:
     """Temp tables: ``rl_launch`` (rank, op_id of each launching op, ns, kernels, tc_ns) and
     ``rl_chain`` (rank, launch_id, op_id, dist: each launching op and the ops around it, 0 = itself,
     with their name, shapes, types and values ids)."""
-    launch = data.shared_table("rl_launch", lambda: f"""
+    launch = data.shared_table(
+        "rl_launch",
+        lambda: (
+            f"""
         SELECT o.rank, o.op_id, sum(k.end_ns - k.start_ns)::BIGINT AS ns, count(*) AS kernels,
                coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE n.tensor_core), 0)::BIGINT AS tc_ns
-        FROM ({selected_sql(data, 'kernels', launched=True)}) k JOIN {kernel_names(data)} n ON n.name_id = k.name_id
+        FROM ({selected_sql(data, "kernels", launched=True)}) k JOIN {kernel_names(data)} n ON n.name_id = k.name_id
         JOIN (SELECT rank, op_id, external_id FROM raw_ops WHERE external_id IS NOT NULL) o
           ON o.rank = k.rank AND o.external_id = k.external_id
-        GROUP BY ALL""")
-    chain = data.shared_table("rl_chain", lambda: f"""
+        GROUP BY ALL"""
+        ),
+    )
+    chain = data.shared_table(
+        "rl_chain",
+        lambda: (
+            f"""
         WITH RECURSIVE
             par AS MATERIALIZED (SELECT rank, op_id, parent_id FROM raw_ops WHERE parent_id IS NOT NULL),
             up(rank, launch_id, op_id, dist) AS (
@@ -112,7 +122,9 @@ def _tables(data: ProfileData) -> tuple[str, str]:
                 JOIN par p ON p.rank = u.rank AND p.op_id = u.op_id WHERE u.dist < {_MAX_DEPTH})
         SELECT u.rank, u.launch_id, u.op_id, u.dist, o.name_id, coalesce(o.input_shapes_id, -1) AS shapes_id,
                coalesce(o.input_types_id, -1) AS types_id, coalesce(o.input_values_id, -1) AS values_id
-        FROM up u JOIN raw_ops o ON o.rank = u.rank AND o.op_id = u.op_id""")
+        FROM up u JOIN raw_ops o ON o.rank = u.rank AND o.op_id = u.op_id"""
+        ),
+    )
     return launch, chain
 
 
@@ -133,11 +145,16 @@ def _models(data: ProfileData, chain: str) -> tuple[list[_Key], list[OpCost | Un
         LEFT JOIN strings t ON t.id = c.types_id LEFT JOIN strings v ON v.id = c.values_id""").fetchall()
     keys = [_Key(r[4] or "", r[5], r[6], r[7]) for r in rows]
     costs: list[OpCost | Unknown] = [op_cost(k.name, parse(k.shapes, k.types, k.values)) for k in keys]
-    table = pa.table({
-        "name_id": pa.array([r[0] for r in rows], pa.int32()), "shapes_id": pa.array([r[1] for r in rows], pa.int32()),
-        "types_id": pa.array([r[2] for r in rows], pa.int32()), "values_id": pa.array([r[3] for r in rows], pa.int32()),
-        "key": pa.array(range(len(rows)), pa.int32()),
-        "modelled": pa.array([isinstance(c, OpCost) for c in costs], pa.bool_())})
+    table = pa.table(
+        {
+            "name_id": pa.array([r[0] for r in rows], pa.int32()),
+            "shapes_id": pa.array([r[1] for r in rows], pa.int32()),
+            "types_id": pa.array([r[2] for r in rows], pa.int32()),
+            "values_id": pa.array([r[3] for r in rows], pa.int32()),
+            "key": pa.array(range(len(rows)), pa.int32()),
+            "modelled": pa.array([isinstance(c, OpCost) for c in costs], pa.bool_()),
+        }
+    )
     data.con.register("rl_model_arrow", table)
     try:
         data.con.execute("CREATE OR REPLACE TEMP TABLE rl_model AS SELECT * FROM rl_model_arrow")
@@ -186,8 +203,10 @@ def _groups(data: ProfileData, launch: str, chain: str) -> tuple[list[Group], li
         SELECT s.key, count(*), sum(a.kernels)::BIGINT, sum(a.ns)::BIGINT, sum(a.tc_ns)::BIGINT
         FROM assign a JOIN self_key s ON s.rank = a.rank AND s.launch_id = a.launch_id
         WHERE a.owner IS NULL GROUP BY s.key""").fetchall()
-    return ([Group(r[0], r[1], r[2], r[3], r[4]) for r in modelled],
-            [Group(r[0], r[1], r[2], r[3], r[4]) for r in unmodelled])
+    return (
+        [Group(r[0], r[1], r[2], r[3], r[4]) for r in modelled],
+        [Group(r[0], r[1], r[2], r[3], r[4]) for r in unmodelled],
+    )
 
 
 @dataclass(frozen=True)
@@ -229,8 +248,9 @@ class _Row:
             self.shapes, self.shapes_ns = shapes, g.ns
 
 
-def _rows(keys: list[_Key], costs: list[OpCost | Unknown], modelled: list[Group],
-          unmodelled: list[Group]) -> list[_Row]:
+def _rows(
+    keys: list[_Key], costs: list[OpCost | Unknown], modelled: list[Group], unmodelled: list[Group]
+) -> list[_Row]:
     """Modelled groups merged where the cost is the same (argument values the model does not read,
     a learning rate, differ from step to step), unmodelled ones per op name and reason."""
     rows: dict[tuple[Any, ...], _Row] = {}
@@ -246,11 +266,25 @@ def _rows(keys: list[_Key], costs: list[OpCost | Unknown], modelled: list[Group]
 
 
 COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
-    ("op", pa.string()), ("input_shapes", pa.string()), ("dtype", pa.string()), ("calls", pa.int64()),
-    ("kernels", pa.int64()), ("gpu_ms", pa.float64()), ("flops", pa.int64()), ("bytes", pa.int64()),
-    ("tflops", pa.float64()), ("tbs", pa.float64()), ("intensity", pa.float64()), ("ridge", pa.float64()),
-    ("bound", pa.string()), ("peak_pct", pa.float64()), ("saving_ms_per_step", pa.float64()), ("peak", pa.string()),
-    ("detail", pa.string()), ("why", pa.string()))
+    ("op", pa.string()),
+    ("input_shapes", pa.string()),
+    ("dtype", pa.string()),
+    ("calls", pa.int64()),
+    ("kernels", pa.int64()),
+    ("gpu_ms", pa.float64()),
+    ("flops", pa.int64()),
+    ("bytes", pa.int64()),
+    ("tflops", pa.float64()),
+    ("tbs", pa.float64()),
+    ("intensity", pa.float64()),
+    ("ridge", pa.float64()),
+    ("bound", pa.string()),
+    ("peak_pct", pa.float64()),
+    ("saving_ms_per_step", pa.float64()),
+    ("peak", pa.string()),
+    ("detail", pa.string()),
+    ("why", pa.string()),
+)
 
 
 def roofline(data: ProfileData, target_pct: float = TARGET_PCT) -> Roofline:
@@ -273,18 +307,24 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
     over = 0
     names: Counter[str] = Counter()
     for r in _rows(keys, costs, modelled, unmodelled):
-        row: dict[str, Any] = dict(op=r.op, input_shapes=r.shapes, calls=r.calls, kernels=r.kernels,
-                                   gpu_ms=r.ns / 1e6, why=r.why)
+        row: dict[str, Any] = dict(
+            op=r.op, input_shapes=r.shapes, calls=r.calls, kernels=r.kernels, gpu_ms=r.ns / 1e6, why=r.why
+        )
         out.append(row)
         cost = r.cost
         if cost is None:
             names[r.op] += r.ns
             continue
         secs = r.ns / 1e9
-        row.update(dtype=cost.dtype, detail=cost.detail or None, flops=cost.flops, bytes=cost.bytes,
-                   tflops=cost.flops * r.calls / secs / 1e12 if secs and cost.flops else None,
-                   tbs=cost.bytes * r.calls / secs / 1e12 if secs else None,
-                   intensity=cost.flops / cost.bytes if cost.bytes else None)
+        row.update(
+            dtype=cost.dtype,
+            detail=cost.detail or None,
+            flops=cost.flops,
+            bytes=cost.bytes,
+            tflops=cost.flops * r.calls / secs / 1e12 if secs and cost.flops else None,
+            tbs=cost.bytes * r.calls / secs / 1e12 if secs else None,
+            intensity=cost.flops / cost.bytes if cost.bytes else None,
+        )
         if peaks is None or bw is None:
             continue
         # any tensor-core kernel: its matrix math runs there (layout transposes beside it do not)
@@ -299,15 +339,33 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
         saving_total += saving
         over += int(pct is not None and pct > 100.0)
         intensity = row["intensity"] or 0.0
-        row.update(peak=f"{label} {peak:g}" if peak else None, ridge=ridge,
-                   bound="compute" if ridge is not None and intensity >= ridge else "memory",
-                   peak_pct=pct, saving_ms_per_step=saving * 1e3)
+        row.update(
+            peak=f"{label} {peak:g}" if peak else None,
+            ridge=ridge,
+            bound="compute" if ridge is not None and intensity >= ridge else "memory",
+            peak_pct=pct,
+            saving_ms_per_step=saving * 1e3,
+        )
     table = pa.table({c: pa.array([row.get(c) for row in out], t) for c, t in COLUMNS})
-    kernel_ns = int(data.scalar(f"SELECT coalesce(sum(end_ns - start_ns), 0)::BIGINT "
-                                f"FROM ({selected_sql(data, 'kernels', launched=True)})") or 0)
+    kernel_ns = int(
+        data.scalar(
+            f"SELECT coalesce(sum(end_ns - start_ns), 0)::BIGINT FROM ({selected_sql(data, 'kernels', launched=True)})"
+        )
+        or 0
+    )
     values = bool(data.scalar("SELECT EXISTS (SELECT 1 FROM raw_ops WHERE input_values_id IS NOT NULL)"))
-    return Roofline(table, gpu, sum(g.ns for g in modelled), sum(g.ns for g in unmodelled), kernel_ns, steps,
-                    saving_total * 1e9, over, names.most_common(), values)
+    return Roofline(
+        table,
+        gpu,
+        sum(g.ns for g in modelled),
+        sum(g.ns for g in unmodelled),
+        kernel_ns,
+        steps,
+        saving_total * 1e9,
+        over,
+        names.most_common(),
+        values,
+    )
 
 
 def compute(data: ProfileData) -> ReportResult:
@@ -322,41 +380,70 @@ def _notes(r: Roofline) -> list[str]:
     notes: list[str] = []
     p = r.gpu.peaks
     if p is not None:
-        notes.append(f"GPU: {r.gpu.name} = {p.name} ({p.source}): dense peaks at boost clock, memory {p.hbm_tbs:g} TB/s; "
-                     f"FP32 {p.fp32:g}" + "".join(f", {n} {v:g}" for n, v in (
-                         ("TF32", p.tf32), ("FP16", p.fp16), ("BF16", p.bf16), ("FP8", p.fp8), ("INT8", p.int8),
-                         ("FP32 matrix", p.fp32_matrix), ("FP64", p.fp64)) if v) + " TFLOP/s")
+        notes.append(
+            f"GPU: {r.gpu.name} = {p.name} ({p.source}): dense peaks at boost clock, memory {p.hbm_tbs:g} TB/s; "
+            f"FP32 {p.fp32:g}"
+            + "".join(
+                f", {n} {v:g}"
+                for n, v in (
+                    ("TF32", p.tf32),
+                    ("FP16", p.fp16),
+                    ("BF16", p.bf16),
+                    ("FP8", p.fp8),
+                    ("INT8", p.int8),
+                    ("FP32 matrix", p.fp32_matrix),
+                    ("FP64", p.fp64),
+                )
+                if v
+            )
+            + " TFLOP/s"
+        )
     else:
-        notes.append(f"no roofline (peaks, ridge, bound, peak_pct, saving): {r.gpu.found.why_not}; FLOPs, bytes and "
-                     "achieved rates are shown without it")
+        notes.append(
+            f"no roofline (peaks, ridge, bound, peak_pct, saving): {r.gpu.found.why_not}; FLOPs, bytes and "
+            "achieved rates are shown without it"
+        )
     if not r.kernel_ns:
         notes.append("no kernels in the selected steps")
         return notes
     share = 100.0 * r.modelled_ns / r.kernel_ns
-    notes.append(f"the model covers {r.modelled_ns / 1e6:.3f} ms of {r.kernel_ns / 1e6:.3f} ms of kernel time "
-                 f"({share:.1f}%)")
+    notes.append(
+        f"the model covers {r.modelled_ns / 1e6:.3f} ms of {r.kernel_ns / 1e6:.3f} ms of kernel time ({share:.1f}%)"
+    )
     if r.unmodelled_names:
         top = ", ".join(f"{n} ({ns / 1e6:.3f} ms)" for n, ns in r.unmodelled_names[:6])
         more = len(r.unmodelled_names) - 6
-        notes.append(f"{len(r.unmodelled_names)} op name(s) without a model hold {r.unmodelled_ns / 1e6:.3f} ms "
-                     f"(why: see the rows): {top}" + (f" and {more} more" if more > 0 else ""))
+        notes.append(
+            f"{len(r.unmodelled_names)} op name(s) without a model hold {r.unmodelled_ns / 1e6:.3f} ms "
+            f"(why: see the rows): {top}" + (f" and {more} more" if more > 0 else "")
+        )
     linked = r.modelled_ns + r.unmodelled_ns
     if r.kernel_ns > linked:
-        notes.append(f"{(r.kernel_ns - linked) / 1e6:.3f} ms of kernel time has no launching op and is not in this table")
+        notes.append(
+            f"{(r.kernel_ns - linked) / 1e6:.3f} ms of kernel time has no launching op and is not in this table"
+        )
     if not r.values_recorded:
-        notes.append("argument values (strides, causal flags, which gradients a backward computes) were not recorded "
-                     "in this profile (made before dlscope kept them: importing its trace again adds them): ops "
-                     "whose cost needs them are listed with the value they lack")
+        notes.append(
+            "argument values (strides, causal flags, which gradients a backward computes) were not recorded "
+            "in this profile (made before dlscope kept them: importing its trace again adds them): ops "
+            "whose cost needs them are listed with the value they lack"
+        )
     if p is not None:
         unit = "step" if r.steps else "profile (no steps)"
-        notes.append(f"saving_ms_per_step: kernel time per {unit} given back if every modelled op ran at "
-                     f"{TARGET_PCT:g}% of its roofline: {r.saving_ns / 1e6:.3f} ms in all; the step shortens by "
-                     "as much only where GPU work is on its critical path")
+        notes.append(
+            f"saving_ms_per_step: kernel time per {unit} given back if every modelled op ran at "
+            f"{TARGET_PCT:g}% of its roofline: {r.saving_ns / 1e6:.3f} ms in all; the step shortens by "
+            "as much only where GPU work is on its critical path"
+        )
         if r.over_100:
-            notes.append(f"{r.over_100} row(s) above 100% of the roofline: their data came from cache rather than "
-                         "device memory, or the model's compulsory bytes overcount what the kernels read")
-    notes.append("flops and bytes are per call (bytes: each input read and each output written once); tflops and tbs "
-                 "are achieved over the kernels' time; intensity and ridge in FLOP/byte")
+            notes.append(
+                f"{r.over_100} row(s) above 100% of the roofline: their data came from cache rather than "
+                "device memory, or the model's compulsory bytes overcount what the kernels read"
+            )
+    notes.append(
+        "flops and bytes are per call (bytes: each input read and each output written once); tflops and tbs "
+        "are achieved over the kernels' time; intensity and ridge in FLOP/byte"
+    )
     if r.steps:
         notes.append(f"gpu_ms: totals over {r.steps} selected step{'s' if r.steps != 1 else ''} with detailed tracing")
     return notes
@@ -373,12 +460,29 @@ def _si(v: Any) -> str:
     return f"{x:g}"
 
 
-FORMATS = {"gpu_ms": fixed(3), "tflops": fixed(2), "tbs": fixed(3), "intensity": fixed(1),
-           "ridge": fixed(1), "peak_pct": fixed(1), "saving_ms_per_step": fixed(3), "calls": integer(True),
-           "kernels": integer(True), "flops": _si, "bytes": _si}
+FORMATS = {
+    "gpu_ms": fixed(3),
+    "tflops": fixed(2),
+    "tbs": fixed(3),
+    "intensity": fixed(1),
+    "ridge": fixed(1),
+    "peak_pct": fixed(1),
+    "saving_ms_per_step": fixed(3),
+    "calls": integer(True),
+    "kernels": integer(True),
+    "flops": _si,
+    "bytes": _si,
+}
 
-REPORT = Report("roofline", "Roofline: each op's FLOPs and bytes against the GPU's peaks", compute,
-                needs=("ops", "kernels"), precondition=_precondition,
-                doc="per op name and input shapes: calls, kernel time, FLOPs and bytes from the shapes, achieved "
-                    "TFLOP/s and TB/s, intensity, the bound and ridge point, % of the roofline, and the time saved "
-                    f"at {TARGET_PCT:g}% of it (needs input shapes: --mode full)")
+REPORT = Report(
+    "roofline",
+    "Roofline: each op's FLOPs and bytes against the GPU's peaks",
+    compute,
+    needs=("ops", "kernels"),
+    precondition=_precondition,
+    doc=(
+        "per op name and input shapes: calls, kernel time, FLOPs and bytes from the shapes, achieved "
+        "TFLOP/s and TB/s, intensity, the bound and ridge point, % of the roofline, and the time saved "
+        f"at {TARGET_PCT:g}% of it (needs input shapes: --mode full)"
+    ),
+)

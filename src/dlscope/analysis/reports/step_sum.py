@@ -23,8 +23,11 @@ def compute(data: ProfileData) -> ReportResult:
     # push the user's phases a level down, and the traced steps then had no phase time; and a
     # phase that runs past its step's end (a step marked inside it) must not count twice.
     excluded = ", ".join(f"'{d}'" for d in EXCLUDED_DOMAINS)
-    islands = union_sql(f"""SELECT rank, start_ns, end_ns FROM phases
-                           WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""", "rank")
+    islands = union_sql(
+        f"""SELECT rank, start_ns, end_ns FROM phases
+                           WHERE kind = 'range' AND coalesce(domain, '') NOT IN ({excluded})""",
+        "rank",
+    )
     covered = covered_sql("SELECT rank, step, start_ns, end_ns FROM sel_steps", islands, ("rank",))
     table = data.table(f"""
         WITH top AS ({covered})
@@ -37,7 +40,14 @@ def compute(data: ProfileData) -> ReportResult:
     return ReportResult("step_sum", REPORT.title, table, fmt)
 
 
-REPORT = Report("step_sum", "Per-step duration and composition", compute, needs_steps=True,
-                doc="duration of each selected step, the part of it inside the application's phases (dlscope's "
-                    "tracing window and the whole run's phase are not phases of the step) and the rest, "
-                    "kernels launched in the step and their summed time")
+REPORT = Report(
+    "step_sum",
+    "Per-step duration and composition",
+    compute,
+    needs_steps=True,
+    doc=(
+        "duration of each selected step, the part of it inside the application's phases (dlscope's "
+        "tracing window and the whole run's phase are not phases of the step) and the rest, "
+        "kernels launched in the step and their summed time"
+    ),
+)

@@ -30,8 +30,13 @@ OUTSIDE = "(outside phases)"
 def per_rank_step_sql(data: ProfileData) -> str:
     """SQL: per (rank, step) of the selection: step_ns, wait_ns (NULL without matched
     collectives)."""
-    wait = step_wait_sql(data) if data.has("comms") else \
-        "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS wait_ns, 0 AS collectives WHERE FALSE"
+    wait = (
+        step_wait_sql(data)
+        if data.has("comms")
+        else (
+            "SELECT NULL::INTEGER AS rank, NULL::INTEGER AS step, NULL::BIGINT AS wait_ns, 0 AS collectives WHERE FALSE"
+        )
+    )
     return f"""SELECT s.rank, s.step, s.tid, (s.end_ns - s.start_ns)::BIGINT AS step_ns, w.wait_ns, w.collectives
                FROM sel_steps s LEFT JOIN ({wait}) w USING (rank, step)"""
 
@@ -66,16 +71,23 @@ def phase_excess_sql(data: ProfileData, stragglers: str) -> str:
     median for the same phase (``(outside phases)`` for time outside every phase). Each rank's
     waits for the others are taken out of its phases first: the ranks that waited did so inside
     some phase, which would otherwise look as slow as the straggler's culprit."""
-    waits = (f"SELECT rank, start_ns, start_ns + wait_ns AS end_ns FROM ({matched_sql(data)}) WHERE wait_ns > 0"
-             if data.has("comms") else "SELECT NULL::INTEGER AS rank, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns WHERE FALSE")
-    step_rows = ("SELECT rank, step, tid, start_ns, end_ns, (end_ns - start_ns)::BIGINT AS step_ns FROM sel_steps "
-                 "WHERE step IN (SELECT step FROM s)")
+    waits = (
+        f"SELECT rank, start_ns, start_ns + wait_ns AS end_ns FROM ({matched_sql(data)}) WHERE wait_ns > 0"
+        if data.has("comms")
+        else "SELECT NULL::INTEGER AS rank, 0::BIGINT AS start_ns, 0::BIGINT AS end_ns WHERE FALSE"
+    )
+    step_rows = (
+        "SELECT rank, step, tid, start_ns, end_ns, (end_ns - start_ns)::BIGINT AS step_ns FROM sel_steps "
+        "WHERE step IN (SELECT step FROM s)"
+    )
     # the outermost phases of the step's thread, not counting dlscope's own ranges (the run, the
     # tracing window) that enclose them
-    phase_rows = ("SELECT rank, step, name, start_ns, end_ns FROM ("
-                  "SELECT p.*, min(p.depth) OVER (PARTITION BY p.rank, p.step) AS top "
-                  "FROM phases p JOIN steps t ON t.rank = p.rank AND t.step = p.step AND t.tid = p.tid "
-                  "WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN ('process', 'trace')) WHERE depth = top")
+    phase_rows = (
+        "SELECT rank, step, name, start_ns, end_ns FROM ("
+        "SELECT p.*, min(p.depth) OVER (PARTITION BY p.rank, p.step) AS top "
+        "FROM phases p JOIN steps t ON t.rank = p.rank AND t.step = p.step AND t.tid = p.tid "
+        "WHERE p.kind = 'range' AND coalesce(p.domain, '') NOT IN ('process', 'trace')) WHERE depth = top"
+    )
     islands = "SELECT * FROM isl"
     return f"""
     WITH s AS MATERIALIZED ({stragglers}),
@@ -101,8 +113,13 @@ def phase_excess_sql(data: ProfileData, stragglers: str) -> str:
 
 def compute(data: ProfileData) -> ReportResult:
     if int(data.scalar("SELECT count(DISTINCT rank) FROM sel_steps") or 0) < 2:
-        return ReportResult("straggler", REPORT.title, pa.table({"step": pa.array([], pa.int32())}), FORMATS,
-                            ["fewer than two ranks with steps: nothing to compare"])
+        return ReportResult(
+            "straggler",
+            REPORT.title,
+            pa.table({"step": pa.array([], pa.int32())}),
+            FORMATS,
+            ["fewer than two ranks with steps: nothing to compare"],
+        )
     s = stragglers_sql(data)
     table = data.table(f"""
         WITH s AS MATERIALIZED ({s})
@@ -111,17 +128,36 @@ def compute(data: ProfileData) -> ReportResult:
                s.wait_ns / 1e6 AS own_wait_ms,
                CASE WHEN e.phase_excess_ns > 0 THEN e.phase END AS phase,
                CASE WHEN e.phase_excess_ns > 0 THEN e.phase_excess_ns / 1e6 END AS phase_excess_ms
-        FROM s LEFT JOIN ({phase_excess_sql(data, 'SELECT * FROM s')}) e USING (step)
+        FROM s LEFT JOIN ({phase_excess_sql(data, "SELECT * FROM s")}) e USING (step)
         ORDER BY s.step""")
-    notes = ["slowest_rank: the rank the others waited for at the step's collectives (basis 'waits'), or the "
-             "longest step (basis 'step_time'); lag_ms: how much longer the others waited for it (or its excess "
-             "over the median step)", "phase: the straggler's phase that took longest compared with the other ranks"]
+    notes = [
+        (
+            "slowest_rank: the rank the others waited for at the step's collectives (basis 'waits'), or the "
+            "longest step (basis 'step_time'); lag_ms: how much longer the others waited for it (or its excess "
+            "over the median step)"
+        ),
+        "phase: the straggler's phase that took longest compared with the other ranks",
+    ]
     return ReportResult("straggler", REPORT.title, table, FORMATS, notes)
 
 
-FORMATS = {"lag_ms": fixed(3), "lag_pct": fixed(1), "step_ms": fixed(3), "own_wait_ms": fixed(3),
-           "phase_excess_ms": fixed(3), "ranks": integer()}
+FORMATS = {
+    "lag_ms": fixed(3),
+    "lag_pct": fixed(1),
+    "step_ms": fixed(3),
+    "own_wait_ms": fixed(3),
+    "phase_excess_ms": fixed(3),
+    "ranks": integer(),
+}
 
-REPORT = Report("straggler", "Stragglers: the rank each step waited for", compute, needs_steps=True, needs_ranks=2,
-                doc="per step: the slowest rank (the one the others waited for at collectives), by how much, "
-                    "and the phase that made it slow")
+REPORT = Report(
+    "straggler",
+    "Stragglers: the rank each step waited for",
+    compute,
+    needs_steps=True,
+    needs_ranks=2,
+    doc=(
+        "per step: the slowest rank (the one the others waited for at collectives), by how much, "
+        "and the phase that made it slow"
+    ),
+)

@@ -4,7 +4,8 @@ Each kernel belongs to the op that launched it (the innermost framework op, by `
 kernels with no op are gathered under ``(no op)``. Per op name: ``calls`` (instances that launched
 kernels), tensor-core and other kernel time and counts, TC utilization (tensor-core share of the
 op's kernel time), whether the op is tensor-core eligible (a GEMM, convolution or attention op)
-and whether it used tensor cores at all. Which kernel uses tensor cores is decided by :mod:`.tensor_cores` from kernel names.
+and whether it used tensor cores at all.
+Which kernel uses tensor cores is decided by :mod:`.tensor_cores` from kernel names.
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ NO_OP = "(no op)"
 
 def kernels_with_ops_sql(data: ProfileData) -> str:
     """SQL: the selected kernels with ``tc`` (bool), ``op_name`` and ``op_id`` of their launching op."""
-    op_join = ("LEFT JOIN ops o ON o.rank = k.rank AND o.external_id = k.external_id"
-               if data.has("ops") else "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::BIGINT AS external_id, "
-                                       "NULL::VARCHAR AS name, NULL::BIGINT AS op_id) o ON FALSE")
-    return f"""SELECT k.rank, k.start_ns, k.end_ns, k.name, {tensor_core_sql('k.name')} AS tc,
+    op_join = (
+        "LEFT JOIN ops o ON o.rank = k.rank AND o.external_id = k.external_id"
+        if data.has("ops")
+        else (
+            "LEFT JOIN (SELECT NULL::INTEGER AS rank, NULL::BIGINT AS external_id, "
+            "NULL::VARCHAR AS name, NULL::BIGINT AS op_id) o ON FALSE"
+        )
+    )
+    return f"""SELECT k.rank, k.start_ns, k.end_ns, k.name, {tensor_core_sql("k.name")} AS tc,
                       o.name AS op_name, o.op_id
-               FROM ({selected_sql(data, 'kernels', launched=True)}) k {op_join}"""
+               FROM ({selected_sql(data, "kernels", launched=True)}) k {op_join}"""
 
 
 def compute(data: ProfileData) -> ReportResult:
@@ -42,7 +48,7 @@ def compute(data: ProfileData) -> ReportResult:
                coalesce(sum(end_ns - start_ns) FILTER (WHERE NOT tc), 0)::BIGINT / 1e6 AS non_tc_gpu_ms,
                100.0 * coalesce(sum(end_ns - start_ns) FILTER (WHERE tc), 0) / nullif(sum(end_ns - start_ns), 0)
                    AS tc_pct,
-               op_name IS NOT NULL AND {eligible_op_sql('op_name')} AS eligible,
+               op_name IS NOT NULL AND {eligible_op_sql("op_name")} AS eligible,
                count(*) FILTER (WHERE tc) > 0 AS using_tc
         FROM k GROUP BY op_name ORDER BY gpu_ms DESC, op""")
     return ReportResult("tensor_core", REPORT.title, table, FORMATS, _notes(data, table))
@@ -50,8 +56,10 @@ def compute(data: ProfileData) -> ReportResult:
 
 def _notes(data: ProfileData, table: pa.Table) -> list[str]:
     rows = table.to_pylist()
-    notes = ["tensor-core use judged from kernel names (patterns in dlscope.analysis.core.tensor_core_kernels); "
-             "tc_pct = tensor-core share of the op's kernel time"]
+    notes = [
+        "tensor-core use judged from kernel names (patterns in dlscope.analysis.core.tensor_core_kernels); "
+        "tc_pct = tensor-core share of the op's kernel time"
+    ]
     total = sum(r["gpu_ms"] for r in rows)
     if not total:
         notes.append("no kernels in the selected steps")
@@ -62,16 +70,23 @@ def _notes(data: ProfileData, table: pa.Table) -> list[str]:
     if elig:
         e_total = sum(r["gpu_ms"] for r in elig)
         e_tc = sum(r["tc_gpu_ms"] for r in elig)
-        notes.append(f"eligible ops: {100 * e_tc / e_total:.1f}% of their kernel time on tensor cores"
-                     if e_total else "eligible ops launched no timed kernels")
+        notes.append(
+            f"eligible ops: {100 * e_tc / e_total:.1f}% of their kernel time on tensor cores"
+            if e_total
+            else "eligible ops launched no timed kernels"
+        )
         missing = [r["op"] for r in elig if not r["using_tc"]]
         if missing:
-            notes.append(f"eligible ops that used no tensor-core kernel: {', '.join(missing[:5])}"
-                         + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+            notes.append(
+                f"eligible ops that used no tensor-core kernel: {', '.join(missing[:5])}"
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            )
     gpm = gpm_tensor_active(data)
     if gpm is not None:
-        notes.append(f"GPM tensor activity (sampled, a second opinion on the kernel names): mean {gpm:.1f}% "
-                     "over the selected steps")
+        notes.append(
+            f"GPM tensor activity (sampled, a second opinion on the kernel names): mean {gpm:.1f}% "
+            "over the selected steps"
+        )
     return notes
 
 
@@ -84,10 +99,24 @@ def gpm_tensor_active(data: ProfileData) -> float | None:
     return None if v is None else float(v)
 
 
-FORMATS = {"gpu_ms": fixed(3), "tc_gpu_ms": fixed(3), "non_tc_gpu_ms": fixed(3), "tc_pct": fixed(1),
-           "kernels": integer(True), "tc_kernels": integer(True), "non_tc_kernels": integer(True),
-           "calls": integer(True)}
+FORMATS = {
+    "gpu_ms": fixed(3),
+    "tc_gpu_ms": fixed(3),
+    "non_tc_gpu_ms": fixed(3),
+    "tc_pct": fixed(1),
+    "kernels": integer(True),
+    "tc_kernels": integer(True),
+    "non_tc_kernels": integer(True),
+    "calls": integer(True),
+}
 
-REPORT = Report("tensor_core", "Tensor-core use per op", compute, needs=("kernels",),
-                doc="per op: tensor-core and other kernel time and counts, TC utilization, eligibility "
-                    "(GEMM, convolution, attention), from kernel names; GPM tensor activity when sampled")
+REPORT = Report(
+    "tensor_core",
+    "Tensor-core use per op",
+    compute,
+    needs=("kernels",),
+    doc=(
+        "per op: tensor-core and other kernel time and counts, TC utilization, eligibility "
+        "(GEMM, convolution, attention), from kernel names; GPM tensor activity when sampled"
+    ),
+)

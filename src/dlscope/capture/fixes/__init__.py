@@ -14,14 +14,24 @@ from .pinned import PinnedMemory
 from .tf32 import Tf32
 from .workers import DataLoaderWorkers
 
-FIXES: list[type[InjectedFix]] = [Bf16Autocast, Tf32, DataLoaderWorkers, PinnedMemory, LargerBatch,
-                                  FusedOptimizer, ChannelsLast,
-                                  CudnnBenchmark, Compile, CompileGraphs]
+FIXES: list[type[InjectedFix]] = [
+    Bf16Autocast,
+    Tf32,
+    DataLoaderWorkers,
+    PinnedMemory,
+    LargerBatch,
+    FusedOptimizer,
+    ChannelsLast,
+    CudnnBenchmark,
+    Compile,
+    CompileGraphs,
+]
 BY_NAME: dict[str, type[InjectedFix]] = {f.name: f for f in FIXES}
 
 
 def fixes_for(rule_id: str) -> list[str]:
     """The fixes ``dlscope try`` injects to test a finding of the rule ``rule_id``."""
     return [f.name for f in FIXES if rule_id in f.rules]
+
 
 __all__ = ["BY_NAME", "FIXES", "fixes_for", "FixContext", "InjectedFix", "NotApplicable"]

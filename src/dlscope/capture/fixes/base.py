@@ -24,9 +24,9 @@ class FixContext:
     and the step boundaries. Filled by :class:`~dlscope.capture.fix_injector.FixInjector`."""
 
     def __init__(self) -> None:
-        self.on_step_start: list[Any] = []     # callables run at each step boundary (a new step begins)
-        self.before_backward: list[Any] = []   # callables run right before torch.autograd.backward
-        self.first_forward: list[Any] = []     # callables (module, args) -> args | None, at the outermost forward
+        self.on_step_start: list[Any] = []  # callables run at each step boundary (a new step begins)
+        self.before_backward: list[Any] = []  # callables run right before torch.autograd.backward
+        self.first_forward: list[Any] = []  # callables (module, args) -> args | None, at the outermost forward
         # per fix name, what dlscope try knows for it (Settings.try_run.fix_options): the advice's
         # predicted saving ('predicted_saving_pct') sizes a fix that has a size (DataLoader workers)
         self.options: dict[str, dict[str, Any]] = {}
@@ -34,7 +34,7 @@ class FixContext:
 
 class InjectedFix:
     name: ClassVar[FixName]
-    rules: ClassVar[tuple[RuleId, ...]] = ()   # the advice rules whose change this is
+    rules: ClassVar[tuple[RuleId, ...]] = ()  # the advice rules whose change this is
     describe: ClassVar[str] = ""
     changes_precision: ClassVar[bool] = False
     on_request_only: ClassVar[bool] = False  # slow to start (torch.compile): only when named

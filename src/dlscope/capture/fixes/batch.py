@@ -68,5 +68,8 @@ class LargerBatch(InjectedFix):
             self.detail = {"factor": FACTOR, "samples_factor": FACTOR, "batch_sizes": [list(s) for s in self.sizes]}
             return True, ""
         if self.skipped:
-            return False, f"the program's loaders cannot take a larger batch here: {self.skipped[0]}; change it in the source"
+            return (
+                False,
+                f"the program's loaders cannot take a larger batch here: {self.skipped[0]}; change it in the source",
+            )
         return False, "the batch does not come from a DataLoader's batch_size: change it in the source"

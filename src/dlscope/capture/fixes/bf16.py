@@ -51,10 +51,19 @@ class Bf16Autocast(InjectedFix):
         def __init__(region: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
             init(region, device_type, *args, **kwargs)
             region._dlscope_switch = False
-            if (not getattr(region, "_dlscope_ours", False) and not region._enabled and fix._program_depth == 0
-                    and device_type == fix._device):
-                init(region, device_type, dtype=fix._torch.bfloat16, enabled=True,
-                     cache_enabled=kwargs.get("cache_enabled"))
+            if (
+                not getattr(region, "_dlscope_ours", False)
+                and not region._enabled
+                and fix._program_depth == 0
+                and device_type == fix._device
+            ):
+                init(
+                    region,
+                    device_type,
+                    dtype=fix._torch.bfloat16,
+                    enabled=True,
+                    cache_enabled=kwargs.get("cache_enabled"),
+                )
                 region._dlscope_switch = True
                 fix.switches += 1
 

@@ -29,8 +29,10 @@ class ChannelsLast(InjectedFix):
                 self.changed += 1
         if not self.changed:
             return None
-        return tuple(a.contiguous(memory_format=torch.channels_last) if isinstance(a, torch.Tensor) and a.dim() == 4
-                     else a for a in args)
+        return tuple(
+            a.contiguous(memory_format=torch.channels_last) if isinstance(a, torch.Tensor) and a.dim() == 4 else a
+            for a in args
+        )
 
     def outcome(self) -> tuple[bool, str]:
         return (True, "") if self.changed else (False, "the model has no 2-D convolution")

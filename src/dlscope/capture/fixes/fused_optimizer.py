@@ -31,8 +31,9 @@ class FusedOptimizer(InjectedFix):
             def init(opt: Any, params: Any, *args: Any, _orig: Any = orig, _name: str = name, **kwargs: Any) -> None:
                 params = list(params)
                 if kwargs.get("fused") or not _all_cuda(torch, params):
-                    fix.skipped.append(f"{_name}: already fused" if kwargs.get("fused") else
-                                       f"{_name}: parameters not all on CUDA")
+                    fix.skipped.append(
+                        f"{_name}: already fused" if kwargs.get("fused") else f"{_name}: parameters not all on CUDA"
+                    )
                     _orig(opt, params, *args, **kwargs)
                     return
                 kwargs["fused"] = True
@@ -45,8 +46,9 @@ class FusedOptimizer(InjectedFix):
     def outcome(self) -> tuple[bool, str]:
         if self.changed:
             return True, ""
-        return False, ("no Adam, AdamW or SGD over CUDA parameters was made"
-                       + (f" ({self.skipped[0]})" if self.skipped else ""))
+        return False, (
+            "no Adam, AdamW or SGD over CUDA parameters was made" + (f" ({self.skipped[0]})" if self.skipped else "")
+        )
 
 
 def _all_cuda(torch: ModuleType, params: list[Any]) -> bool:

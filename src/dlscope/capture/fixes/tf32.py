@@ -16,7 +16,9 @@ class Tf32(InjectedFix):
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         if torch.get_float32_matmul_precision() != "highest":
-            raise NotApplicable(f"the program already sets float32 matmul precision '{torch.get_float32_matmul_precision()}'")
+            raise NotApplicable(
+                f"the program already sets float32 matmul precision '{torch.get_float32_matmul_precision()}'"
+            )
         torch.set_float32_matmul_precision("high")
         torch.backends.cudnn.allow_tf32 = True
         self.changed = 1

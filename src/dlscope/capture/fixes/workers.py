@@ -46,8 +46,14 @@ def choose_workers(cpus: int, predicted_saving_pct: float | None) -> tuple[int, 
         side_by_side = p / max(100.0 - p, 1.0)  # batches loading at once to keep up
         needed = max(1, math.ceil(HEADROOM * side_by_side - 1e-9))  # (the tolerance: 3.0000000001 is 3)
         n = min(MAX_WORKERS, needed)
-        return n, needed, (f"{n} workers: the advice's {p:.0f}% saving needs {side_by_side:.1f} batches loading "
-                           f"side by side, {HEADROOM:g}x that" + (f" (at most {MAX_WORKERS})" if n < needed else ""))
+        return (
+            n,
+            needed,
+            (
+                f"{n} workers: the advice's {p:.0f}% saving needs {side_by_side:.1f} batches loading "
+                f"side by side, {HEADROOM:g}x that" + (f" (at most {MAX_WORKERS})" if n < needed else "")
+            ),
+        )
     n = min(MAX_WORKERS, max(DEFAULT_WORKERS, cpus))
     return n, None, f"{n} workers: no prediction to size them by, so max({DEFAULT_WORKERS}, the {cpus} CPUs)"
 
@@ -88,7 +94,9 @@ class DataLoaderWorkers(InjectedFix):
             if isinstance(dataset, IterableDataset):
                 fix.skipped.append("an IterableDataset (workers would each yield the whole stream)")
                 return orig(loader, dataset, *args, **kwargs)
-            given.update(num_workers=workers, persistent_workers=True, prefetch_factor=given.get("prefetch_factor") or 2)
+            given.update(
+                num_workers=workers, persistent_workers=True, prefetch_factor=given.get("prefetch_factor") or 2
+            )
             if cuda and not given.get("pin_memory"):
                 given["pin_memory"] = True
             fix.changed += 1

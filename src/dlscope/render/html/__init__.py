@@ -23,8 +23,16 @@ from .svg import esc
 __all__ = ["ReportModel", "render_report", "write_report"]
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-SECTIONS = (("summary", "Summary"), ("advice", "Advice"), ("steps", "Steps"), ("phases", "Phases"),
-            ("gpu", "GPU over time"), ("kernels", "Kernels"), ("ops", "Ops"), ("capture", "Capture"))
+SECTIONS = (
+    ("summary", "Summary"),
+    ("advice", "Advice"),
+    ("steps", "Steps"),
+    ("phases", "Phases"),
+    ("gpu", "GPU over time"),
+    ("kernels", "Kernels"),
+    ("ops", "Ops"),
+    ("capture", "Capture"),
+)
 
 
 def render_report(model: ReportModel, progress: ProgressCallback | None = None) -> str:
@@ -36,14 +44,16 @@ def render_report(model: ReportModel, progress: ProgressCallback | None = None) 
     if g is None:
         gpu = plots.gpu_section(None, None, None, None, colors, after=by_phase)
     else:
-        gpu = plots.gpu_section(g.bins, g.busy, g.counters, g.bands, colors, from_steps=bool(s.steps.count),
-                                after=by_phase)
+        gpu = plots.gpu_section(
+            g.bins, g.busy, g.counters, g.bands, colors, from_steps=bool(s.steps.count), after=by_phase
+        )
     parts = [
         details.summary_section(s, model.busy_pct, model.kernel_ns_per_step, model.tensor_cores),
         details.advice_section(model.findings),
         plots.steps_section(model.durations),
-        plots.phases_section(s.phases, model.per_step, colors, "step" if s.steps.count else "wall",
-                             bool(s.steps.traced_excluded)),
+        plots.phases_section(
+            s.phases, model.per_step, colors, "step" if s.steps.count else "wall", bool(s.steps.traced_excluded)
+        ),
         gpu,
         details.kernels_section(model.top_kernels, model.tensor_cores),
         details.ops_section(model.top_ops),
@@ -60,7 +70,7 @@ def page(path: Path, body: str) -> str:
     made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in SECTIONS)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>dlscope report: {esc(name)}</title><style>{css}</style></head><body>"
@@ -69,7 +79,8 @@ def page(path: Path, body: str) -> str:
         f"<nav>{nav}</nav><main>{body}</main>"
         f"<footer>Made by dlscope {esc(__version__)} on {esc(made)} from {esc(os.fspath(path))}. This page "
         "is one file: it loads nothing and runs no script. Hover a bar or a point for its value.</footer>"
-        "</body></html>\n")
+        "</body></html>\n"
+    )
 
 
 def write_report(model: ReportModel, path: Path, progress: ProgressCallback | None = None) -> int:

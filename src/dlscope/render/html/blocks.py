@@ -30,7 +30,7 @@ def pct(v: float | None, digits: int = 1) -> str:
 
 def section(anchor: str, title: str, body: str, intro: str = "") -> str:
     head = f'<h2 id="{esc(anchor)}">{esc(title)}</h2>'
-    return f'<section>{head}{f"<p class=intro>{esc(intro)}</p>" if intro else ""}{body}</section>'
+    return f"<section>{head}{f'<p class=intro>{esc(intro)}</p>' if intro else ''}{body}</section>"
 
 
 def note(text: str) -> str:
@@ -39,18 +39,27 @@ def note(text: str) -> str:
 
 def cards(items: Sequence[tuple[str, str, str]]) -> str:
     """Headline numbers: (label, value, detail)."""
-    return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
-        f'<div class="detail">{esc(detail)}</div></div>' for label, value, detail in items) + "</div>"
+    return (
+        '<div class="cards">'
+        + "".join(
+            f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
+            f'<div class="detail">{esc(detail)}</div></div>'
+            for label, value, detail in items
+        )
+        + "</div>"
+    )
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None,
-          cls: str = "") -> str:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None, cls: str = ""
+) -> str:
     """A table of plain-text cells (escaped here). ``numeric`` columns are right-aligned."""
     numeric = numeric or [False] * len(headers)
     head = "".join(f'<th class="{"num" if n else "txt"}">{esc(h)}</th>' for h, n in zip(headers, numeric))
-    body = "".join("<tr>" + "".join(f'<td class="{"num" if n else "txt"}">{esc(c)}</td>'
-                                    for c, n in zip(row, numeric)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"num" if n else "txt"}">{esc(c)}</td>' for c, n in zip(row, numeric)) + "</tr>"
+        for row in rows
+    )
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -60,21 +69,30 @@ def bar_cell(share: float | None) -> str:
     return f'<div class="hbar"><div style="width:{w:.1f}%"></div></div>'
 
 
-def name_table(headers: Sequence[str], rows: Sequence[tuple[str, Sequence[str], float | None]],
-               cls: str = "names") -> str:
+def name_table(
+    headers: Sequence[str], rows: Sequence[tuple[str, Sequence[str], float | None]], cls: str = "names"
+) -> str:
     """A ranking: a long name (cut with an ellipsis, whole on hover), numbers, and a bar for the
     share, scaled to the largest so that the ranking reads at a glance (the % is in the cells)."""
     top = max((r[2] or 0.0 for r in rows), default=0.0) or 1.0
-    head = f'<th class="txt">{esc(headers[0])}</th>' + "".join(f'<th class="num">{esc(h)}</th>'
-                                                              for h in headers[1:]) + "<th></th>"
+    head = (
+        f'<th class="txt">{esc(headers[0])}</th>'
+        + "".join(f'<th class="num">{esc(h)}</th>' for h in headers[1:])
+        + "<th></th>"
+    )
     body = []
     for name, cells, share in rows:
-        body.append(f'<tr><td class="txt name" title="{esc(name)}">{esc(name)}</td>'
-                    + "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
-                    + f"<td>{bar_cell(None if share is None else 100.0 * share / top)}</td></tr>")
+        body.append(
+            f'<tr><td class="txt name" title="{esc(name)}">{esc(name)}</td>'
+            + "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
+            + f"<td>{bar_cell(None if share is None else 100.0 * share / top)}</td></tr>"
+        )
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def key_values(items: Sequence[tuple[str, str]]) -> str:
-    return '<table class="kv"><tbody>' + "".join(
-        f'<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>' for k, v in items) + "</tbody></table>"
+    return (
+        '<table class="kv"><tbody>'
+        + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in items)
+        + "</tbody></table>"
+    )

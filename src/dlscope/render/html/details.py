@@ -23,8 +23,9 @@ from . import blocks
 from .svg import esc
 
 
-def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: float | None,
-                    tc: TensorCoreShare | None) -> str:
+def summary_section(
+    s: Summary, busy_pct: float | None, kernel_ns_per_step: float | None, tc: TensorCoreShare | None
+) -> str:
     st = s.steps
     items = []
     if st.count:
@@ -34,10 +35,20 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
         if st.traced_excluded:
             span += f"; {len(st.traced_excluded)} traced steps timed apart"
         items.append(("steps measured", blocks.count(st.count), span))
-        items.append(("mean step", f"{blocks.num(st.mean_ms, 3)} ms", f"p50 {blocks.num(st.p50_ms, 3)} / p95 "
-                      f"{blocks.num(st.p95_ms, 3)} / p99 {blocks.num(st.p99_ms, 3)} ms"))
-        items.append(("throughput (mean step)", f"{blocks.num(st.steps_per_s)} steps/s",
-                      f"{blocks.num(st.samples_per_s, 1)} samples/s" if st.samples_per_s else "batch size unknown"))
+        items.append(
+            (
+                "mean step",
+                f"{blocks.num(st.mean_ms, 3)} ms",
+                f"p50 {blocks.num(st.p50_ms, 3)} / p95 {blocks.num(st.p95_ms, 3)} / p99 {blocks.num(st.p99_ms, 3)} ms",
+            )
+        )
+        items.append(
+            (
+                "throughput (mean step)",
+                f"{blocks.num(st.steps_per_s)} steps/s",
+                f"{blocks.num(st.samples_per_s, 1)} samples/s" if st.samples_per_s else "batch size unknown",
+            )
+        )
     else:
         items.append(("steps", "none", "no iteration markers: statistics cover the whole run"))
     if s.wall_ms is not None and s.wall_ms > 0:
@@ -49,20 +60,35 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
     elif busy_pct is not None:
         items.append(("GPU busy", blocks.pct(busy_pct), "share of the measured time a kernel, copy or set ran"))
     if kernel_ns_per_step is not None:
-        items.append(("kernel time", f"{blocks.ms(kernel_ns_per_step)} ms/step",
-                      "summed over streams, per traced step" if st.traced_excluded else "summed over streams"))
+        items.append(
+            (
+                "kernel time",
+                f"{blocks.ms(kernel_ns_per_step)} ms/step",
+                "summed over streams, per traced step" if st.traced_excluded else "summed over streams",
+            )
+        )
     if tc is not None and tc.pct is not None:
         items.append(("tensor cores", blocks.pct(tc.pct), "of kernel time in tensor-core kernels"))
     body = blocks.cards(items)
     if st.count:
-        body += blocks.table(["mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "min ms", "max ms"],
-                             [[blocks.num(v, 3) for v in (st.mean_ms, st.p50_ms, st.p95_ms, st.p99_ms, st.std_ms,
-                                                          st.min_ms, st.max_ms)]], [True] * 7, cls="stats")
+        body += blocks.table(
+            ["mean ms", "p50 ms", "p95 ms", "p99 ms", "std ms", "min ms", "max ms"],
+            [
+                [
+                    blocks.num(v, 3)
+                    for v in (st.mean_ms, st.p50_ms, st.p95_ms, st.p99_ms, st.std_ms, st.min_ms, st.max_ms)
+                ]
+            ],
+            [True] * 7,
+            cls="stats",
+        )
     if st.traced_excluded:
         tr = st.traced_excluded
-        body += blocks.note(f"Timed without tracing overhead: {len(tr)} steps (between {tr[0]} and {tr[-1]}) "
-                            "ran with detailed tracing (ops, kernels) and are left out of the step statistics; "
-                            "ops and GPU figures come from them.")
+        body += blocks.note(
+            f"Timed without tracing overhead: {len(tr)} steps (between {tr[0]} and {tr[-1]}) "
+            "ran with detailed tracing (ops, kernels) and are left out of the step statistics; "
+            "ops and GPU figures come from them."
+        )
     body += layers_table(s.layers)
     if s.selection:
         body += blocks.note(f"Selection: {s.selection}.")
@@ -70,8 +96,10 @@ def summary_section(s: Summary, busy_pct: float | None, kernel_ns_per_step: floa
 
 
 def layers_table(layers: dict[str, LayerStatus]) -> str:
-    rows = [[name, f"yes ({ls.rows:,} rows)" if ls.available else "no", "" if ls.available else ls.reason]
-            for name, ls in layers.items()]
+    rows = [
+        [name, f"yes ({ls.rows:,} rows)" if ls.available else "no", "" if ls.available else ls.reason]
+        for name, ls in layers.items()
+    ]
     return blocks.table(["layer", "captured", "why not"], rows, cls="layers")
 
 
@@ -79,49 +107,85 @@ def counters_by_phase(result: ReportResult | None, why_not: str | None) -> str:
     """The gpu_metrics report (counter mean and max per phase) as a table under the GPU plots."""
     if result is None:
         return blocks.note(f"Hardware counters: {why_not}.") if why_not else ""
-    rows = [[r["name"], str(r["device"]), r["metric"], r["unit"] or "", _fmt(result.formats["mean"], r["mean"]),
-             _fmt(result.formats["max"], r["max"]), blocks.count(r["samples"])]
-            for r in result.table.to_pylist() if r["scope"] != "step"]
+    rows = [
+        [
+            r["name"],
+            str(r["device"]),
+            r["metric"],
+            r["unit"] or "",
+            _fmt(result.formats["mean"], r["mean"]),
+            _fmt(result.formats["max"], r["max"]),
+            blocks.count(r["samples"]),
+        ]
+        for r in result.table.to_pylist()
+        if r["scope"] != "step"
+    ]
     if not rows:
         return ""
     body = "<h3>Counters per phase</h3>" + blocks.table(
-        ["phase", "GPU", "metric", "unit", "mean", "max", "samples"], rows,
-        [False, True, False, False, True, True, True])
+        ["phase", "GPU", "metric", "unit", "mean", "max", "samples"],
+        rows,
+        [False, True, False, False, True, True, True],
+    )
     return body + "".join(blocks.note(n) for n in result.notes)
 
 
 def kernels_section(top: pa.Table, tc: TensorCoreShare | None) -> str:
     if not top.num_rows:
         return blocks.section("kernels", "Top kernels", blocks.note("No kernels in this profile."))
-    rows = [(r["name"], [blocks.count(r["count"]), blocks.ms(r["total_ns"]),
-                         blocks.num(None if r["mean_ns"] is None else float(r["mean_ns"]) / 1e3, 1),
-                         blocks.pct(r["pct"])], r["pct"]) for r in top.to_pylist()]
+    rows = [
+        (
+            r["name"],
+            [
+                blocks.count(r["count"]),
+                blocks.ms(r["total_ns"]),
+                blocks.num(None if r["mean_ns"] is None else float(r["mean_ns"]) / 1e3, 1),
+                blocks.pct(r["pct"]),
+            ],
+            r["pct"],
+        )
+        for r in top.to_pylist()
+    ]
     body = blocks.name_table(["kernel", "count", "total ms", "mean us", "% of kernel time"], rows)
     if tc is not None and tc.kernel_ns:
-        text = (f"{blocks.pct(tc.pct)} of kernel time ({blocks.ms(tc.tensor_ns)} of {blocks.ms(tc.kernel_ns)} ms) "
-                "ran in kernels whose names mark them as tensor-core kernels")
+        text = (
+            f"{blocks.pct(tc.pct)} of kernel time ({blocks.ms(tc.tensor_ns)} of {blocks.ms(tc.kernel_ns)} ms) "
+            "ran in kernels whose names mark them as tensor-core kernels"
+        )
         if tc.tensor_active_pct is not None:
             text += f"; GPM measured tensor-core activity at {tc.tensor_active_pct:.1f}% on average"
         body += f'<h3 id="tensor-cores">Tensor cores</h3>{blocks.bar_cell(tc.pct)}<p>{esc(text)}.</p>'
         if tc.kernels:
-            rows = [(n, [f"{c:,}", blocks.ms(ns), blocks.pct(100.0 * ns / tc.kernel_ns)], 100.0 * ns / tc.kernel_ns)
-                    for n, c, ns in tc.kernels[:10]]
+            rows = [
+                (n, [f"{c:,}", blocks.ms(ns), blocks.pct(100.0 * ns / tc.kernel_ns)], 100.0 * ns / tc.kernel_ns)
+                for n, c, ns in tc.kernels[:10]
+            ]
             body += blocks.name_table(["tensor-core kernel", "count", "total ms", "% of kernel time"], rows)
         else:
-            body += blocks.note("No kernel ran on tensor cores: for matrix multiplications and convolutions, "
-                                "bf16/fp16 autocast or TF32 would use them.")
+            body += blocks.note(
+                "No kernel ran on tensor cores: for matrix multiplications and convolutions, "
+                "bf16/fp16 autocast or TF32 would use them."
+            )
     return blocks.section("kernels", "Top kernels", body, "By total GPU time over the measured steps.")
 
 
 def ops_section(top: pa.Table) -> str:
     if not top.num_rows:
         return blocks.section("ops", "Top framework ops", blocks.note("No framework ops in this profile."))
-    rows = [(r["name"], [blocks.count(r["count"]), blocks.ms(r["self_ns"]), blocks.ms(r["total_ns"]),
-                          blocks.pct(r["pct"])],
-             r["pct"]) for r in top.to_pylist()]
-    return blocks.section("ops", "Top framework ops", blocks.name_table(
-        ["op", "count", "self ms", "total ms", "% of op self time"], rows),
-        "By self time (the op's own time, its child ops excluded) on the host.")
+    rows = [
+        (
+            r["name"],
+            [blocks.count(r["count"]), blocks.ms(r["self_ns"]), blocks.ms(r["total_ns"]), blocks.pct(r["pct"])],
+            r["pct"],
+        )
+        for r in top.to_pylist()
+    ]
+    return blocks.section(
+        "ops",
+        "Top framework ops",
+        blocks.name_table(["op", "count", "self ms", "total ms", "% of op self time"], rows),
+        "By self time (the op's own time, its child ops excluded) on the host.",
+    )
 
 
 def _evidence(ev: Any) -> str:
@@ -177,15 +241,17 @@ def advice_section(findings: list[Any]) -> str:
         url = _safe_url(getattr(f, "url", None))
         out.append(
             f'<article class="finding {sev_cls}"><header><span class="sev">{esc(sev)}</span> '
-            f'<strong>{esc(getattr(f, "title", ""))}</strong> <code>{esc(getattr(f, "id", ""))}</code></header>'
+            f"<strong>{esc(getattr(f, 'title', ''))}</strong> <code>{esc(getattr(f, 'id', ''))}</code></header>"
             + (f'<p class="saving">Saving: {esc(saving)}</p>' if saving else "")
             + (f'<p class="bound">{esc(bound)}</p>' if bound else "")
             + (f"<p>{esc(f.advice)}</p>" if getattr(f, "advice", None) else "")
             + _evidence(getattr(f, "evidence", None))
             + (f'<p><a href="{esc(url)}" rel="noreferrer">{esc(url)}</a></p>' if url else "")
-            + "</article>")
-    return blocks.section("advice", "Advice", "".join(out),
-                          "Findings of the expert system, most costly first; savings are upper bounds.")
+            + "</article>"
+        )
+    return blocks.section(
+        "advice", "Advice", "".join(out), "Findings of the expert system, most costly first; savings are upper bounds."
+    )
 
 
 def _when(ns: int | None) -> str:
@@ -203,15 +269,30 @@ def capture_section(meta: Meta) -> str:
         ("recorded", f"{_when(meta.start_ns)} to {_when(meta.end_ns)}"),
         ("exit code", "-" if meta.exit_code is None else str(meta.exit_code)),
         ("ranks", ", ".join(map(str, meta.ranks))),
-        ("devices", "; ".join(f"rank {d.get('rank', 0)} GPU {d.get('index', '?')}: {d.get('name', '?')}"
-                              + (f", {d['sms']} SMs" if d.get("sms") else "")
-                              + (f", compute {d['compute_capability']}" if d.get("compute_capability") else "")
-                              for d in meta.devices) or "-"),
+        (
+            "devices",
+            "; ".join(
+                f"rank {d.get('rank', 0)} GPU {d.get('index', '?')}: {d.get('name', '?')}"
+                + (f", {d['sms']} SMs" if d.get("sms") else "")
+                + (f", compute {d['compute_capability']}" if d.get("compute_capability") else "")
+                for d in meta.devices
+            )
+            or "-",
+        ),
         ("frameworks", ", ".join(f"{k} {v}" for k, v in meta.frameworks.items()) or "-"),
-        ("batch size", "-" if meta.batch_size is None else str(meta.batch_size)
-         + (f" ({meta.batch_size_source})" if meta.batch_size_source else "")),
+        (
+            "batch size",
+            (
+                "-"
+                if meta.batch_size is None
+                else str(meta.batch_size) + (f" ({meta.batch_size_source})" if meta.batch_size_source else "")
+            ),
+        ),
         ("warm-up steps", str(meta.warmup_steps)),
-        ("step window", "-" if not meta.step_window else ":".join("" if v is None else str(v) for v in meta.step_window)),
+        (
+            "step window",
+            "-" if not meta.step_window else ":".join("" if v is None else str(v) for v in meta.step_window),
+        ),
         ("key node", meta.key_node or "-"),
         ("clock", json.dumps(meta.clock, sort_keys=True)),
         ("dropped records", ", ".join(f"{k}: {v:,}" for k, v in meta.dropped.items()) or "none"),
@@ -219,8 +300,10 @@ def capture_section(meta: Meta) -> str:
     ]
     body = blocks.key_values(items)
     if meta.collectors:
-        rows = [[name, c.status, c.reason, json.dumps(c.settings, sort_keys=True, default=str) if c.settings else ""]
-                for name, c in meta.collectors.items()]
+        rows = [
+            [name, c.status, c.reason, json.dumps(c.settings, sort_keys=True, default=str) if c.settings else ""]
+            for name, c in meta.collectors.items()
+        ]
         body += "<h3>Collectors</h3>" + blocks.table(["collector", "status", "reason", "settings"], rows)
     if meta.notes:
         body += "<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in meta.notes) + "</ul>"

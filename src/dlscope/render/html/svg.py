@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # Tableau 10: distinguishable, colour-blind friendly enough, and printable
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#bab0ac")
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 GREY = "#c8c8c8"
 WIDTH = 900
 MARGIN_L, MARGIN_R, MARGIN_T, MARGIN_B = 64, 16, 12, 40
@@ -112,12 +111,20 @@ class Frame:
 
 
 def _open(frame: Frame, label: str) -> list[str]:
-    return [f'<svg class="chart" viewBox="0 0 {WIDTH} {frame.height}" role="img" aria-label="{esc(label)}" '
-            f'xmlns="http://www.w3.org/2000/svg">']
+    return [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {frame.height}" role="img" aria-label="{esc(label)}" '
+        'xmlns="http://www.w3.org/2000/svg">'
+    ]
 
 
-def _axes(frame: Frame, x_label: str, y_label: str, x_ticks: Sequence[tuple[float, str]] | None = None,
-          integer_x: bool = False, integer_y: bool = False) -> list[str]:
+def _axes(
+    frame: Frame,
+    x_label: str,
+    y_label: str,
+    x_ticks: Sequence[tuple[float, str]] | None = None,
+    integer_x: bool = False,
+    integer_y: bool = False,
+) -> list[str]:
     out = []
     for t, text in tick_labels(nice_ticks(frame.y0, frame.y1, integer=integer_y)):
         y = frame.y(t)
@@ -130,10 +137,14 @@ def _axes(frame: Frame, x_label: str, y_label: str, x_ticks: Sequence[tuple[floa
         out.append(f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.bottom}" y2="{frame.bottom + 4}"/>')
         out.append(f'<text class="tick" x="{x:.1f}" y="{frame.bottom + 16}" text-anchor="middle">{esc(text)}</text>')
     out.append(f'<line class="axis" x1="{frame.left}" x2="{frame.right}" y1="{frame.bottom}" y2="{frame.bottom}"/>')
-    out.append(f'<text class="label" x="{(frame.left + frame.right) / 2:.1f}" y="{frame.height - 4}" '
-               f'text-anchor="middle">{esc(x_label)}</text>')
-    out.append(f'<text class="label" transform="translate(14 {(frame.top + frame.bottom) / 2:.1f}) rotate(-90)" '
-               f'text-anchor="middle">{esc(y_label)}</text>')
+    out.append(
+        f'<text class="label" x="{(frame.left + frame.right) / 2:.1f}" y="{frame.height - 4}" '
+        f'text-anchor="middle">{esc(x_label)}</text>'
+    )
+    out.append(
+        f'<text class="label" transform="translate(14 {(frame.top + frame.bottom) / 2:.1f}) rotate(-90)" '
+        f'text-anchor="middle">{esc(y_label)}</text>'
+    )
     return out
 
 
@@ -158,15 +169,23 @@ def histogram(values: Sequence[float], x_label: str, bins: int = 30, height: int
             continue
         a, b = lo + i * width, lo + (i + 1) * width
         x, y = frame.x(a), frame.y(c)
-        out.append(f'<rect class="bar" x="{x + 0.5:.1f}" y="{y:.1f}" width="{max(frame.x(b) - x - 1, 1):.1f}" '
-                   f'height="{frame.bottom - y:.1f}" fill="{PALETTE[0]}"><title>{esc(fmt_num(a))} to '
-                   f'{esc(fmt_num(b))}: {c} step{"s" if c != 1 else ""}</title></rect>')
+        out.append(
+            f'<rect class="bar" x="{x + 0.5:.1f}" y="{y:.1f}" width="{max(frame.x(b) - x - 1, 1):.1f}" '
+            f'height="{frame.bottom - y:.1f}" fill="{PALETTE[0]}"><title>{esc(fmt_num(a))} to '
+            f"{esc(fmt_num(b))}: {c} step{'s' if c != 1 else ''}</title></rect>"
+        )
     out.append("</svg>")
     return "".join(out)
 
 
-def stacked_bars(labels: Sequence[str], segments: Sequence[tuple[str, str, Sequence[float]]], y_label: str,
-                 x_label: str, height: int = 260, value_fmt: Callable[[float], str] = fmt_num) -> str:
+def stacked_bars(
+    labels: Sequence[str],
+    segments: Sequence[tuple[str, str, Sequence[float]]],
+    y_label: str,
+    x_label: str,
+    height: int = 260,
+    value_fmt: Callable[[float], str] = fmt_num,
+) -> str:
     """One bar per label, stacked from ``segments`` (name, colour, one value per label)."""
     if not labels:
         return ""
@@ -185,9 +204,11 @@ def stacked_bars(labels: Sequence[str], segments: Sequence[tuple[str, str, Seque
             if v <= 0:
                 continue
             y_top, y_bot = frame.y(base + v), frame.y(base)
-            out.append(f'<rect class="seg" x="{x:.1f}" y="{y_top:.1f}" width="{bar_w:.1f}" '
-                       f'height="{max(y_bot - y_top, 0.3):.1f}" fill="{col}"><title>{esc(x_label)} {esc(label)}: '
-                       f'{esc(name)} {esc(value_fmt(v))}</title></rect>')
+            out.append(
+                f'<rect class="seg" x="{x:.1f}" y="{y_top:.1f}" width="{bar_w:.1f}" '
+                f'height="{max(y_bot - y_top, 0.3):.1f}" fill="{col}"><title>{esc(x_label)} {esc(label)}: '
+                f"{esc(name)} {esc(value_fmt(v))}</title></rect>"
+            )
             base += v
     out.append("</svg>")
     return "".join(out)
@@ -210,9 +231,17 @@ class Band:
     x1: float
 
 
-def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str, x_label: str,
-               bands: Sequence[Band] = (), y_max: float | None = None, height: int = 220,
-               value_fmt: Callable[[float], str] = fmt_num, integer_x: bool = False) -> str:
+def line_chart(
+    lines: Sequence[Line],
+    x_range: tuple[float, float],
+    y_label: str,
+    x_label: str,
+    bands: Sequence[Band] = (),
+    y_max: float | None = None,
+    height: int = 220,
+    value_fmt: Callable[[float], str] = fmt_num,
+    integer_x: bool = False,
+) -> str:
     """Lines over a shared x axis, with shaded ``bands`` (phases) behind them."""
     ys = [y for ln in lines for y in ln.ys if y is not None and math.isfinite(y)]
     if not ys:
@@ -224,8 +253,10 @@ def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str
         a, z = frame.x(max(b.x0, frame.x0)), frame.x(min(b.x1, frame.x1))
         if z <= a:
             continue
-        out.append(f'<rect class="band" x="{a:.1f}" y="{frame.top}" width="{max(z - a, 0.5):.1f}" '
-                   f'height="{frame.bottom - frame.top:.1f}" fill="{b.color}"><title>{esc(b.label)}</title></rect>')
+        out.append(
+            f'<rect class="band" x="{a:.1f}" y="{frame.top}" width="{max(z - a, 0.5):.1f}" '
+            f'height="{frame.bottom - frame.top:.1f}" fill="{b.color}"><title>{esc(b.label)}</title></rect>'
+        )
     out += _axes(frame, x_label, y_label, integer_x=integer_x)
     for ln in lines:
         runs: list[list[str]] = [[]]
@@ -242,9 +273,11 @@ def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str
             if len(run) > 1:
                 out.append(f'<polyline class="line" fill="none" stroke="{ln.color}" points="{" ".join(run)}"/>')
         for px, py, x, y in points:
-            out.append(f'<circle class="pt" cx="{px:.1f}" cy="{py:.1f}" r="{2 if len(points) < 80 else 1.2}" '
-                       f'fill="{ln.color}"><title>{esc(ln.label)} at {esc(fmt_num(x))} {esc(x_label)}: '
-                       f'{esc(value_fmt(y))}</title></circle>')
+            out.append(
+                f'<circle class="pt" cx="{px:.1f}" cy="{py:.1f}" r="{2 if len(points) < 80 else 1.2}" '
+                f'fill="{ln.color}"><title>{esc(ln.label)} at {esc(fmt_num(x))} {esc(x_label)}: '
+                f"{esc(value_fmt(y))}</title></circle>"
+            )
     out.append("</svg>")
     return "".join(out)
 
@@ -252,13 +285,19 @@ def line_chart(lines: Sequence[Line], x_range: tuple[float, float], y_label: str
 def legend(items: Sequence[tuple[str, str]], shaded: bool = False) -> str:
     """HTML legend: (label, colour) swatches."""
     cls = "swatch band-swatch" if shaded else "swatch"
-    return '<div class="legend">' + "".join(
-        f'<span class="item"><span class="{cls}" style="background:{c}"></span>{esc(label)}</span>'
-        for label, c in items) + "</div>"
+    return (
+        '<div class="legend">'
+        + "".join(
+            f'<span class="item"><span class="{cls}" style="background:{c}"></span>{esc(label)}</span>'
+            for label, c in items
+        )
+        + "</div>"
+    )
 
 
-def histograms(series: Sequence[tuple[str, str, Sequence[float]]], x_label: str, bins: int = 24,
-               height: int = 220) -> str:
+def histograms(
+    series: Sequence[tuple[str, str, Sequence[float]]], x_label: str, bins: int = 24, height: int = 220
+) -> str:
     """Several distributions (label, colour, values) over one shared range and bin grid, their
     bars side by side in each bin, so that a shift between them reads directly (the diff view)."""
     vals = [v for _, _, vs in series for v in vs if math.isfinite(v)]
@@ -287,8 +326,10 @@ def histograms(series: Sequence[tuple[str, str, Sequence[float]]], x_label: str,
             xa, xb = frame.x(a), frame.x(b)
             w = max((xb - xa - 1) / k, 0.5)
             x, y = xa + 0.5 + j * w, frame.y(cnt)
-            out.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{frame.bottom - y:.1f}" '
-                       f'fill="{col}"><title>{esc(label)}: {esc(fmt_num(a))} to {esc(fmt_num(b))}: {cnt} '
-                       f'step{"s" if cnt != 1 else ""}</title></rect>')
+            out.append(
+                f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{frame.bottom - y:.1f}" '
+                f'fill="{col}"><title>{esc(label)}: {esc(fmt_num(a))} to {esc(fmt_num(b))}: {cnt} '
+                f"step{'s' if cnt != 1 else ''}</title></rect>"
+            )
     out.append("</svg>")
     return "".join(out)

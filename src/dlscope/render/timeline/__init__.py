@@ -105,9 +105,15 @@ def _windows(starts: list[int], anchors: np.ndarray) -> list[str]:
     lows = [None, *bounds]
     highs = [*bounds, None]
     last = int(anchors[-1])
-    return [" AND ".join([f"anchor_ns >= {lo}" if lo is not None else "TRUE",
-                          f"anchor_ns < {hi}" if hi is not None else f"anchor_ns <= {last}"])
-            for lo, hi in zip(lows, highs)]
+    return [
+        " AND ".join(
+            [
+                f"anchor_ns >= {lo}" if lo is not None else "TRUE",
+                f"anchor_ns < {hi}" if hi is not None else f"anchor_ns <= {last}",
+            ]
+        )
+        for lo, hi in zip(lows, highs)
+    ]
 
 
 def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | None = None) -> TimelineResult:
@@ -124,22 +130,35 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     # tables without rows are left out (smaller queries to plan), but for the steps: every query
     # then has at least one kind of slice to read
     counts = data.meta.table_rows
-    srcs = [s for s in sources(opt.window) if s.kind == "step" or (
-        counts[s.table] > 0 if s.table in counts else data.has(s.table))]
+    srcs = [
+        s
+        for s in sources(opt.window)
+        if s.kind == "step" or (counts[s.table] > 0 if s.table in counts else data.has(s.table))
+    ]
     progress("timeline: placing tracks", 0.1)
     moved = place(con, srcs)
-    devices = {(int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
-               for d in data.meta.devices if isinstance(d.get("index"), int)}
+    devices = {
+        (int(d.get("rank", 0) or 0), int(d["index"])): str(d.get("name") or "")
+        for d in data.meta.devices
+        if isinstance(d.get("index"), int)
+    }
     meta_lines = metadata_events(*track_names(con, devices))
     progress("timeline: making events", 0.2)
     rows = rows_sql(con, srcs, moved > 0)
     n_rows, total_events, flows = con.execute(count_sql(srcs)).fetchall()[0]
     # each part repeats the header and the metadata events: the limits hold them too
-    header = {"schemaVersion": 1, "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns,
-              "traceName": str(data.path), "deviceProperties": _device_properties(data)}
-    fixed_bytes = (len(header_bytes({**header, "dlscope": {"profile": str(data.path), "part": 10**6,
-                                                            "parts": 10**6}})) + len(TAIL)
-                   + sum(len(m.encode()) + len(SEPARATOR) for m in meta_lines))
+    header = {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": base_ns,
+        "traceName": str(data.path),
+        "deviceProperties": _device_properties(data),
+    }
+    fixed_bytes = (
+        len(header_bytes({**header, "dlscope": {"profile": str(data.path), "part": 10**6, "parts": 10**6}}))
+        + len(TAIL)
+        + sum(len(m.encode()) + len(SEPARATOR) for m in meta_lines)
+    )
     ev_cap, byte_cap = opt.part_events - len(meta_lines), opt.part_bytes - fixed_bytes
     if ev_cap <= 0 or byte_cap <= 0:
         raise UsageError("the part limits are smaller than the metadata of the timeline")
@@ -172,18 +191,31 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
         _write_parts(con, rows, out, opt, res, meta_lines, meta_of, rows_of, on_rows, ev_cap, byte_cap)
     progress("timeline: done", 1.0)
     if res.cut_at_s is not None:
-        res.notes.append(f"kept the first {res.events:,} of {res.total_events:,} events "
-                         f"(the first {res.cut_at_s:.3f} s); use --steps or a larger --max-events for more")
+        res.notes.append(
+            f"kept the first {res.events:,} of {res.total_events:,} events "
+            f"(the first {res.cut_at_s:.3f} s); use --steps or a larger --max-events for more"
+        )
     if moved:
-        res.notes.append(f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
-                         "started by programmatic dependent launch) are on 'overlap' tracks")
+        res.notes.append(
+            f"{moved:,} slices that overlap their neighbours without nesting (e.g. kernels "
+            "started by programmatic dependent launch) are on 'overlap' tracks"
+        )
     return res
 
 
-def _write_parts(con: duckdb.DuckDBPyConnection, rows: str, out: Path, opt: TimelineOptions, res: TimelineResult,
-                 meta_lines: list[str], meta_of: Callable[[int, int], dict[str, Any]],
-                 rows_of: Callable[[str], pa.RecordBatchReader], on_rows: Callable[[int], None],
-                 ev_cap: int, byte_cap: int) -> None:
+def _write_parts(
+    con: duckdb.DuckDBPyConnection,
+    rows: str,
+    out: Path,
+    opt: TimelineOptions,
+    res: TimelineResult,
+    meta_lines: list[str],
+    meta_of: Callable[[int, int], dict[str, Any]],
+    rows_of: Callable[[str], pa.RecordBatchReader],
+    on_rows: Callable[[int], None],
+    ev_cap: int,
+    byte_cap: int,
+) -> None:
     """Size every row, keep the first ``opt.max_events`` events and write the rest in parts under
     the limits, filling ``res``."""
     sized = db.query_arrow(con, f"SELECT anchor_ns, nev, strlen(line) AS nbytes FROM ({rows}) ORDER BY anchor_ns")
@@ -198,8 +230,10 @@ def _write_parts(con: duckdb.DuckDBPyConnection, rows: str, out: Path, opt: Time
     steps = np.sort(np.array([r[0] for r in con.execute("SELECT start_ns FROM steps").fetchall()], dtype=np.int64))
     windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
     res.files = part_paths(out, len(windows))
-    res.bytes = sum(write_file(path, meta_of(k + 1, len(windows)), meta_lines, rows_of(cond), on_rows)
-                    for k, (path, cond) in enumerate(zip(res.files, windows)))
+    res.bytes = sum(
+        write_file(path, meta_of(k + 1, len(windows)), meta_lines, rows_of(cond), on_rows)
+        for k, (path, cond) in enumerate(zip(res.files, windows))
+    )
 
 
 def _device_properties(data: ProfileData) -> list[dict[str, object]]:

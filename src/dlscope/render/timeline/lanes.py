@@ -32,7 +32,7 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
             out[at] = np.maximum(table[lo[at]], table[hi[at] - (1 << k) + 1])
         if (level <= k).all():
             break
-        table = np.maximum(table[: len(table) - (1 << k)], table[1 << k:])
+        table = np.maximum(table[: len(table) - (1 << k)], table[1 << k :])
         k += 1
     return out
 

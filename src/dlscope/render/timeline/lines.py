@@ -18,8 +18,10 @@ _ON_KEYS = " AND ".join(f"k.{c} = e.{c}" for c in TRACK_KEYS)
 
 def _events_sql(src: Source, moved: bool) -> str:
     """``src``'s rows with their JSON pieces and ``pt``, the text of their track's pid and tid."""
-    cols = (f"{src.keys_sql()}, {src.start} AS start_ns, {src.end} AS end_ns, {src.corr} AS corr, "
-            f"{src.cat} AS cat, coalesce({src.name}, '\"\"') AS name, {src.args} AS args")
+    cols = (
+        f"{src.keys_sql()}, {src.start} AS start_ns, {src.end} AS end_ns, {src.corr} AS corr, "
+        f"{src.cat} AS cat, coalesce({src.name}, '\"\"') AS name, {src.args} AS args"
+    )
     lane = ""
     pt = "k.pt"
     if moved and src.ph == "X":
@@ -54,7 +56,9 @@ def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool)
     api = [s for s in sources if s.kind == "api"]
     launch = " UNION ALL ".join(
         f"""SELECT rank, corr, {{'start_ns': start_ns, 'pt': pt}} AS a
-            FROM ({_events_sql(s, moved)}) WHERE corr IS NOT NULL""" for s in api)
+            FROM ({_events_sql(s, moved)}) WHERE corr IS NOT NULL"""
+        for s in api
+    )
     if api:
         con.execute(f"""CREATE OR REPLACE TEMP TABLE tl_launch AS
             SELECT rank, corr, min(a) AS a FROM ({launch}) GROUP BY rank, corr""")
@@ -62,8 +66,11 @@ def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool)
         con.execute("""CREATE OR REPLACE TEMP TABLE tl_launch
             (rank INTEGER, corr BIGINT, a STRUCT(start_ns BIGINT, pt VARCHAR))""")
     gpu = " UNION ALL ".join(_events_sql(s, moved) for s in sources if s.gpu)
-    parts = [f"SELECT start_ns AS anchor_ns, 1 AS nev, {_line(s.ph)} AS line FROM ({_events_sql(s, moved)})"
-             for s in sources if not s.gpu]
+    parts = [
+        f"SELECT start_ns AS anchor_ns, 1 AS nev, {_line(s.ph)} AS line FROM ({_events_sql(s, moved)})"
+        for s in sources
+        if not s.gpu
+    ]
     if gpu:
         # GPU work and its flow in one row (they share the anchor: never in different files); flow
         # ids in time order, the same whichever rows a part keeps
@@ -80,7 +87,6 @@ def rows_sql(con: duckdb.DuckDBPyConnection, sources: list[Source], moved: bool)
 def count_sql(sources: list[Source]) -> str:
     """SQL of (rows, events, flows) of ``rows_sql`` (after it), without making any text."""
     rows = " UNION ALL ".join(f"SELECT count(*) AS n {s.from_sql(names=False)}" for s in sources)
-    gpu = " UNION ALL ".join(f"SELECT t.rank, {s.corr} AS corr {s.from_sql(names=False)}"
-                             for s in sources if s.gpu)
+    gpu = " UNION ALL ".join(f"SELECT t.rank, {s.corr} AS corr {s.from_sql(names=False)}" for s in sources if s.gpu)
     flows = f"SELECT count(*) FROM ({gpu}) g JOIN tl_launch l ON l.rank = g.rank AND l.corr = g.corr" if gpu else "0"
     return f"SELECT n, n + 2 * f, f FROM (SELECT (SELECT sum(n) FROM ({rows}))::BIGINT AS n, ({flows}) AS f)"

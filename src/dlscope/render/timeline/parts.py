@@ -25,8 +25,14 @@ def _snap(anchors: np.ndarray, i: int, j: int, step_starts: np.ndarray | None) -
     return j
 
 
-def part_starts(anchors: np.ndarray, nev: np.ndarray, nbytes: np.ndarray, max_events: int, max_bytes: int,
-                step_starts: np.ndarray | None = None) -> list[int]:
+def part_starts(
+    anchors: np.ndarray,
+    nev: np.ndarray,
+    nbytes: np.ndarray,
+    max_events: int,
+    max_bytes: int,
+    step_starts: np.ndarray | None = None,
+) -> list[int]:
     """Row indices where parts begin (the first is 0) such that each part's rows hold at most
     ``max_events`` events and ``max_bytes`` bytes, unless a single instant holds more."""
     n = len(anchors)
@@ -41,8 +47,10 @@ def part_starts(anchors: np.ndarray, nev: np.ndarray, nbytes: np.ndarray, max_ev
     while True:
         base_e = int(ce[i - 1]) if i else 0
         base_b = int(cb[i - 1]) if i else 0
-        j = min(int(np.searchsorted(ce, base_e + max_events, "right")),
-                int(np.searchsorted(cb, base_b + max_bytes, "right")))
+        j = min(
+            int(np.searchsorted(ce, base_e + max_events, "right")),
+            int(np.searchsorted(cb, base_b + max_bytes, "right")),
+        )
         if j >= n:
             return starts
         j = max(j, i + 1)  # a part holds at least one row

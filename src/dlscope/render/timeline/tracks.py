@@ -36,8 +36,11 @@ class Process:
 
 def slices_sql(sources: list[Source]) -> str:
     """SQL of every slice (ph X) with its track before lanes: columns trk, start_ns, end_ns."""
-    parts = [f"SELECT {s.keys_sql()}, {s.start} AS start_ns, {s.end} AS end_ns {s.from_sql(names=False)}"
-             for s in sources if s.ph == "X"]
+    parts = [
+        f"SELECT {s.keys_sql()}, {s.start} AS start_ns, {s.end} AS end_ns {s.from_sql(names=False)}"
+        for s in sources
+        if s.ph == "X"
+    ]
     return f"""SELECT k.trk, e.start_ns, e.end_ns FROM ({" UNION ALL ".join(parts)}) e
         JOIN tl_keys k USING ({_KEYS})"""
 
@@ -64,8 +67,9 @@ def place(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> int:
     return moved
 
 
-def track_names(con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, int], str]
-                ) -> tuple[list[Process], list[Track]]:
+def track_names(
+    con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, int], str]
+) -> tuple[list[Process], list[Track]]:
     """The processes and threads of ``tl_tracks``, named."""
     procs = []
     for pid, rank, dev in con.execute("SELECT DISTINCT pid, rank, dev FROM tl_tracks ORDER BY pid").fetchall():
@@ -77,8 +81,12 @@ def track_names(con: duckdb.DuckDBPyConnection, device_names: dict[tuple[int, in
             label = device_names.get((rank, dev))
             name = f"rank {rank} GPU {dev}" + (f" ({label})" if label else "")
         procs.append(Process(pid, name, pid))
-    multi_pid = {r for (r,) in con.execute(
-        "SELECT rank FROM tl_tracks WHERE opid <> -1 GROUP BY rank HAVING count(DISTINCT opid) > 1").fetchall()}
+    multi_pid = {
+        r
+        for (r,) in con.execute(
+            "SELECT rank FROM tl_tracks WHERE opid <> -1 GROUP BY rank HAVING count(DISTINCT opid) > 1"
+        ).fetchall()
+    }
     tracks = []
     for pid, tid, rank, layer, opid, otid, stream, lane in con.execute(f"""
             SELECT pid, tid, rank, layer, opid, otid, stream, lane FROM tl_tracks
@@ -103,6 +111,5 @@ def metadata_events(procs: list[Process], tracks: list[Track]) -> list[str]:
         out.append({"name": "process_sort_index", "ph": "M", "pid": p.pid, "tid": 0, "args": {"sort_index": p.sort}})
     for t in tracks:
         out.append({"name": "thread_name", "ph": "M", "pid": t.pid, "tid": t.tid, "args": {"name": t.name}})
-        out.append({"name": "thread_sort_index", "ph": "M", "pid": t.pid, "tid": t.tid,
-                    "args": {"sort_index": t.sort}})
+        out.append({"name": "thread_sort_index", "ph": "M", "pid": t.pid, "tid": t.tid, "args": {"sort_index": t.sort}})
     return [json.dumps(e, separators=(",", ":")) for e in out]

@@ -37,10 +37,10 @@ def _text_buffer(arr: pa.Array) -> memoryview:
         raise ValueError("timeline rows must not be null")
     offsets_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
     bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=offsets_type)[arr.offset: arr.offset + len(arr) + 1]
+    offsets = np.frombuffer(bufs[1], dtype=offsets_type)[arr.offset : arr.offset + len(arr) + 1]
     if len(offsets) == 0:
         return memoryview(b"")
-    return memoryview(bufs[2])[int(offsets[0]): int(offsets[-1])]
+    return memoryview(bufs[2])[int(offsets[0]) : int(offsets[-1])]
 
 
 class _ThreadedFile:
@@ -98,9 +98,14 @@ class TooLarge(Exception):
     """The rows did not fit in the byte limit given to :func:`write_file` (nothing was written)."""
 
 
-def write_file(path: Path, meta: dict[str, Any], metadata_events: list[str],
-               batches: Iterable[pa.RecordBatch], on_rows: Callable[[int], None] | None = None,
-               max_bytes: int | None = None) -> int:
+def write_file(
+    path: Path,
+    meta: dict[str, Any],
+    metadata_events: list[str],
+    batches: Iterable[pa.RecordBatch],
+    on_rows: Callable[[int], None] | None = None,
+    max_bytes: int | None = None,
+) -> int:
     """Write one timeline file atomically; ``batches`` have one string column whose rows already
     begin with the separator. Returns the uncompressed size in bytes. Raises TooLarge, leaving
     no file, when the rows come to more than ``max_bytes``."""
