@@ -9,6 +9,9 @@ through :meth:`InjectedFix.outcome` at the end of the run.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -53,3 +56,36 @@ class InjectedFix:
     def outcome(self) -> tuple[bool, str]:
         """(applied, reason when not): called at the end of the run."""
         return True, ""
+
+
+# A loader's arguments as given (by name), and DataLoader's defaults: the new arguments, or None to make the
+# loader as the program asked.
+LoaderChange = Callable[[dict[str, Any], Mapping[str, Any]], "dict[str, Any] | None"]
+
+
+def change_dataloaders(change: LoaderChange) -> None:
+    """Make every DataLoader the program creates from here on through ``change``: it sees the arguments the
+    program gave (by name, positional ones included) and DataLoader's defaults, and returns the arguments to
+    make the loader with, or None to leave the call as it was. (The fixes that change loaders: workers,
+    pinned memory, a larger batch.)"""
+    from torch.utils.data import DataLoader
+
+    orig = DataLoader.__init__
+    sig = inspect.signature(orig)
+    defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not inspect.Parameter.empty}
+
+    @functools.wraps(orig)
+    def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = sig.bind(loader, dataset, *args, **kwargs)
+        except TypeError:
+            return orig(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
+        given = dict(bound.arguments)
+        given.pop("self", None)
+        extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
+        new = change(given, defaults)
+        if new is None:
+            return orig(loader, dataset, *args, **kwargs)
+        return orig(loader, **new, **extra)
+
+    DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own

@@ -8,13 +8,12 @@ samples rather than a mean: the gradient, and so the step the optimizer takes, g
 
 from __future__ import annotations
 
-import functools
-import inspect
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from ...vocabulary.names import FixName, RuleId
-from .base import FixContext, InjectedFix
+from .base import FixContext, InjectedFix, change_dataloaders
 
 # Twice the batch: the first step memory_underused predicts (its wave model goes to 4x), and the one
 # least likely not to fit.
@@ -32,33 +31,21 @@ class LargerBatch(InjectedFix):
         self.skipped: list[str] = []
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
-        from torch.utils.data import DataLoader
-
-        orig = DataLoader.__init__
-        sig = inspect.signature(orig)
         fix = self
 
-        @functools.wraps(orig)
-        def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
-            try:
-                bound = sig.bind(loader, dataset, *args, **kwargs)
-            except TypeError:
-                return orig(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
-            given = dict(bound.arguments)
+        def larger_batch(given: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any] | None:
             if given.get("batch_sampler") is not None:
                 fix.skipped.append("a batch_sampler makes its batches")
-                return orig(loader, dataset, *args, **kwargs)
-            size = given.get("batch_size", sig.parameters["batch_size"].default)
+                return None
+            size = given.get("batch_size", defaults.get("batch_size"))
             if not isinstance(size, int) or size <= 0:
                 fix.skipped.append("batch_size=None (the dataset yields whole batches)")
-                return orig(loader, dataset, *args, **kwargs)
+                return None
             given["batch_size"] = size * FACTOR
             fix.sizes.append((size, size * FACTOR))
-            given.pop("self", None)
-            extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
-            return orig(loader, **given, **extra)
+            return given
 
-        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
+        change_dataloaders(larger_batch)
 
     def outcome(self) -> tuple[bool, str]:
         self.changed = len(self.sizes)

@@ -14,14 +14,13 @@ which a pinned buffer the program reuses could.
 from __future__ import annotations
 
 import functools
-import inspect
 import weakref
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from ...vocabulary.names import FixName, RuleId
-from .base import FixContext, InjectedFix, NotApplicable
+from .base import FixContext, InjectedFix, NotApplicable, change_dataloaders
 
 
 def _tensors(batch: Any) -> list[Any]:
@@ -49,7 +48,6 @@ class PinnedMemory(InjectedFix):
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         if not torch.cuda.is_available():
             raise NotApplicable("no CUDA device: pinned host memory speeds copies to a GPU")
-        from torch.utils.data import DataLoader
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         fix = self
@@ -64,24 +62,15 @@ class PinnedMemory(InjectedFix):
             r = pinned_batches.get(id(t))
             return r is not None and r() is t
 
-        orig_init = DataLoader.__init__
-        sig = inspect.signature(orig_init)
-
-        @functools.wraps(orig_init)
-        def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
-            try:
-                bound = sig.bind(loader, dataset, *args, **kwargs)
-            except TypeError:
-                return orig_init(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
-            given = dict(bound.arguments)
+        def pin(given: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any] | None:
             if given.get("pin_memory"):
                 fix.pinned_already += 1
-                return orig_init(loader, dataset, *args, **kwargs)
+                return None
             given["pin_memory"] = True
             fix.loaders += 1
-            given.pop("self", None)
-            extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
-            return orig_init(loader, **given, **extra)
+            return given
+
+        change_dataloaders(pin)
 
         orig_next = _BaseDataLoaderIter.__next__
 
@@ -116,7 +105,6 @@ class PinnedMemory(InjectedFix):
                 kwargs["non_blocking"] = True
             return orig_cuda(t, *args, **kwargs)
 
-        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
         _BaseDataLoaderIter.__next__ = next_batch  # type: ignore[method-assign,assignment]  # the injected fix, as above
         torch.Tensor.to = to
         torch.Tensor.cuda = cuda

@@ -3,15 +3,14 @@ persistent workers, so the next batches load while the GPU runs this one."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import os
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from ...vocabulary.names import FixName, RuleId
-from .base import FixContext, InjectedFix
+from .base import FixContext, InjectedFix, change_dataloaders
 
 # Workers per loader. Not the cores: a worker waiting on a file, the network or a sleep is a
 # blocked process and holds no core, so a loader that mostly waits needs more workers than the
@@ -68,7 +67,7 @@ class DataLoaderWorkers(InjectedFix):
         self.skipped: list[str] = []
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
-        from torch.utils.data import DataLoader, IterableDataset
+        from torch.utils.data import IterableDataset
 
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         workers, needed, why = choose_workers(cpus, ctx.options.get(self.name, {}).get("predicted_saving_pct"))
@@ -77,34 +76,23 @@ class DataLoaderWorkers(InjectedFix):
         if needed is not None and workers < needed:
             self.weaker = f"{self.applied_as} where the advised saving needs {needed}"
         cuda = torch.cuda.is_available()
-        orig = DataLoader.__init__
         fix = self
 
-        sig = inspect.signature(orig)
-
-        @functools.wraps(orig)
-        def init(loader: Any, dataset: Any, *args: Any, **kwargs: Any) -> None:
-            try:
-                bound = sig.bind(loader, dataset, *args, **kwargs)
-            except TypeError:
-                return orig(loader, dataset, *args, **kwargs)  # let DataLoader report the bad call itself
-            given = dict(bound.arguments)
+        def more_workers(given: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any] | None:
             if given.get("num_workers", 0) != 0:
-                return orig(loader, dataset, *args, **kwargs)
-            if isinstance(dataset, IterableDataset):
+                return None
+            if isinstance(given.get("dataset"), IterableDataset):
                 fix.skipped.append("an IterableDataset (workers would each yield the whole stream)")
-                return orig(loader, dataset, *args, **kwargs)
+                return None
             given.update(
                 num_workers=workers, persistent_workers=True, prefetch_factor=given.get("prefetch_factor") or 2
             )
             if cuda and not given.get("pin_memory"):
                 given["pin_memory"] = True
             fix.changed += 1
-            given.pop("self", None)
-            extra = given.pop("kwargs", {}) if "kwargs" in sig.parameters else {}
-            return orig(loader, **given, **extra)
+            return given
 
-        DataLoader.__init__ = init  # type: ignore[method-assign,assignment]  # the injected fix: a wrapper of torch's own
+        change_dataloaders(more_workers)
 
     def outcome(self) -> tuple[bool, str]:
         if self.changed:
