@@ -17,7 +17,9 @@ from dlscope.capture.fixes.base import FixContext, NotApplicable
 
 def _cuda_torch(torch: Any) -> Any:
     """torch, as seen by a fix on a machine with a GPU (the injection itself runs the same on the CPU)."""
-    return SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True), Tensor=torch.Tensor, _C=torch._C)
+    return SimpleNamespace(
+        cuda=SimpleNamespace(is_available=lambda: True), Tensor=torch.Tensor, _C=torch._C, utils=torch.utils
+    )
 
 
 @pytest.fixture
@@ -26,9 +28,16 @@ def restore_torch():
     from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-    saved = (DataLoader.__init__, _BaseDataLoaderIter.__next__, torch.Tensor.to, torch.Tensor.cuda)
+    pin_module = torch.utils.data._utils.pin_memory
+    saved = (
+        DataLoader.__init__,
+        _BaseDataLoaderIter.__next__,
+        torch.Tensor.to,
+        torch.Tensor.cuda,
+        pin_module.pin_memory,
+    )
     yield torch
-    DataLoader.__init__, _BaseDataLoaderIter.__next__, torch.Tensor.to, torch.Tensor.cuda = saved
+    DataLoader.__init__, _BaseDataLoaderIter.__next__, torch.Tensor.to, torch.Tensor.cuda, pin_module.pin_memory = saved
 
 
 @pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true but no accelerator")
@@ -50,13 +59,17 @@ def test_pinned_pins_the_loaders_without_it_and_makes_their_copies_non_blocking(
         return real_to(t, dtype) if dtype is not None else t
 
     monkeypatch.setattr(torch.Tensor, "to", torch_own_to)
+    # DataLoader's pin function, which needs a GPU: here it hands the batch back as it is (read as pinned)
+    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", lambda data, device=None: data)
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    next_before = _BaseDataLoaderIter.__next__
     fix = PinnedMemory()
     fix.install(_cuda_torch(torch), FixContext())
     plain = DataLoader(TensorDataset(torch.arange(8.0).reshape(4, 2)), batch_size=2)
     already = DataLoader(TensorDataset(torch.zeros(4, 2)), batch_size=2, pin_memory=True)
     assert plain.pin_memory is True and already.pin_memory is True
     assert (fix.loaders, fix.pinned_already) == (1, 1)
-    monkeypatch.setattr(torch.utils.data._utils.pin_memory, "pin_memory", lambda data, device=None: data)
     batches = iter(plain)
     batches._pin_memory = True  # as on a GPU machine (here torch turned it off: no accelerator)
     (x,) = next(batches)
@@ -66,8 +79,14 @@ def test_pinned_pins_the_loaders_without_it_and_makes_their_copies_non_blocking(
     torch.ones(2).to("cuda")  # not a loader's batch: left alone
     x.to(torch.float64)  # not a copy to the GPU: left alone
     assert asked == [True, True, False, False, False]
-    assert fix.outcome() == (True, "") and fix.copies == 2
-    assert fix.detail == {"loaders_pinned": 1, "loaders_pinned_already": 1, "copies_non_blocking": 2}
+    # the next batch too: the fix leaves the iterators' __next__ alone (dlscope's DataLoader hook puts back the
+    # __next__ it found after the first batch; a fix wrapping it lost every batch after the first, on the H200)
+    assert _BaseDataLoaderIter.__next__ is next_before
+    (x2,) = next(batches)
+    x2.to("cuda")
+    assert asked[-1] is True
+    assert fix.outcome() == (True, "") and fix.copies == 3
+    assert fix.detail == {"loaders_pinned": 1, "loaders_pinned_already": 1, "copies_non_blocking": 3}
 
 
 def test_pinned_refuses_without_a_gpu_and_says_when_nothing_changed(restore_torch):

@@ -48,7 +48,6 @@ class PinnedMemory(InjectedFix):
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         if not torch.cuda.is_available():
             raise NotApplicable("no CUDA device: pinned host memory speeds copies to a GPU")
-        from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         fix = self
         # the pinned batch tensors, by id while they live (a WeakSet would compare tensors with ==)
@@ -72,16 +71,19 @@ class PinnedMemory(InjectedFix):
 
         change_dataloaders(pin)
 
-        orig_next = _BaseDataLoaderIter.__next__
+        # the batches the loaders pin: what DataLoader's pin function returns, in the loop or in its pin
+        # thread (both look it up in its module when they call it). Not by wrapping the iterators'
+        # __next__: dlscope's own DataLoader hook puts back the __next__ it found, after the first batch
+        pin_module = torch.utils.data._utils.pin_memory
+        orig_pin = pin_module.pin_memory
 
-        @functools.wraps(orig_next)
-        def next_batch(it: Any) -> Any:
-            batch = orig_next(it)
-            if getattr(it, "_pin_memory", False):
-                for t in _tensors(batch):
-                    if t.device.type == "cpu" and t.is_pinned():
-                        remember(t)
-            return batch
+        @functools.wraps(orig_pin)
+        def pin_batch(data: Any, *args: Any, **kwargs: Any) -> Any:
+            pinned = orig_pin(data, *args, **kwargs)
+            for t in _tensors(pinned):
+                if t.device.type == "cpu" and t.is_pinned():
+                    remember(t)
+            return pinned
 
         orig_to = torch.Tensor.to
         parse_to = torch._C._nn._parse_to
@@ -105,7 +107,7 @@ class PinnedMemory(InjectedFix):
                 kwargs["non_blocking"] = True
             return orig_cuda(t, *args, **kwargs)
 
-        _BaseDataLoaderIter.__next__ = next_batch  # type: ignore[method-assign,assignment]  # the injected fix, as above
+        pin_module.pin_memory = pin_batch
         torch.Tensor.to = to
         torch.Tensor.cuda = cuda
 
