@@ -49,9 +49,10 @@ UNCONFIRMED_CAP = Severity.LOW
 class Replayer:
     """The calibrated replay of one profile, shared by every finding's what-if."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, waves: bool = True) -> None:
+        """``waves``: a fix to replay grows the batch (the calls' wave factors are computed only then)."""
         self.ctx = ctx
-        self.calls: Calls = replay_calls(ctx.data)
+        self.calls: Calls = replay_calls(ctx.data, waves)
         self.calibration: Calibration = calibrated(self.calls, ctx)
         self.base_ms = self.step(self.calls)
         # each chain of fixes replayed once: the chain below asks for the step after the fixes above a
@@ -121,7 +122,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
             fixes[f.id] = fix
     if not fixes:
         return sorted(findings, key=Finding.sort_key)
-    r = Replayer(ctx)
+    r = Replayer(ctx, waves=any(fix.batch != 1.0 for fix in fixes.values()))
     if not r.usable:
         return sorted(findings, key=Finding.sort_key)
     if not r.calibration.matched:

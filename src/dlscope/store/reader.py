@@ -241,6 +241,7 @@ def attach(
     files, then ``dec_<table>`` and ``<table>`` over it, and then the copy into memory bound it
     four times (a third of the time a small profile took to open)."""
     con = con or db.connect()
+    listed = False
     for spec in TABLES:
         absent = profile.absent_columns.get(spec.name, set())
         narrow = profile.narrow_columns.get(spec.name, set())
@@ -284,6 +285,7 @@ def attach(
         try:
             if spec.name == "strings":
                 con.execute(f"CREATE OR REPLACE TABLE strings AS {src}")
+                listed = _list_strings(con)
                 continue
             if in_memory and profile.files[spec.name] and not no_rows:
                 con.execute(f"CREATE OR REPLACE TEMP TABLE mem_{spec.name} AS {src}")
@@ -292,7 +294,7 @@ def attach(
                 con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
         except duckdb.Error as e:  # a file damaged past the footer pyarrow read (or, read whole, past it)
             raise corrupt_table(profile, spec.name, e) from None
-        decoded = decoded_sql(spec.name)
+        decoded = decoded_sql(spec.name, listed=listed)
         # dec_<table> stays as stored; <table> is what queries use (analysis may redefine it,
         # e.g. with steps re-derived from a key node)
         con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
@@ -300,12 +302,37 @@ def attach(
     return con
 
 
-def decoded_sql(table: str, key: str | None = None) -> str:
+def _list_strings(con: duckdb.DuckDBPyConnection) -> bool:
+    """``string_list``: the profile's strings as one list indexed by id, when the ids are 0..n-1 (as
+    the builder interns them); whether they are. A view that decodes names by joining ``strings``
+    pays for every join in every query that reads the view, even one that reads no name (11 ms a
+    query over the 420k ops of the 504k-event profile, four names each); a lookup in the list is
+    computed only where a query reads the name."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE string_list AS SELECT list(value ORDER BY id) AS names, "
+        "coalesce(min(id) = 0 AND max(id) = count(*) - 1 AND count(DISTINCT id) = count(*), TRUE) AS dense "
+        "FROM strings"
+    )
+    row = con.execute("SELECT dense FROM string_list").fetchone()
+    return bool(row and row[0])
+
+
+def decoded_sql(table: str, key: str | None = None, listed: bool = False) -> str:
     """SQL of ``raw_<table>`` with each interned name column decoded from ``strings`` (joined on
-    ``key`` too, for views over several profiles whose ids differ)."""
+    ``key`` too, for views over several profiles whose ids differ; looked up in ``string_list`` where
+    ``listed``: one profile whose ids are dense)."""
     names = NAME_COLUMNS.get(table)
     if not names:
         return f"SELECT * FROM raw_{table}"
+    if listed and key is None:
+        required = {c.name for c in TABLES_BY_NAME[table].columns if not c.nullable}
+        extra = []
+        for col, idcol in names.items():
+            value = f"CASE WHEN t.{idcol} >= 0 THEN list_extract(l.names, t.{idcol} + 1) END"
+            if idcol in required:  # as below: an id the strings lack reads as a placeholder
+                value = f"coalesce({value}, '<unknown string ' || t.{idcol} || '>')"
+            extra.append(f"{value} AS {col}")
+        return f"SELECT t.*, {', '.join(extra)} FROM raw_{table} t CROSS JOIN string_list l"
     on_key = f" AND s{{i}}.{key} = t.{key}" if key else ""
     required = {c.name for c in TABLES_BY_NAME[table].columns if not c.nullable}
     joins, extra = [], []

@@ -111,7 +111,7 @@ def _setup_of(gone: np.ndarray, launches: np.ndarray, wid: np.ndarray) -> np.nda
     return hidden
 
 
-def _gpu_items_sql(data: ProfileData) -> str | None:
+def _gpu_items_sql(data: ProfileData, with_waves: bool = True) -> str | None:
     parts = []
     if data.has("kernels"):
         # classes judged once per distinct name (see kernel_names)
@@ -123,7 +123,8 @@ def _gpu_items_sql(data: ProfileData) -> str | None:
                                    FROM comms c WHERE c.correlation_id IS NOT NULL GROUP BY ALL) sc
                         ON sc.rank = k.rank AND sc.correlation_id = k.correlation_id"""
             small = "coalesce(sc.small, FALSE)"
-        device = profile_device(data)
+        # without a larger batch to replay, each call's factors stay linear (never read): no occupancy arithmetic
+        device = profile_device(data) if with_waves else None
         shape_join = ""
         if device:
             shape_join = f"LEFT JOIN {_wave_factors_table(data, device)} wf ON " + " AND ".join(
@@ -180,9 +181,11 @@ def _class_islands_sql(data: ProfileData, regex: str) -> str:
     )
 
 
-def replay_calls(data: ProfileData) -> Calls:
-    """The replay's input for the profile's GPU windows (empty without runtime calls or GPU work)."""
-    gpu = _gpu_items_sql(data)
+def replay_calls(data: ProfileData, waves: bool = True) -> Calls:
+    """The replay's input for the profile's GPU windows (empty without runtime calls or GPU work).
+    ``waves``: model each call's GPU time under a larger batch by its kernels' waves on the SMs (what a
+    :class:`Fix` with ``batch`` > 1 replays); without it the factors are linear."""
+    gpu = _gpu_items_sql(data, waves)
     if gpu is None or not data.has("api"):
         return Calls({k: np.zeros(0) for k in ARRAYS}, 0)
     wave_sums = ", ".join(f"sum(ns{f}) AS ns{f}" for f in WAVE_FACTORS)
