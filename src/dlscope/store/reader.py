@@ -313,8 +313,8 @@ def _list_strings(con: duckdb.DuckDBPyConnection) -> bool:
         "coalesce(min(id) = 0 AND max(id) = count(*) - 1 AND count(DISTINCT id) = count(*), TRUE) AS dense "
         "FROM strings"
     )
-    row = con.execute("SELECT dense FROM string_list").fetchone()
-    return bool(row and row[0])
+    rows = con.execute("SELECT dense FROM string_list").fetchall()  # (not fetchone: it keeps the result open)
+    return bool(rows and rows[0][0])
 
 
 def decoded_sql(table: str, key: str | None = None, listed: bool = False) -> str:
