@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.core.context import ProfileData
+from ..vocabulary.names import RuleId
 from . import (
     amp_not_enabled,
     comm_exposed,
@@ -69,8 +70,8 @@ class AdviceRun:
     and why, and the rules that ran and found nothing."""
 
     findings: list[Finding] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-    clean: list[str] = field(default_factory=list)
+    skipped: dict[RuleId, str] = field(default_factory=dict)
+    clean: list[RuleId] = field(default_factory=list)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-ready, for :meth:`from_record` (the results cache)."""
@@ -78,7 +79,11 @@ class AdviceRun:
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> AdviceRun:
-        return cls([Finding.from_record(f) for f in d["findings"]], dict(d["skipped"]), list(d["clean"]))
+        return cls(
+            [Finding.from_record(f) for f in d["findings"]],
+            {RuleId(k): v for k, v in d["skipped"].items()},
+            [RuleId(r) for r in d["clean"]],
+        )
 
 
 def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:

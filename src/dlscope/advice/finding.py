@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..analysis.models.replay import CalibrationBasis
-from ..vocabulary.names import RuleId
+from ..vocabulary.names import FixName, RuleId
 from ..vocabulary.severity import SEVERITIES, Severity
 
 __all__ = ["KEYS", "SEVERITIES", "Evidence", "Finding", "Severity", "WhatIf", "cap_severity", "severity_for"]
@@ -86,7 +86,7 @@ class WhatIf:
     after_above_ms: float | None = None
     after_above_fixed_ms: float | None = None
     saving_after_above_ms: float = 0.0
-    fixed_above: list[str] = field(default_factory=list)
+    fixed_above: list[RuleId] = field(default_factory=list)
 
     @property
     def saving_ms(self) -> float:
@@ -102,6 +102,7 @@ class WhatIf:
         names = cls.__dataclass_fields__
         fields = {k: v for k, v in d.items() if k in names}
         fields["calibration"] = CalibrationBasis[str(d.get("calibration", "none")).upper()]
+        fields["fixed_above"] = [RuleId(r) for r in d.get("fixed_above", [])]
         return cls(**fields)
 
 
@@ -130,12 +131,12 @@ class Finding:
     bound_pct: float | None = None
     what_if: WhatIf | None = None
     symptom: bool = False
-    alternative_of: str | None = None  # another finding's fix covers this one's (ranks after the causes)
+    alternative_of: RuleId | None = None  # another finding's fix covers this one's (ranks after the causes)
     negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
     untraced: bool = False  # judged from steps measured without the tracer (step times, NVML, hook phases)
     confirmed: bool = True  # False: judged from traced steps that the untraced ones do not confirm (at most LOW)
     # how `dlscope try` tests the finding: the fixes it injects for it, or why no run can
-    try_fixes: list[str] = field(default_factory=list)
+    try_fixes: list[FixName] = field(default_factory=list)
     try_none: str | None = None
 
     def __post_init__(self) -> None:
@@ -173,11 +174,14 @@ class Finding:
         fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         fields["id"] = RuleId(d["id"])
         fields["severity"] = Severity(d["severity"])
+        if d.get("alternative_of") is not None:
+            fields["alternative_of"] = RuleId(d["alternative_of"])
+        fields["try_fixes"] = [FixName(n) for n in d.get("try_fixes", [])]
         fields["evidence"] = Evidence(**d["evidence"])
         fields["what_if"] = WhatIf.from_dict(d["what_if"]) if d.get("what_if") is not None else None
         return cls(**fields)
 
-    def sort_key(self) -> tuple[int, float, int, str]:
+    def sort_key(self) -> tuple[int, float, int, RuleId]:
         """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix
         would hardly show (negligible); within each,
         the largest saving first; severity breaks ties, then the id (a stable order)."""

@@ -27,10 +27,10 @@ from .text import ms, pct
 # larger batch for GPUs under 50% utilization (run.py, gpu_utilization < 0.5).
 LOW_UTILIZATION_PCT = 50.0
 URL = "https://docs.nvidia.com/nsight-systems/UserGuide/index.html"
-CAUSES = (
-    ("input_ns", "waiting for input", "input_bound"),
-    ("sync_ns", "after a host synchronization", "sync_in_step"),
-    ("launch_ns", "while the host launched work", "launch_bound"),
+CAUSES: tuple[tuple[str, str, RuleId | None], ...] = (
+    ("input_ns", "waiting for input", RuleId.INPUT_BOUND),
+    ("sync_ns", "after a host synchronization", RuleId.SYNC_IN_STEP),
+    ("launch_ns", "while the host launched work", RuleId.LAUNCH_BOUND),
     ("queued_ns", "waiting on itself (work already queued)", None),
     ("other_ns", "with no recorded host activity", None),
 )
@@ -110,7 +110,7 @@ def _step_row(r: WindowIdle) -> dict[str, Any]:
     }
 
 
-def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
+def _advice(ctx: Context, share: float, label: str, rule: RuleId | None) -> str:
     of = "each step" if ctx.basis.has_steps else "the profile"
     if rule:
         first = (
@@ -129,7 +129,7 @@ def _advice(ctx: Context, share: float, label: str, rule: str | None) -> str:
             "framework ops and phases (Python, I/O, another thread). Wrap the parts of the loop in dlscope phases "
             "(with prof.phase('name'):) to see which one keeps the GPU waiting."
         )
-    if rule in ("launch_bound", "sync_in_step") and ctx.facts.torch:
+    if rule in (RuleId.LAUNCH_BOUND, RuleId.SYNC_IN_STEP) and ctx.facts.torch:
         first += " A larger batch also raises the GPU's share of each step, at the same per-step host cost."
     return first
 

@@ -24,7 +24,7 @@ MIN_SAVING_PCT = 2.0
 
 
 class Rule:
-    id: ClassVar[RuleId]
+    id: ClassVar[RuleId]  # every rule names its own (vocabulary.names)
     title: ClassVar[str] = ""
     description: ClassVar[str] = ""  # what the rule looks for, one sentence
     url: ClassVar[str] = ""
@@ -33,9 +33,8 @@ class Rule:
     needs_gpu: ClassVar[bool] = False  # GPU work in the selected steps
     cuda_only: ClassVar[bool] = False  # judges CUDA/ROCm kernel names or runtime calls
     symptom: ClassVar[bool] = False  # an effect whose causes have rules of their own: ranks after them
-    alternative_to: ClassVar[RuleId | None] = (
-        None  # a rule whose fix includes this one's: when both fire, this ranks after the causes
-    )
+    # a rule whose fix includes this one's: when both fire, this ranks after the causes
+    alternative_to: ClassVar[RuleId | None] = None
     # why no `dlscope try` run can test this rule's finding, for rules no injected fix answers
     # (tests/test_try_links.py: every rule has a fix or this reason)
     no_try_fix: ClassVar[str] = ""

@@ -34,6 +34,7 @@ from ..analysis.models.replay import (
     step_ms,
     traced_work_ms,
 )
+from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Finding, Severity, WhatIf, cap_severity, severity_for
 from .rule import MIN_SAVING_PCT, Rule
@@ -105,7 +106,7 @@ def calibrated(calls: Calls, ctx: Context) -> Calibration:
     return calibrate(calls, basis.mean_step_ms)
 
 
-def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list[Finding]:
+def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> list[Finding]:
     """``findings`` with replayed savings and the chain where rules give a fix, sorted (causes
     by saving now, then alternatives, symptoms, and findings whose fix saves under the floor now
     and along the chain)."""
@@ -114,7 +115,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[str, Rule]) -> list
         rule = rules.get(f.id)
         if rule is not None and rule.alternative_to in present:
             f.alternative_of = rule.alternative_to
-    fixes = {}
+    fixes: dict[RuleId, Fix] = {}  # the replay's change of each finding that has one, by its rule
     for f in findings:
         rule = rules.get(f.id)
         fix = rule.what_if(ctx, f) if rule is not None else None

@@ -91,7 +91,7 @@ class Trial:
         self.asked, self.combined, self.quiet = asked, combined, quiet
         self.runs: list[Run] = []
         self.interrupted = False
-        self.fix_options: dict[str, dict[str, Any]] = {}  # per fix: the advice's predicted saving
+        self.fix_options: dict[FixName, dict[str, Any]] = {}  # per fix: the advice's predicted saving
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -127,8 +127,8 @@ class Trial:
             for n in names
         ]
         helped = [
-            o.name
-            for o in outcomes
+            n
+            for n, o in zip(names, outcomes)
             if o.applied
             and o.significant
             and (o.measured_saving_pct or 0) > 0
@@ -188,7 +188,7 @@ class Trial:
         return result
 
     # ---- the rounds -----------------------------------------------------------------------------
-    def _rounds(self, order: list[str], first: int, fixes: dict[str, list[str]]) -> int:
+    def _rounds(self, order: list[str], first: int, fixes: dict[str, list[FixName]]) -> int:
         """Rounds of the runs ``order`` names (``baseline`` and the labels of ``fixes``: label ->
         fixes it applies), rotated by one each round, numbered from ``first``; the baseline's run of
         round 0 is the profiled one, already made. A label leaves once its look is decided (or its
@@ -234,7 +234,7 @@ class Trial:
         return f"{seen.verdict.value} after {seen.rounds} rounds ({seen.low_pct:+.1f}..{seen.high_pct:+.1f}%)"
 
     # ---- one run ------------------------------------------------------------------------------
-    def _run(self, label: str, rnd: int, fixes: list[str], traced: bool = False) -> Run:
+    def _run(self, label: str, rnd: int, fixes: list[FixName], traced: bool = False) -> Run:
         from ..analysis.compare.tries import Run, read_run
         from ..capture.base import Settings, TryRun
         from ..capture.finalize import finalize_profile

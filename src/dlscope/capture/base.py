@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..vocabulary.names import FixName
 from .schedule import Action
 
 if TYPE_CHECKING:
@@ -27,11 +28,20 @@ class TryRun:
     """What one run of ``dlscope try`` asks of the program (read by the fix injector,
     :mod:`.fix_injector`): the fixes to apply, what try knows for each, where to stop."""
 
-    fixes: list[str] = field(default_factory=list)  # names in capture.fixes.BY_NAME
-    # per fix name, what try knows for it (FixContext.options): the advice's predicted saving
-    fix_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fixes: list[FixName] = field(default_factory=list)  # each in capture.fixes.BY_NAME
+    # per fix, what try knows for it (FixContext.options): the advice's predicted saving
+    fix_options: dict[FixName, dict[str, Any]] = field(default_factory=dict)
     stop_after_step: int | None = None  # the run ends after this step (its measured steps are done)
     record_loss: bool = False  # keep the scalar losses, to flag a fix that changes the numerics
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TryRun:
+        """From :meth:`Settings.to_dict`'s JSON: the fixes' names become :class:`FixName` again
+        (a name that is none raises ValueError: parent and child are the same dlscope)."""
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d["fixes"] = [FixName(n) for n in d.get("fixes", [])]
+        d["fix_options"] = {FixName(n): dict(o) for n, o in d.get("fix_options", {}).items()}
+        return cls(**d)
 
 
 @dataclass
@@ -74,7 +84,7 @@ class Settings:
         if d.get("steps") is not None:
             d["steps"] = tuple(d["steps"])
         if isinstance(d.get("try_run"), dict):
-            d["try_run"] = TryRun(**{k: v for k, v in d["try_run"].items() if k in TryRun.__dataclass_fields__})
+            d["try_run"] = TryRun.from_dict(d["try_run"])
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CollectorUnavailable
+from ..vocabulary.names import FixName
 from .base import Collector, Settings, TryRun
 from .import_hooks import cancel, when_imported
 from .schedule import Action
@@ -36,11 +37,11 @@ class FixInjector(Collector):
         super().__init__(settings)
         self.session: Session | None = None
         run = settings.try_run or TryRun()
-        self.wanted_fixes: list[str] = list(run.fixes)
+        self.wanted_fixes: list[FixName] = list(run.fixes)
         self.stop_after: int | None = run.stop_after_step
         self.record_loss = run.record_loss
         self.fixes: list[InjectedFix] = []
-        self.not_applied: dict[str, str] = {}
+        self.not_applied: dict[FixName, str] = {}
         self.losses: list[tuple[int, Any]] = []
         self._restore: list[tuple[Any, str, Any]] = []
         self._ctx: Any = None

@@ -44,8 +44,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from ...vocabulary.names import FixName, RuleId
 from .sequential import Look, Plan, Verdict, look
 from .significance import ALPHA, compare_samples, paired_rounds
 
@@ -84,8 +85,8 @@ class Run:
 class FixOutcome:
     """One fix, measured. Savings are % of the baseline's median step (positive: faster)."""
 
-    name: str
-    rules: list[str]
+    name: FixName | Literal["combined"]  # a fix, or the fixes that helped, together
+    rules: list[RuleId]
     applied: bool
     reason: str
     changes_precision: bool
@@ -120,8 +121,8 @@ class FixOutcome:
 
 
 def measure(
-    name: str,
-    rules: list[str],
+    name: FixName | Literal["combined"],
+    rules: list[RuleId],
     base: list[Run],
     fixed: list[Run],
     predicted_pct: float | None,
@@ -349,9 +350,10 @@ def read_tries(table: pa.Table) -> list[FixOutcome]:
     for r in table.to_pylist():
         low, high = r.get("measured_low_pct"), r.get("measured_high_pct")
         verdict = Verdict(r["verdict"]) if r.get("verdict") else None
+        rules = [RuleId(x) for x in (r.get("rules") or "").split(",") if x]
         o = FixOutcome(
-            r["fix"],
-            [x for x in (r.get("rules") or "").split(",") if x],
+            FixName(r["fix"]),
+            rules,
             bool(r["applied"]),
             r.get("reason") or "",
             bool(r.get("changes_precision")),

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...vocabulary.collectives import SMALL_BYTES, size_bytes_sql
+from ...vocabulary.names import RuleId
 from ..core import interval_arrays as ia
 from ..core.context import ProfileData
 from ..core.host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
@@ -312,7 +313,7 @@ class Fix:
     it, and the GPU time outside the optimizer: each kernel by its waves on the SMs where the
     factor is one of :data:`WAVE_FACTORS`, linearly otherwise) and the result is per sample."""
 
-    name: str
+    name: RuleId  # the advice rule whose change this is (its finding links to it by this id)
     describe: str = ""  # the change in words, for the evidence
     host: dict[HostClass, float] = field(default_factory=dict)
     unblock: tuple[Blocking, ...] = ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...vocabulary.names import FixName, RuleId
 from .base import FixContext, InjectedFix, NotApplicable
 from .batch import LargerBatch
 from .bf16 import Bf16Autocast
@@ -26,10 +27,10 @@ FIXES: list[type[InjectedFix]] = [
     Compile,
     CompileGraphs,
 ]
-BY_NAME: dict[str, type[InjectedFix]] = {f.name: f for f in FIXES}
+BY_NAME: dict[FixName, type[InjectedFix]] = {f.name: f for f in FIXES}
 
 
-def fixes_for(rule_id: str) -> list[str]:
+def fixes_for(rule_id: RuleId) -> list[FixName]:
     """The fixes ``dlscope try`` injects to test a finding of the rule ``rule_id``."""
     return [f.name for f in FIXES if rule_id in f.rules]
 

@@ -32,7 +32,7 @@ class FixContext:
         self.first_forward: list[Any] = []  # callables (module, args) -> args | None, at the outermost forward
         # per fix name, what dlscope try knows for it (Settings.try_run.fix_options): the advice's
         # predicted saving ('predicted_saving_pct') sizes a fix that has a size (DataLoader workers)
-        self.options: dict[str, dict[str, Any]] = {}
+        self.options: dict[FixName, dict[str, Any]] = {}
 
 
 class InjectedFix:
