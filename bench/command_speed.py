@@ -62,7 +62,9 @@ def main() -> int:
         action="store_true",
         help="turn the results cache off: every command computes (the first command on a profile)",
     )
+    ap.add_argument("--command", action="append", choices=sorted(COMMANDS), help="only these commands (default: all)")
     args = ap.parse_args()
+    commands = {c: COMMANDS[c] for c in (args.command or COMMANDS)}
     global NO_CACHE
     NO_CACHE = args.no_cache
     trees = {n: Path(p).resolve() for n, p in (t.split("=", 1) for t in args.tree)}
@@ -77,8 +79,8 @@ def main() -> int:
         out = Path(tmp)
         profile = str(out / "gpt12.dlscope")
         run(next(iter(trees.values())), ["import", str(trace), "-o", profile])
-        times: dict[str, dict[str, list[float]]] = {c: {n: [] for n in trees} for c in COMMANDS}
-        for cmd, make in COMMANDS.items():
+        times: dict[str, dict[str, list[float]]] = {c: {n: [] for n in trees} for c in commands}
+        for cmd, make in commands.items():
             for tree in trees.values():  # one warm-up each (page cache)
                 run(tree, make(profile, out))
             for _ in range(args.runs):
@@ -95,7 +97,7 @@ def main() -> int:
         "times_s": times,
         "median_s": {},
     }
-    for cmd in COMMANDS:
+    for cmd in commands:
         med = {n: statistics.median(times[cmd][n]) for n in names}
         result["median_s"][cmd] = med
         print(f"| {cmd} | " + " | ".join(f"{med[n]:.3f}" for n in names) + f" | {med[names[-1]] / med[names[0]]:.2f} |")

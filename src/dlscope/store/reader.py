@@ -7,7 +7,7 @@ read of every table): the same one-line :class:`ProfileFormatError` (:func:`corr
 :func:`attach` makes one DuckDB view per table;
 the views of tables that carry names add the decoded text (``name``, ``input_shapes``, ``metric``
 ...), so ``select name, count(*) from kernels group by 1`` works as a user would expect. The raw
-tables stay reachable as ``raw_<table>``, the decoded ones as stored as ``dec_<table>``.
+tables stay reachable as ``raw_<table>``.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ class StoredProfile:
     # the one-thread connection that read the footers' statistics, for ProfileData to reuse
     # (a connection costs 30-60 ms to open: as long as a small profile's summary takes to compute)
     connection: duckdb.DuckDBPyConnection | None = field(default=None, repr=False, compare=False)
+    # whether attach() decodes names by a lookup in ``string_list`` (see decoded_sql's ``listed``)
+    names_listed: bool = False
 
     @property
     def name(self) -> str:
@@ -238,8 +240,8 @@ def attach(
     ``in_memory``: read each table's files once into a temp table ``mem_<table>`` and make
     ``raw_<table>`` a view of it (see ``ProfileData._load_in_memory``). The rows are those of the
     view over the files; reading them straight away binds each file once, where a view over the
-    files, then ``dec_<table>`` and ``<table>`` over it, and then the copy into memory bound it
-    four times (a third of the time a small profile took to open)."""
+    files, then ``<table>`` over it, and then the copy into memory bound it
+    three times (a third of the time a small profile took to open)."""
     con = con or db.connect()
     listed = False
     for spec in TABLES:
@@ -255,9 +257,10 @@ def attach(
             )
             for c in spec.columns
         )
-        # read into memory, a table whose files' footers count no row is not read at all: its view
-        # is the empty one below (most tables of a small imported trace are empty)
-        no_rows = in_memory and spec.name != "strings" and profile.rows.get(spec.name) == 0
+        # a table whose files' footers count no row is not read at all: its view is the empty one
+        # below (most tables of a small imported trace are empty; each view over a file binds it
+        # again, 0.7 ms a view, three views a table)
+        no_rows = spec.name != "strings" and profile.rows.get(spec.name) == 0
         if profile.files[spec.name] and not no_rows:
             files = "[" + ", ".join(db.sql_str(str(f)) for f in profile.files[spec.name]) + "]"
             src = f"SELECT {cols} FROM read_parquet({files})"
@@ -294,11 +297,11 @@ def attach(
                 con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
         except duckdb.Error as e:  # a file damaged past the footer pyarrow read (or, read whole, past it)
             raise corrupt_table(profile, spec.name, e) from None
-        decoded = decoded_sql(spec.name, listed=listed)
-        # dec_<table> stays as stored; <table> is what queries use (analysis may redefine it,
-        # e.g. with steps re-derived from a key node)
-        con.execute(f"CREATE OR REPLACE VIEW dec_{spec.name} AS {decoded}")
-        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM dec_{spec.name}")
+        # <table> is what queries use; analysis may redefine it (steps re-derived from a key node
+        # read the rows as stored again by decoded_sql(), not by another view: every view costs its
+        # creation, 0.6 ms, on every open)
+        con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS {decoded_sql(spec.name, listed=listed)}")
+    profile.names_listed = listed
     return con
 
 

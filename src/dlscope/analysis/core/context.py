@@ -98,7 +98,7 @@ class ProfileData:
         if self.selection.key_node:
             from .iterations import apply_key_node
 
-            apply_key_node(self.con, self.selection.key_node)
+            apply_key_node(self.con, self.selection.key_node, stored.names_listed)
         if statistics:
             self._select_steps()
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import NoStepsError
 from ...store.build import key_node_steps_sql, step_of_sql
+from ...store.reader import decoded_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -41,9 +42,14 @@ def no_steps_message(key_node: str | None = None) -> str:
     )
 
 
-def apply_key_node(con: duckdb.DuckDBPyConnection, key_node: str) -> int:
+def apply_key_node(con: duckdb.DuckDBPyConnection, key_node: str, names_listed: bool = False) -> int:
     """Replace the ``steps`` view and every event view's ``step`` with key-node iterations.
-    Returns the number of iterations; raises NoStepsError when the key node does not occur."""
+    Returns the number of iterations; raises NoStepsError when the key node does not occur.
+    ``names_listed``: how the profile's views decode names (StoredProfile.names_listed)."""
+
+    def stored(table: str) -> str:  # the rows as stored, names decoded (the views are replaced below)
+        return decoded_sql(table, listed=names_listed)
+
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE kn_inst AS
@@ -69,12 +75,12 @@ def apply_key_node(con: duckdb.DuckDBPyConnection, key_node: str) -> int:
     )
     con.execute("CREATE OR REPLACE VIEW steps AS SELECT * FROM kn_steps")
     for name, col in _TIMED.items():
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM dec_{name}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM ({stored(name)})")
         con.execute(f"""CREATE OR REPLACE VIEW {name} AS
             SELECT t.* EXCLUDE (rid, step), s.step FROM kn_{name} t
             LEFT JOIN ({step_of_sql(f"kn_{name}", col, "kn_steps")}) s USING (rid)""")
     for name in _LAUNCHED:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM dec_{name}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM ({stored(name)})")
         con.execute(f"""CREATE OR REPLACE VIEW {name} AS
             SELECT t.* EXCLUDE (rid, step), coalesce(a.step, o.step) AS step FROM kn_{name} t
             LEFT JOIN (SELECT rank, correlation_id, any_value(step) AS step FROM api
