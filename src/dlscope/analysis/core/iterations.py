@@ -75,12 +75,14 @@ def apply_key_node(con: duckdb.DuckDBPyConnection, key_node: str, names_listed: 
     )
     con.execute("CREATE OR REPLACE VIEW steps AS SELECT * FROM kn_steps")
     for name, col in _TIMED.items():
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM ({stored(name)})")
+        numbered = f"SELECT row_number() OVER () AS rid, * FROM ({stored(name)})"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS {numbered}")
         con.execute(f"""CREATE OR REPLACE VIEW {name} AS
             SELECT t.* EXCLUDE (rid, step), s.step FROM kn_{name} t
             LEFT JOIN ({step_of_sql(f"kn_{name}", col, "kn_steps")}) s USING (rid)""")
     for name in _LAUNCHED:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS SELECT row_number() OVER () AS rid, * FROM ({stored(name)})")
+        numbered = f"SELECT row_number() OVER () AS rid, * FROM ({stored(name)})"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kn_{name} AS {numbered}")
         con.execute(f"""CREATE OR REPLACE VIEW {name} AS
             SELECT t.* EXCLUDE (rid, step), coalesce(a.step, o.step) AS step FROM kn_{name} t
             LEFT JOIN (SELECT rank, correlation_id, any_value(step) AS step FROM api
