@@ -57,6 +57,10 @@
 #   ncu_cupy         `dlscope ncu --top 3` on a CuPy program whose top kernel CUPTI names mangled
 #                    (needs the CUPTI wheels above). -> cupy_top.json, ncu.log, ncu_measured.json,
 #                    kernel_metrics.txt, profile (2026-11-27)
+#   full_cost        bench/full_mode_cost.py: GPT-2-class bf16 steps bare, under torch.profiler (record_shapes +
+#                    profile_memory) and under `dlscope profile --mode full`, fresh processes, alternated;
+#                    WITH_PARTS=1 adds full mode minus each part (GPU marks, phase hooks, NVML, spool flushes)
+#                    through the API. ROUNDS [6], STEPS [60]. -> full_mode_cost.json (issue 39, 2026-11-28)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
@@ -111,6 +115,14 @@ trn() { echo "python3 -m torch.distributed.run --nproc-per-node $1"; }  # trn N:
 rounds() { seq 0 $(( ${ROUNDS:-$1} - 1 )); }                           # rounds DEFAULT: 0..ROUNDS-1
 hostinfo() {  # the host's CPU layout and GPU topology, beside the part's results
   post hostinfo "lscpu > $R/lscpu.txt 2>&1; nvidia-smi topo -m > $R/topo.txt 2>&1"
+}
+
+part_full_cost() {
+  part full_cost
+  hostinfo
+  run "full mode cost" 600 10 python3 bench/full_mode_cost.py --rounds "${ROUNDS:-6}" --steps "${STEPS:-60}" \
+    ${WITH_PARTS:+--parts} --budget $(( $(left) - 20 )) -o "$R/full_mode_cost.json"
+  pack "$PART"
 }
 
 part_hooks() {
@@ -373,7 +385,7 @@ part_small_collectives() {
   post advise "$D advise $R/prof/small_naive.dlscope --format json > $R/small_advise.json"
 }
 
-PARTS="hooks marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy fuzz dist \
+PARTS="hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
