@@ -3,7 +3,7 @@ options, and what each part of full mode costs alone (issue 39).
 
 The program is the suite's GPT-2-124M-class decoder in bf16 (``advice_truth/train.py --model gpt2
 --variant bf16``: an ordinary loop with a DataLoader-free Python tokenizer, AdamW per parameter, a
-``.item()`` on the loss each step), 60 steps, each run a fresh process. Per round, alternated (the
+``.item()`` on the loss each step), ``--skip`` + ``--steps`` steps, each run a fresh process. Per round, alternated (the
 order rotates each round):
 
 * ``bare``: the program alone;
@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -56,7 +57,7 @@ def child(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(TRAIN.parent))
     import programs  # the suite's module, beside train.py
 
-    trainer = programs.Trainer(programs.config("gpt2", "bf16"), "cuda")
+    trainer = programs.Trainer(programs.config(args.model, args.variant), args.device)
     times: list[float] = []
 
     def loop() -> None:
@@ -85,11 +86,99 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
+def blocks(args: argparse.Namespace) -> int:
+    """``--in-process``: one process, one trainer; per round a block of steps bare, one under
+    torch.profiler and one under dlscope's full mode (the API: the collectors `dlscope profile`
+    starts), alternated, each profiler started before the block's warm-up steps and stopped after
+    its last (stop and hand-off outside the steps). Adjacent blocks share the machine's state, so
+    its drift cancels in the paired ratio."""
+    sys.path.insert(0, str(TRAIN.parent))
+    import programs  # the suite's module, beside train.py
+    from torch.profiler import ProfilerActivity, profile
+
+    from dlscope.application.record import recording
+    from dlscope.capture.base import Settings
+
+    trainer = programs.Trainer(programs.config(args.model, args.variant), args.device)
+
+    def steps() -> float:
+        for _ in range(args.skip):
+            trainer.step()
+        times = []
+        for _ in range(args.steps):
+            s = time.perf_counter()
+            trainer.step()
+            times.append((time.perf_counter() - s) * 1e3)
+        return statistics.median(times)
+
+    def under_dlscope(overrides: dict[str, object]) -> float:
+        tmp = Path(tempfile.mkdtemp())
+        try:
+            with recording(tmp / "b.dlscope", Settings(mode="full", **overrides)):  # type: ignore[arg-type]
+                return steps()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def under_torch() -> float:
+        tmp = Path(tempfile.mkdtemp())
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, profile_memory=True
+        ) as prof:
+            ms = steps()
+        prof.export_chrome_trace(str(tmp / "trace.json"))  # as a user would, after the steps
+        shutil.rmtree(tmp, ignore_errors=True)
+        return ms
+
+    configs = {"bare": steps, "torch.profiler": under_torch, "dlscope full": lambda: under_dlscope({})}
+    if args.parts:
+        configs.update({p: (lambda o=o: under_dlscope(o)) for p, o in PARTS.items()})
+    kinds = list(configs)
+    for fn in configs.values():  # one untimed block each: CUPTI, allocator and clocks warm up
+        fn()
+    return rounds(args, kinds, lambda k: configs[k]())
+
+
+def rounds(args: argparse.Namespace, kinds: list[str], measure: Callable[[str], float | None]) -> int:
+    """Run ``measure`` on every kind per round, the order rotating, within the budget; write the
+    summary."""
+    t0 = time.monotonic()
+    runs: dict[str, list[float | None]] = {k: [] for k in kinds}
+    round_s: list[float] = []
+    for r in range(args.rounds):
+        left = args.budget - (time.monotonic() - t0)
+        if round_s and left < 1.2 * max(round_s):
+            print(f"round {r}: skipped, {left:.0f} s left", flush=True)
+            break
+        start = time.monotonic()
+        for k in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
+            med = measure(k)
+            runs[k].append(med)
+            print(f"round {r} {k}: {med if med is None else round(med, 2)} ms/step", flush=True)
+        round_s.append(time.monotonic() - start)
+    result = summarize(runs, kinds)
+    result.update(
+        rounds_done=len(round_s), round_s=round_s, steps=args.steps, skip=args.skip, in_process=args.in_process
+    )
+    try:
+        import torch
+
+        result["device"] = torch.cuda.get_device_name(0)
+        result["torch"] = torch.__version__
+    except Exception:  # noqa: BLE001 - a description only
+        pass
+    args.output.write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k != "runs_ms"}, indent=1))
+    return 0
+
+
+MODEL = ["gpt2", "bf16"]  # the processes' program (main() sets it from the flags)
+
+
 def run_one(kind: str, steps: int, limit: float) -> list[float] | None:
     """One run of configuration ``kind`` in a fresh process; its step times (ms), or None."""
     tmp = Path(tempfile.mkdtemp())
     times = tmp / "times.json"
-    prog = [sys.executable, str(TRAIN), "--model", "gpt2", "--variant", "bf16", "--steps", str(steps)]
+    prog = [sys.executable, str(TRAIN), "--model", MODEL[0], "--variant", MODEL[1], "--steps", str(steps)]
     prog += ["--times-out", str(times)]
     me = [sys.executable, __file__, "child", "--steps", str(steps), "--times-out", str(times)]
     if kind == "bare":
@@ -142,42 +231,28 @@ def main() -> int:
     ap.add_argument("--parts", action="store_true", help="also full mode minus each part, through the API")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds: no round starts that may not finish")
     ap.add_argument("-o", "--output", type=Path, default=Path(os.environ.get("OUT", "/tmp")) / "full_mode_cost.json")
+    ap.add_argument("--model", default="gpt2", help="the suite's model (a smoke test on the CPU: mlp)")
+    ap.add_argument("--variant", default="bf16")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--in-process", action="store_true", help="blocks of steps alternated in one process")
     ap.add_argument("--under", default="torch")
     ap.add_argument("--times-out", default="")
     args = ap.parse_args()
     if args.mode == "child":
         return child(args)
+    MODEL[:] = [args.model, args.variant]
+    if args.in_process:
+        return blocks(args)
     kinds = ["bare", "torch.profiler", "dlscope full"]
     if args.parts:
         kinds += ["dlscope full (API)", *PARTS]
     t0 = time.monotonic()
-    runs: dict[str, list[float | None]] = {k: [] for k in kinds}
-    round_s: list[float] = []
-    for r in range(args.rounds):
-        left = args.budget - (time.monotonic() - t0)
-        if round_s and left < 1.2 * max(round_s):
-            print(f"round {r}: skipped, {left:.0f} s left", flush=True)
-            break
-        start = time.monotonic()
-        order = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
-        for k in order:
-            times = run_one(k, args.steps, max(30.0, args.budget - (time.monotonic() - t0)))
-            med = statistics.median(times[args.skip :]) if times and len(times) > args.skip else None
-            runs[k].append(med)
-            print(f"round {r} {k}: {med if med is None else round(med, 2)} ms/step", flush=True)
-        round_s.append(time.monotonic() - start)
-    result = summarize(runs, kinds)
-    result.update(rounds_done=len(round_s), round_s=round_s, steps=args.steps, skip=args.skip)
-    try:
-        import torch
 
-        result["device"] = torch.cuda.get_device_name(0)
-        result["torch"] = torch.__version__
-    except Exception:  # noqa: BLE001 - a description only
-        pass
-    args.output.write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: v for k, v in result.items() if k != "runs_ms"}, indent=1))
-    return 0
+    def measure(kind: str) -> float | None:
+        times = run_one(kind, args.skip + args.steps, max(30.0, args.budget - (time.monotonic() - t0)))
+        return statistics.median(times[args.skip :]) if times and len(times) > args.skip else None
+
+    return rounds(args, kinds, measure)
 
 
 def summarize(runs: dict[str, list[float | None]], kinds: list[str]) -> dict[str, object]:
@@ -199,8 +274,8 @@ def summarize(runs: dict[str, list[float | None]], kinds: list[str]) -> dict[str
         out["ratio_median"] = statistics.median(ratios)
         out["ratio_upper95_order_statistic"] = upper_bound_of_median(ratios)
         out["ratio_upper95_bootstrap"] = bootstrap_upper(ratios)
-    if "dlscope full (API)" in over:
-        full = over["dlscope full (API)"]
+    if any(p in over for p in PARTS):
+        full = over.get("dlscope full (API)") or over["dlscope full"]  # in one process: the API's run
         out["part_cost_pct"] = {
             p: statistics.median(
                 [f - x for f, x in zip(full, over[p]) if f is not None and x is not None] or [float("nan")]

@@ -59,8 +59,10 @@
 #                    kernel_metrics.txt, profile (2026-11-27)
 #   full_cost        bench/full_mode_cost.py: GPT-2-class bf16 steps bare, under torch.profiler (record_shapes +
 #                    profile_memory) and under `dlscope profile --mode full`, fresh processes, alternated;
-#                    WITH_PARTS=1 adds full mode minus each part (GPU marks, phase hooks, NVML, spool flushes)
-#                    through the API. ROUNDS [6], STEPS [60]. -> full_mode_cost.json (issue 39, 2026-11-28)
+#                    in one process, blocks alternated (ROUNDS [8], STEPS [20] a block, FULL_BUDGET [200] s), then
+#                    full mode minus each part (GPU marks, phase hooks, NVML, spool flushes; PART_ROUNDS [3]).
+#                    PROCESSES=1: fresh processes instead (ROUNDS [6], STEPS [50]; WITH_PARTS=1 adds the parts).
+#                    -> full_mode_cost.json, full_mode_parts.json (issue 39, 2026-11-28)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
@@ -120,8 +122,15 @@ hostinfo() {  # the host's CPU layout and GPU topology, beside the part's result
 part_full_cost() {
   part full_cost
   hostinfo
-  run "full mode cost" 600 10 python3 bench/full_mode_cost.py --rounds "${ROUNDS:-6}" --steps "${STEPS:-60}" \
-    ${WITH_PARTS:+--parts} --budget $(( $(left) - 20 )) -o "$R/full_mode_cost.json"
+  if [ -n "${PROCESSES:-}" ]; then  # fresh processes (as a user runs them): the machine's noise between runs stays
+    run "full mode cost, processes" 600 10 python3 bench/full_mode_cost.py --rounds "${ROUNDS:-6}" --steps \
+      "${STEPS:-50}" ${WITH_PARTS:+--parts} --budget $(( $(left) - 20 )) -o "$R/full_mode_cost.json"
+  else  # blocks alternated in one process, then the parts' blocks in another
+    run "full mode cost" 300 10 python3 bench/full_mode_cost.py --in-process --rounds "${ROUNDS:-8}" --steps \
+      "${STEPS:-20}" --skip 3 --budget "${FULL_BUDGET:-200}" -o "$R/full_mode_cost.json"
+    enough 120 && run "full mode parts" 600 10 python3 bench/full_mode_cost.py --in-process --parts --rounds \
+      "${PART_ROUNDS:-3}" --steps "${STEPS:-20}" --skip 3 --budget $(( $(left) - 40 )) -o "$R/full_mode_parts.json"
+  fi
   pack "$PART"
 }
 
