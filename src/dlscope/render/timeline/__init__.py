@@ -145,7 +145,12 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     meta_lines = metadata_events(*track_names(con, devices))
     progress("timeline: making events", 0.2)
     rows = rows_sql(con, srcs, moved > 0)
-    n_rows, total_events, flows = con.execute(count_sql(srcs)).fetchall()[0]
+    # at most this many rows and events, by the files' row counts (each GPU row may carry its flow's
+    # two events): below the limits the rows are not counted first (a pass over every table, 20-30 ms
+    # on 450k events), the file's writer counts them as it goes
+    stored = data.stored.rows
+    most_rows = sum(int(stored.get(s.table, 0)) for s in srcs)
+    most_events = most_rows + 2 * sum(int(stored.get(s.table, 0)) for s in srcs if s.gpu)
     # each part repeats the header and the metadata events: the limits hold them too
     header = {
         "schemaVersion": 1,
@@ -167,22 +172,28 @@ def export_timeline(data: ProfileData, out: Path, options: TimelineOptions | Non
     def on_rows(n: int) -> None:
         nonlocal done
         done += n
-        progress("timeline: writing", 0.3 + 0.7 * min(done / max(n_rows, 1), 1.0))
+        progress("timeline: writing", 0.3 + 0.7 * min(done / max(most_rows, 1), 1.0))
 
     def meta_of(part: int, parts: int) -> dict[str, Any]:
         return {**header, "dlscope": {"profile": str(data.path), "part": part, "parts": parts}}
 
     def rows_of(cond: str) -> pa.RecordBatchReader:
         # rows begin with the separator: the metadata events (at least one per process) come first
-        return db.arrow_batches(con, f"SELECT line FROM ({rows}) WHERE {cond}")
+        return db.arrow_batches(con, f"SELECT line, nev FROM ({rows}) WHERE {cond}")
 
-    res = TimelineResult([out], int(total_events), int(total_events), 0, int(flows), moved)
-    # one file, written as its rows are made, unless the events or (found on the way) the bytes
-    # are too many for one: then the rows are sized first and cut into parts
-    if (opt.max_events is None or opt.max_events >= total_events) and total_events <= ev_cap:
+    res = TimelineResult([out], 0, 0, 0, 0, moved)
+    # one file, written as its rows are made, unless the events (known at most, or counted) or
+    # (found on the way) the bytes are too many for one: then the rows are sized first and cut
+    # into parts
+    event_cap = min(ev_cap, opt.max_events) if opt.max_events is not None else ev_cap
+    if most_events > event_cap:
+        res.total_events = int(con.execute(count_sql(srcs)).fetchall()[0][1])
+    if most_events <= event_cap or res.total_events <= event_cap:
         reader = rows_of("TRUE")
         try:
-            res.bytes = write_file(out, meta_of(1, 1), meta_lines, reader, on_rows, byte_cap)
+            written = write_file(out, meta_of(1, 1), meta_lines, reader, on_rows, byte_cap, event_cap)
+            res.bytes, res.events, res.flows = written.bytes, written.events, written.flows
+            res.total_events = written.events
         except TooLarge:
             reader.close()  # the connection takes no other query while a result streams
             done = 0
@@ -222,6 +233,7 @@ def _write_parts(
     anchors = sized.column("anchor_ns").to_numpy()
     nev = sized.column("nev").to_numpy()
     nbytes = sized.column("nbytes").to_numpy()
+    res.total_events = int(nev.sum())
     if opt.max_events is not None and opt.max_events < res.total_events:
         keep = keep_first(anchors, nev, opt.max_events)
         res.cut_at_s = (int(anchors[keep]) - int(anchors[0])) / 1e9
@@ -231,7 +243,7 @@ def _write_parts(
     windows = _windows(part_starts(anchors, nev, nbytes, ev_cap, byte_cap, steps), anchors)
     res.files = part_paths(out, len(windows))
     res.bytes = sum(
-        write_file(path, meta_of(k + 1, len(windows)), meta_lines, rows_of(cond), on_rows)
+        write_file(path, meta_of(k + 1, len(windows)), meta_lines, rows_of(cond), on_rows).bytes
         for k, (path, cond) in enumerate(zip(res.files, windows))
     )
 

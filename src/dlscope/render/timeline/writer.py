@@ -9,6 +9,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -95,7 +96,21 @@ def _open(path: Path, compress: bool) -> BinaryIO | _ThreadedFile:
 
 
 class TooLarge(Exception):
-    """The rows did not fit in the byte limit given to :func:`write_file` (nothing was written)."""
+    """The rows did not fit in the byte or event limit given to :func:`write_file` (nothing was
+    written)."""
+
+
+@dataclass
+class Written:
+    """What :func:`write_file` wrote: uncompressed bytes, trace events (metadata events not
+    counted) and flows (launch arrows)."""
+
+    bytes: int
+    events: int
+    flows: int
+
+
+FLOW_ROW_EVENTS = 3  # a GPU row with its flow: the slice and the arrow's two ends
 
 
 def write_file(
@@ -105,12 +120,13 @@ def write_file(
     batches: Iterable[pa.RecordBatch],
     on_rows: Callable[[int], None] | None = None,
     max_bytes: int | None = None,
-) -> int:
-    """Write one timeline file atomically; ``batches`` have one string column whose rows already
-    begin with the separator. Returns the uncompressed size in bytes. Raises TooLarge, leaving
-    no file, when the rows come to more than ``max_bytes``."""
+    max_events: int | None = None,
+) -> Written:
+    """Write one timeline file atomically; ``batches`` have the columns ``line`` (text whose rows
+    already begin with the separator) and ``nev`` (the events in the row). Raises TooLarge,
+    leaving no file, when the rows come to more than ``max_bytes`` or ``max_events``."""
     tmp = path.with_name(path.name + ".tmp")
-    size = 0
+    size = events = flows = 0
     try:
         with _open(tmp, path.name.endswith(".gz")) as f:
             head = header_bytes(meta) + SEPARATOR.join(e.encode() for e in metadata_events)
@@ -119,8 +135,11 @@ def write_file(
             rows = 0
             for batch in batches:
                 buf = _text_buffer(batch.column(0))
+                nev = batch.column(1).to_numpy(zero_copy_only=False)
                 rows += len(buf)
-                if max_bytes is not None and rows > max_bytes:
+                events += int(nev.sum())
+                flows += int((nev == FLOW_ROW_EVENTS).sum())
+                if (max_bytes is not None and rows > max_bytes) or (max_events is not None and events > max_events):
                     raise TooLarge(path)
                 f.write(buf)
                 size += len(buf)
@@ -132,4 +151,4 @@ def write_file(
     finally:
         if tmp.exists():
             tmp.unlink()
-    return size
+    return Written(size, events, flows)
