@@ -7,10 +7,13 @@ import contextlib
 import json
 import os
 import sys
+import time
 
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+STARTED = time.time()  # before torch loads: when dlscope try started this run
+
+import torch  # noqa: E402 - after STARTED
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 torch.manual_seed(0)
 out_path = sys.argv[1]
@@ -75,6 +78,11 @@ while step < steps:
                 "weight_channels_last": model.conv.weight.is_contiguous(memory_format=torch.channels_last),
                 "input_channels_last": seen["input_channels_last"],
                 "fused": opt.defaults.get("fused"),
+                # where dlscope try placed the run (its GPU and CPUs) and when the step ended
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "cpus": sorted(os.sched_getaffinity(0)),
+                "t": time.time(),
+                "started": STARTED,
             }
         )
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records

@@ -23,6 +23,7 @@ from ..vocabulary.names import FixName, RuleId
 if TYPE_CHECKING:
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
+    from ..capture.launcher import Placement
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,10 @@ class Trial:
         combined: bool,
         quiet: bool = False,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        placements: list[Placement] | None = None,
     ) -> None:
+        """``placements``: one per GPU when rounds run at once, a round to a GPU (try_placement.py);
+        none or one: the rounds run one after another."""
         from ..analysis.compare.sequential import Plan
 
         self.cmd, self.out, self.steps, self.repeat = cmd, out, steps, repeat
@@ -92,6 +96,7 @@ class Trial:
         self.runs: list[Run] = []
         self.interrupted = False
         self.fix_options: dict[FixName, dict[str, Any]] = {}  # per fix: the advice's predicted saving
+        self.placements = placements or []
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -195,17 +200,30 @@ class Trial:
         run failed); the rounds end when none is left or after max_rounds. Returns rounds run."""
         active = [label for label in order if label in fixes]
         done = 0
+        at_once = max(1, len(self.placements))
         while active and done < self.max_rounds and not self.interrupted:
-            rnd = first + done
+            # the next rounds, one per GPU: each round's runs in its rotated order on its own GPU
+            batch = range(done, min(done + at_once, self.max_rounds))
             now = [label for label in order if label == "baseline" or label in active]
-            now = now[done % len(now) :] + now[: done % len(now)]
-            for label in now:
+            runs = [
+                [
+                    label
+                    for label in now[k % len(now) :] + now[: k % len(now)]
+                    if not (label == "baseline" and first + k == 0)
+                ]
+                for k in batch
+            ]  # (round 0's baseline is the profiled first run)
+            for j in range(max(len(r) for r in runs)):
                 if self.interrupted:
                     break
-                if label == "baseline" and rnd == 0:
-                    continue  # the profiled first run
-                self._run(label, rnd, fixes.get(label, []))
-            done += 1
+                self._run_together(
+                    [
+                        (labels[j], first + k, fixes.get(labels[j], []), i)
+                        for i, (k, labels) in enumerate(zip(batch, runs))
+                        if j < len(labels)
+                    ]
+                )
+            done += len(batch)
             for label in list(active):
                 stop = self._stops(label, first)
                 if stop:
@@ -235,24 +253,41 @@ class Trial:
 
     # ---- one run ------------------------------------------------------------------------------
     def _run(self, label: str, rnd: int, fixes: list[FixName], traced: bool = False) -> Run:
-        from ..analysis.compare.tries import Run, read_run
-        from ..capture.base import Settings, TryRun
-        from ..capture.finalize import finalize_profile
-        from ..capture.launcher import StderrTail, exit_status, run_end, run_profiled
+        """One run on the first GPU (or wherever the program goes, without placements)."""
+        return self._run_together([(label, rnd, fixes, 0)], traced)[0]
 
-        path = self.out / f"{label}.{rnd}.dlscope"
-        last = WARMUP_STEPS + self.steps
-        asks = TryRun(
-            fixes=fixes,
-            fix_options={n: self.fix_options.get(n, {}) for n in fixes},
-            stop_after_step=last,
-            record_loss=True,
-        )
-        settings = Settings(try_run=asks) if traced else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
-        self.say(f"run {len(self.runs) + 1}: {label}{' (profiled)' if traced else ''}, round {rnd + 1}")
-        # with --format json our stdout is the result: the program's own output goes to stderr
-        tail = StderrTail()
-        rc = run_profiled(self.cmd, path, settings, stdout=_stderr_file() if self.quiet else None, stderr_tail=tail)
+    def _run_together(self, jobs: list[tuple[str, int, list[FixName], int]], traced: bool = False) -> list[Run]:
+        """Runs at the same time, each ``(label, round, fixes, placement index)`` on its own GPU."""
+        from ..capture.base import Settings, TryRun
+        from ..capture.launcher import ProfiledRun, StderrTail, wait_all
+
+        started: list[tuple[str, int, Path, StderrTail, ProfiledRun]] = []
+        for label, rnd, fixes, where in jobs:
+            path = self.out / f"{label}.{rnd}.dlscope"
+            asks = TryRun(
+                fixes=fixes,
+                fix_options={n: self.fix_options.get(n, {}) for n in fixes},
+                stop_after_step=WARMUP_STEPS + self.steps,
+                record_loss=True,
+            )
+            settings = Settings(try_run=asks) if traced else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
+            placement = self.placements[where] if self.placements else None
+            on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
+            profiled = " (profiled)" if traced else ""
+            self.say(f"run {len(self.runs) + len(started) + 1}: {label}{profiled}, round {rnd + 1}{on}")
+            # with --format json our stdout is the result: the program's own output goes to stderr
+            tail = StderrTail()
+            stdout = _stderr_file() if self.quiet else None
+            started.append((label, rnd, path, tail, ProfiledRun(self.cmd, path, settings, stdout, tail, placement)))
+        codes = wait_all([s[-1] for s in started])
+        return [self._finish(label, rnd, path, tail, rc) for (label, rnd, path, tail, _), rc in zip(started, codes)]
+
+    def _finish(self, label: str, rnd: int, path: Path, tail: Any, rc: int) -> Run:
+        """A run's profile finalized and its steps read (a run that left none is reported)."""
+        from ..analysis.compare.tries import Run, read_run
+        from ..capture.finalize import finalize_profile
+        from ..capture.launcher import exit_status, run_end
+
         status = exit_status(rc)
         if rc in (-2, 130):  # Ctrl-C: the program was stopped; so is the trial
             self.interrupted = True

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
 
@@ -103,73 +104,121 @@ def _interactive() -> bool:
         return False
 
 
+@dataclass
+class Placement:
+    """Where one run goes on a host shared by concurrent runs: the GPUs it sees
+    (``CUDA_VISIBLE_DEVICES``) and the CPUs it may run on (its affinity)."""
+
+    gpus: str | None = None
+    cpus: frozenset[int] | None = None
+
+
+class ProfiledRun:
+    """One command started under the profiler (:func:`start_profiled`); :meth:`finish` after it
+    exits stops what the parent recorded beside it."""
+
+    def __init__(
+        self,
+        cmd: list[str],
+        profile_dir: Path,
+        settings: Settings,
+        stdout: TextIO | None = None,
+        stderr_tail: StderrTail | None = None,
+        placement: Placement | None = None,
+    ) -> None:
+        from . import COLLECTORS
+
+        host_collectors = [c for c in COLLECTORS if c.scope == "host"]
+        self._parent = Session(profile_dir, settings, owner="cli-parent", collectors=host_collectors)
+        self._parent.start()
+        self._run_range = self._parent.recorder.thread_ranges()[shlex.join(cmd)[:200]]
+        self._live = None
+        self._tail = stderr_tail
+        if settings.live:
+            from .live_view import LiveView
+
+            self._live = LiveView(profile_dir / "spool").start()
+        env = child_env(profile_dir, settings)
+        where = placement or Placement()
+        if where.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = where.gpus
+        cpus = where.cpus
+        try:
+            self._run_range.__enter__()
+            self.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=stdout,
+                stderr=subprocess.PIPE if stderr_tail is not None else None,
+                # the child's affinity, set before it runs the program (no thread of ours runs then)
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,  # noqa: PLW1509
+            )
+        except OSError as e:
+            self.finish()
+            raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
+        if stderr_tail is not None:
+            assert self.proc.stderr is not None
+            stderr_tail.start(self.proc.stderr)
+
+    def finish(self) -> None:
+        """After the program exited: its last words, then the parent's records closed."""
+        try:
+            if self._tail is not None:
+                self._tail.join()  # the program's last words before anything dlscope prints
+            self._run_range.__exit__(None, None, None)
+        finally:
+            if self._live is not None:
+                self._live.stop()
+            self._parent.stop("exit")
+
+
+def wait_all(runs: list[ProfiledRun]) -> list[int]:
+    """Wait for every run's program, forwarding the termination signals we get to each (Ctrl-C
+    too, unless the terminal delivered it to them already); then finish each. Returns their raw
+    return codes (negative: killed by that signal), in order."""
+    forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+    interactive = _interactive()
+
+    def forward(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and interactive:
+            return  # the terminal already delivered it to the programs
+        for run in runs:
+            try:
+                run.proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    codes: list[int] = []
+    old = {s: signal.signal(s, forward) for s in (*forwarded, signal.SIGINT)}
+    try:
+        for run in runs:
+            while True:
+                try:
+                    codes.append(run.proc.wait())
+                    break
+                except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled above
+                    continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for run in runs:
+            run.finish()
+    return codes
+
+
 def run_profiled(
     cmd: list[str],
     profile_dir: Path,
     settings: Settings,
     stdout: TextIO | None = None,
     stderr_tail: StderrTail | None = None,
+    placement: Placement | None = None,
 ) -> int:
     """Run ``cmd`` to completion under the profiler; returns its raw return code (negative:
     killed by that signal). The caller finalizes. ``stdout``: where the program's standard output
     goes (default: ours). ``stderr_tail``: tee the program's stderr through it (default: the
-    program writes to ours directly)."""
-    from . import COLLECTORS
-
-    host_collectors = [c for c in COLLECTORS if c.scope == "host"]
-    parent = Session(profile_dir, settings, owner="cli-parent", collectors=host_collectors)
-    parent.start()
-    handle = parent.recorder.thread_ranges()
-    run_range = handle[shlex.join(cmd)[:200]]
-    live = None
-    if settings.live:
-        from .live_view import LiveView
-
-        live = LiveView(profile_dir / "spool").start()
-    try:
-        run_range.__enter__()
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                env=child_env(profile_dir, settings),
-                stdout=stdout,
-                stderr=subprocess.PIPE if stderr_tail is not None else None,
-            )
-        except OSError as e:
-            raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
-        if stderr_tail is not None:
-            assert proc.stderr is not None
-            stderr_tail.start(proc.stderr)
-        forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
-        interactive = _interactive()
-
-        def forward(signum: int, frame: object) -> None:
-            if signum == signal.SIGINT and interactive:
-                return  # the terminal already delivered it to the program
-            try:
-                proc.send_signal(signum)
-            except ProcessLookupError:
-                pass
-
-        old = {s: signal.signal(s, forward) for s in (*forwarded, signal.SIGINT)}
-        try:
-            while True:
-                try:
-                    rc = proc.wait()
-                    break
-                except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled above
-                    continue
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-        if stderr_tail is not None:
-            stderr_tail.join()  # the program's last words before anything dlscope prints
-        run_range.__exit__(None, None, None)
-    finally:
-        if live is not None:
-            live.stop()
-        parent.stop("exit")
-    return rc
+    program writes to ours directly). ``placement``: its GPUs and CPUs (default: the host's)."""
+    return wait_all([ProfiledRun(cmd, profile_dir, settings, stdout, stderr_tail, placement)])[0]
 
 
 def run_end(rc: int, tail: StderrTail | None) -> RunEnd:

@@ -64,6 +64,13 @@ class TryCommand(Command):
             metavar="R",
             help="exactly R rounds, no early stop, one test at the end (instead of --max-rounds)",
         )
+        parser.add_argument(
+            "--gpus",
+            default="auto",
+            metavar="LIST",
+            help="GPUs to run rounds on at the same time, one round per GPU (CUDA ordinals or UUIDs, e.g. 0,1); "
+            "default auto: every visible idle GPU, for a program that is one process",
+        )
         parser.add_argument("-o", "--output", metavar="DIR", help="folder for the runs' profiles (default SCRIPT.try)")
         parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing folder")
         parser.add_argument("--no-combined", action="store_true", help="do not measure the helpful fixes together")
@@ -73,6 +80,7 @@ class TryCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         from ..application.profile import program_command
         from ..application.try_fixes import DEFAULT_MAX_ROUNDS, Trial, fix_names
+        from ..application.try_placement import parse_gpus, placements
 
         cmd = program_command(list(args.command))
         if args.steps < 3:
@@ -84,6 +92,7 @@ class TryCommand(Command):
         if args.max_rounds is not None and args.max_rounds < 2:
             raise UsageError("--max-rounds must be at least 2 (a verdict needs the spread of two rounds)")
         asked = fix_names(args.fixes)
+        where = placements(cmd, parse_gpus(args.gpus))
         out = Path(args.output) if args.output else Path(f"{_stem(cmd)}.try")
         if out.exists():
             if not args.force:
@@ -101,6 +110,7 @@ class TryCommand(Command):
             not args.no_combined,
             quiet=args.format == "json",
             max_rounds=args.max_rounds or DEFAULT_MAX_ROUNDS,
+            placements=where,
         ).run()
         if args.format == "json":
             print(json.dumps(result, indent=1, default=str))

@@ -1,0 +1,101 @@
+"""dlscope try on several GPUs at once (issue 38): rounds placed one per GPU, each round's runs on its
+own GPU (so its pairs compare runs on one device), rounds on different GPUs at the same time, CPUs
+split between them; the choice of GPUs (asked, idle by NVML, none for a command that starts ranks).
+On the CPU the GPUs are names in CUDA_VISIBLE_DEVICES that the probe program records."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from dlscope.application.try_placement import launches_ranks, parse_gpus, placements, split_cpus
+from dlscope.errors import UsageError
+
+from .conftest import run_dlscope
+from .fake_nvml import FakeGpu, FakeNvml
+
+PROBE = Path(__file__).parent / "programs" / "fix_probe.py"
+
+
+def test_cpus_are_split_into_disjoint_even_shares():
+    shares = split_cpus(3, range(8))
+    assert [sorted(s) for s in shares] == [[0, 1], [2, 3, 4], [5, 6, 7]]
+    assert split_cpus(4, [0, 1]) == []  # fewer CPUs than rounds: nothing pinned
+    assert split_cpus(2, [5, 9]) == [frozenset({5}), frozenset({9})]
+
+
+def test_the_gpus_flag():
+    assert parse_gpus("auto") is None
+    assert parse_gpus("0, 1") == ["0", "1"]
+    assert parse_gpus("GPU-abc,1") == ["GPU-abc", "1"]
+    for bad in ("", "0,0", "cuda:0"):
+        with pytest.raises(UsageError):
+            parse_gpus(bad)
+
+
+def test_commands_that_start_ranks_keep_every_gpu():
+    assert launches_ranks(["torchrun", "--nproc-per-node", "8", "train.py"])
+    assert launches_ranks([sys.executable, "-m", "torch.distributed.run", "train.py"])
+    assert launches_ranks(["/usr/bin/accelerate", "launch", "train.py"])
+    assert not launches_ranks([sys.executable, "train.py", "--torchrun-like-flag"])
+    assert placements(["torchrun", "train.py"], None) == []  # auto: one after another
+    with pytest.raises(UsageError):
+        placements(["torchrun", "train.py"], ["0", "1"])
+
+
+class _Nvml(FakeNvml):
+    """The fake NVML with the compute processes each GPU runs."""
+
+    def __init__(self, gpus: list[FakeGpu], processes: dict[str, int]) -> None:
+        super().__init__(lambda: 0, gpus)
+        self.processes = processes
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[object]:
+        return [object()] * self.processes.get(h.uuid, 0)
+
+
+def test_auto_takes_the_visible_idle_gpus_by_uuid(monkeypatch):
+    uuid = "GPU-{}0000000-0000-0000-0000-000000000000".format
+    gpus = [FakeGpu(uuid=uuid(i)) for i in range(4)]
+    gpus[2].base["gpu_util"] = 97.0  # busy with another job's kernels
+    monkeypatch.setitem(sys.modules, "dlscope_try_nvml", _Nvml(gpus, {uuid(3): 1}))  # one running a process
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    where = placements([sys.executable, "train.py"], None, nvml_module="dlscope_try_nvml")
+    assert [p.gpus for p in where] == [uuid(0), uuid(1)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # only what this process may see
+    assert placements([sys.executable, "train.py"], None, nvml_module="dlscope_try_nvml") == []
+    assert placements([sys.executable, "train.py"], None, nvml_module="no_such_nvml_module") == []
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
+def test_rounds_run_at_once_one_per_gpu_and_pair_on_their_gpu(tmp_path):
+    records = tmp_path / "probe.jsonl"
+    r = run_dlscope(
+        "try", "--gpus", "0,1", "--fixes", "tf32", "--steps", "3", "--repeat", "3", "--no-combined",
+        "-o", tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    runs: dict[str, list[dict]] = defaultdict(list)
+    for line in records.read_text().splitlines():
+        rec = json.loads(line)
+        runs[rec["run"].removesuffix(".dlscope")].append(rec)
+    assert sorted(runs) == ["baseline.0", "baseline.1", "baseline.2", "tf32.0", "tf32.1", "tf32.2"]
+    gpu = {run: {x["gpus"] for x in recs} for run, recs in runs.items()}
+    # round 0 (the profiled baseline with its fix) and round 2 on the first GPU, round 1 on the second
+    assert gpu == {"baseline.0": {"0"}, "tf32.0": {"0"}, "baseline.2": {"0"}, "tf32.2": {"0"},
+                   "baseline.1": {"1"}, "tf32.1": {"1"}}  # fmt: skip
+    cpus = {run: {tuple(x["cpus"]) for x in recs} for run, recs in runs.items()}
+    assert len(cpus["tf32.0"]) == len(cpus["tf32.1"]) == 1
+    assert not set(next(iter(cpus["tf32.0"]))) & set(next(iter(cpus["tf32.1"])))  # disjoint shares
+    # rounds 0 and 1 ran their fix at the same time: each process started before the other's last step
+    life = {run: (runs[run][0]["started"], max(x["t"] for x in runs[run])) for run in ("tf32.0", "tf32.1")}
+    assert life["tf32.0"][0] < life["tf32.1"][1] and life["tf32.1"][0] < life["tf32.0"][1]
+    # ... and the later rounds waited for them: round 1's baseline started after both had ended
+    assert runs["baseline.1"][0]["started"] > max(life["tf32.0"][1], life["tf32.1"][1])
+    out = json.loads(r.stdout)
+    assert out["rounds"] == 3 and [f["name"] for f in out["fixes"]] == ["tf32"]
