@@ -27,6 +27,10 @@ Per row (op name, input shapes, dtypes and argument values, over the selected st
 * ``saving_ms_per_step``: the kernel time per step the op would give back if it ran at
   :data:`TARGET_PCT` percent of its roofline (0 where it already does).
 
+The result also keeps the modelled rows as typed records (:class:`OpRoof`: the cost with a matrix
+product's M, N, K, whether any kernel ran inside PyTorch's unfused attention, :data:`SDPA_MATH`)
+for the ``below_roofline`` advice rule and the HTML report's chart.
+
 The peaks need the GPU's name in the profile and that name in the datasheet table: otherwise the
 FLOPs, bytes and achieved rates are shown without a roofline. Shapes are recorded only in
 ``--mode full`` (torch.profiler's ``record_shapes``); without them the report does not run.
@@ -233,10 +237,10 @@ class OpRoof:
     sdpa_math: bool  # launched inside SDPA_MATH: attention without a fused kernel
     tflops: float | None  # achieved
     intensity: float | None  # FLOP/byte
-    peak_tflops: float | None  # the compute roof the op is held to
-    peak_label: str | None
-    peak_pct: float | None
-    saving_ns_per_step: float | None  # kernel time above the target share of the roofline
+    peak_tflops: float | None = None  # the compute roof the op is held to
+    peak_label: str | None = None
+    peak_pct: float | None = None
+    saving_ns_per_step: float | None = None  # kernel time above the target share of the roofline
 
 
 @dataclass(frozen=True)
@@ -360,21 +364,7 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
             tbs=cost.bytes * r.calls / secs / 1e12 if secs else None,
             intensity=cost.flops / cost.bytes if cost.bytes else None,
         )
-        roof = OpRoof(
-            r.op,
-            r.shapes,
-            cost,
-            r.calls,
-            r.ns,
-            r.tc_ns,
-            r.sdpa_math,
-            row["tflops"],
-            row["intensity"],
-            None,
-            None,
-            None,
-            None,
-        )
+        roof = OpRoof(r.op, r.shapes, cost, r.calls, r.ns, r.tc_ns, r.sdpa_math, row["tflops"], row["intensity"])
         if peaks is None or bw is None:
             ops.append(roof)
             continue
