@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from dlscope.advice.below_roofline import cause
@@ -15,6 +16,7 @@ from dlscope.analysis.measures.roofline_gaps import OpGap
 from dlscope.analysis.reports.roofline import SDPA_MATH, roofline
 from dlscope.application.advise import advise
 
+from .conftest import need_file
 from .test_rule_cases import DATA, ODD_SHAPES, PROBE, PROBE_SHAPES, rewrite_strings
 
 
@@ -76,3 +78,49 @@ def _gap(kind: str, dtype: str, gemm: tuple[int, int, int, int] | None, tc: bool
 def test_the_cause_is_named_from_the_shape_and_the_kernels(gap: OpGap, want: str) -> None:
     got = cause(gap)
     assert got.startswith(want) if want else got == ""
+
+
+# ---- the planted case, run on the H200 ---------------------------------------------------------------------
+
+K1001 = DATA / "roofline" / "odd_linear_k1001.dlscope"
+K1008 = DATA / "roofline" / "odd_linear_k1008.dlscope"
+
+
+def _linear_forward(path: Path, k: int) -> tuple[int, int, float, float]:
+    """Steps, calls, seconds and the roofline's seconds of the Linear's forward product (aten::addmm: bias [8192],
+    input [8192, k], weight.T [k, 8192]) in the steps after warm-up, from the Parquet files: its kernels by
+    external id, its FLOPs and bytes by hand, the H200's datasheet BF16 peak (989.5 TFLOP/s) and memory (4.8 TB/s)."""
+    p = str(path)
+    con = duckdb.connect()
+    steps = con.execute(f"SELECT count(*) FROM '{p}/steps.parquet' WHERE NOT warmup").fetchall()[0][0]
+    ((calls, ns),) = con.execute(f"""
+        WITH s AS (SELECT id, value FROM '{p}/strings.parquet'),
+             o AS (SELECT o.* FROM '{p}/ops.parquet' o JOIN s ON s.id = o.name_id WHERE s.value = 'aten::addmm')
+        SELECT count(DISTINCT o.op_id), sum(k.end_ns - k.start_ns) FROM '{p}/kernels.parquet' k
+        JOIN o ON o.rank = k.rank AND o.external_id = k.external_id
+        WHERE k.step IN (SELECT step FROM '{p}/steps.parquet' WHERE NOT warmup)""").fetchall()
+    flops = 2 * 8192 * 8192 * k
+    nbytes = (8192 * k + k * 8192 + 8192 + 8192 * 8192) * 2
+    return steps, calls, ns / 1e9, max(flops / 989.5e12, nbytes / 4.8e12) * calls
+
+
+def test_the_planted_linear_with_k_1001_is_named_on_a_real_h200_run() -> None:
+    """bench/programs/odd_linear.py on the H200: the bf16 Linear with K = 1001 ran at 11% of its roofline, its
+    weight gradient (N = 1001) at 14%; the same program with K = 1008 at 68% and 80%. The rule names both
+    products of K = 1001 by the dimension at fault; on the control it names no alignment."""
+    need_file(K1001)
+    need_file(K1008)
+    steps, calls, secs, roof = _linear_forward(K1001, 1001)
+    _, calls8, secs8, roof8 = _linear_forward(K1008, 1008)
+    assert calls == calls8 == steps == 11  # 12 steps, the first one warm-up
+    assert 100 * roof / secs < 20 and 100 * roof8 / secs8 > 60  # the alignment alone cost ~5x
+    (f,) = [f for f in advise(ProfileData.open(K1001)).findings if f.id == "below_roofline"]
+    rows = {r["op"]: r for r in f.evidence.rows}
+    assert rows["aten::addmm"]["cause"] == "K=1001 not a multiple of 8 (bfloat16 on tensor cores)"
+    assert rows["aten::addmm"]["peak_pct"] == pytest.approx(100 * roof / secs)
+    assert rows["aten::addmm"]["saving_ms_per_step"] == pytest.approx((secs - roof / 0.7) / steps * 1e3)
+    assert rows["aten::mm"]["cause"] == "N=1001 not a multiple of 8 (bfloat16 on tensor cores)"
+    assert f.evidence.rows[0]["op"] == "aten::addmm" and "Pad the matrix products' K and N" in f.advice
+    assert f.advice.count("Pad the matrix") == 1  # one advice for both products
+    control = [f for f in advise(ProfileData.open(K1008)).findings if f.id == "below_roofline"]
+    assert all(" not a multiple of " not in r["cause"] for f in control for r in f.evidence.rows)

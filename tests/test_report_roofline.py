@@ -25,7 +25,7 @@ from dlscope.render.html.roofline import roofline_section
 from .conftest import DATA, need_file
 
 ROOF = DATA / "roofline"
-PROFILES = ["mm_probe_bf16", "gpt_bf16_full", "cnn_bf16_full", "gpt_fused_full"]
+PROFILES = ["mm_probe_bf16", "gpt_bf16_full", "cnn_bf16_full", "gpt_fused_full", "odd_linear_k1001"]
 DEFAULT_MODE = DATA / "advice_truth" / "gpt_baseline_default.dlscope"
 
 

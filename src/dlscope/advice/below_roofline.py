@@ -18,6 +18,7 @@ Other ops get no cause.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from ..analysis.measures.roofline_gaps import OpGap, roofline_gaps
@@ -53,80 +54,84 @@ TF32_ALIGN = 4  # the same table's TF32 row: fp32 data on tensor cores
 TILE = 128
 
 
-def cause(g: OpGap) -> str:
-    """The likely cause of ``g``'s gap, from its shape and kernels; '' where neither shows one."""
+class Cause(enum.Enum):
+    """What the shape and the kernels say about an op's gap (one advice each)."""
+
+    SDPA_MATH = "sdpa_math"
+    FP32_ATTENTION = "fp32_attention"
+    FP32_CUDA_CORES = "fp32_cuda_cores"
+    ALIGNMENT = "alignment"
+    TINY_BATCHED = "tiny_batched"
+
+
+def diagnose(g: OpGap) -> tuple[Cause, str] | None:
+    """The likely cause of ``g``'s gap and its words, from its shape and kernels; None where neither shows one."""
     if g.sdpa_math:
-        return "attention without a fused kernel (SDPA math path: matrix products and a softmax)"
+        return Cause.SDPA_MATH, "attention without a fused kernel (SDPA math path: matrix products and a softmax)"
     if g.kind == "attention" and g.dtype == "float32":
-        return "fp32 attention (the flash kernel takes fp16/bf16 only)"
+        return Cause.FP32_ATTENTION, "fp32 attention (the flash kernel takes fp16/bf16 only)"
     if g.kind in ("gemm", "conv") and g.dtype == "float32" and not g.tensor_cores:
-        return "fp32 matrix math on CUDA cores (no TF32 or bf16)"
+        return Cause.FP32_CUDA_CORES, "fp32 matrix math on CUDA cores (no TF32 or bf16)"
     if g.gemm is not None:
         m, n, k, batch = g.gemm
         align = ALIGN.get(g.dtype) or (TF32_ALIGN if g.dtype == "float32" and g.tensor_cores else None)
         odd = [f"{name}={v}" for name, v in (("K", k), ("N", n)) if align and v % align]
         if odd:
-            return f"{' and '.join(odd)} not a multiple of {align} ({g.dtype} on tensor cores)"
+            return Cause.ALIGNMENT, f"{' and '.join(odd)} not a multiple of {align} ({g.dtype} on tensor cores)"
         if batch > 1 and m < TILE and n < TILE:
-            return f"tiny batched GEMMs ({batch} products of {m}x{n}, K={k})"
-    return ""
+            return Cause.TINY_BATCHED, f"tiny batched GEMMs ({batch} products of {m}x{n}, K={k})"
+    return None
 
 
-def _advice(causes: list[str]) -> tuple[str, str]:
-    """What to change for the causes named (most saving first), and the page that says more."""
-    parts: list[tuple[str, str]] = []
-    for c in dict.fromkeys(causes):
-        if c.startswith("attention without"):
-            parts.append(
-                (
-                    "Attention ran on scaled_dot_product_attention's math path: give it inputs a fused kernel "
-                    "takes (fp16/bf16 for flash attention, a head dim that is a multiple of 8); run it once under "
-                    "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) and the warnings say why each "
-                    "fused kernel refused.",
-                    URL_SDPA,
-                )
-            )
-        elif c.startswith("fp32 attention"):
-            parts.append(
-                (
-                    "Attention runs in fp32, which scaled_dot_product_attention's flash kernel does not take: run "
-                    "the model under torch.autocast('cuda', dtype=torch.bfloat16).",
-                    URL_SDPA,
-                )
-            )
-        elif c.startswith("fp32 matrix"):
-            parts.append(
-                (
-                    "fp32 matrix math runs on CUDA cores: allow TF32 "
-                    "(torch.backends.cuda.matmul.allow_tf32 = True) or run it under bf16 autocast.",
-                    URL_TF32,
-                )
-            )
-        elif " not a multiple of " in c:
-            parts.append(
-                (
-                    "Pad the matrix products' K and N (a Linear's in_features and out_features, a vocabulary, "
-                    "a hidden size) to a multiple of 8 for fp16/bf16 (16 for 8-bit types): the tensor cores then "
-                    "run the whole product.",
-                    URL,
-                )
-            )
-        elif c.startswith("tiny batched"):
-            parts.append(
-                (
-                    "The batched products are too small to fill a tile each: merge them into fewer, larger "
-                    "products (concatenate heads or groups into one matmul), or let torch.compile fuse them.",
-                    URL,
-                )
-            )
+def cause(g: OpGap) -> str:
+    """:func:`diagnose`'s words ('' where there is no cause)."""
+    found = diagnose(g)
+    return found[1] if found else ""
+
+
+ADVICE: dict[Cause, tuple[str, str]] = {
+    Cause.SDPA_MATH: (
+        "Attention ran on scaled_dot_product_attention's math path: give it inputs a fused kernel takes "
+        "(fp16/bf16 for flash attention, a head dim that is a multiple of 8); run it once under "
+        "torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION) and the warnings say why each fused kernel "
+        "refused.",
+        URL_SDPA,
+    ),
+    Cause.FP32_ATTENTION: (
+        "Attention runs in fp32, which scaled_dot_product_attention's flash kernel does not take: run the model "
+        "under torch.autocast('cuda', dtype=torch.bfloat16).",
+        URL_SDPA,
+    ),
+    Cause.FP32_CUDA_CORES: (
+        "fp32 matrix math runs on CUDA cores: allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or run "
+        "it under bf16 autocast.",
+        URL_TF32,
+    ),
+    Cause.ALIGNMENT: (
+        "Pad the matrix products' K and N (a Linear's in_features and out_features, a vocabulary, a hidden size) "
+        "to a multiple of 8 for fp16/bf16 (16 for 8-bit types, 4 for TF32): the tensor cores then run the whole "
+        "product.",
+        URL,
+    ),
+    Cause.TINY_BATCHED: (
+        "The batched products are too small to fill a tile each: merge them into fewer, larger products "
+        "(concatenate heads or groups into one matmul), or let torch.compile fuse them.",
+        URL,
+    ),
+}
+NO_CAUSE = (
+    "These ops' kernels reach little of what the GPU can do for their work: check their shapes (small tensors "
+    "are launch-bound), fuse the memory-bound ones (torch.compile), and see 'dlscope stats --report roofline' "
+    "for every op's share of its roofline."
+)
+
+
+def _advice(causes: list[Cause]) -> tuple[str, str]:
+    """What to change for the causes named (most saving first, each once), and the page that says more."""
+    parts = [ADVICE[c] for c in dict.fromkeys(causes)]
     if not parts:
-        return (
-            "These ops' kernels reach little of what the GPU can do for their work: check their shapes "
-            "(small tensors are launch-bound), fuse the memory-bound ones (torch.compile), and see "
-            "'dlscope stats --report roofline' for every op's share of its roofline.",
-            URL,
-        )
-    return " ".join(p for p, _ in parts), parts[0][1]
+        return NO_CAUSE, URL
+    return " ".join(text for text, _ in parts), parts[0][1]
 
 
 class BelowRoofline(Rule):
@@ -157,6 +162,7 @@ class BelowRoofline(Rule):
         if judged is None:
             return None
         saving, cap_note = judged
+        found = [diagnose(g) for g in gaps.ops]
         rows: list[dict[str, Any]] = [
             {
                 "op": op_label(g.op),
@@ -168,23 +174,22 @@ class BelowRoofline(Rule):
                 "ms_per_step": g.ms_per_step,
                 "peak_pct": g.peak_pct,
                 "saving_ms_per_step": g.saving_ms_per_step,
-                "cause": cause(g),
+                "cause": d[1] if d else "",
             }
-            for g in gaps.ops
+            for g, d in zip(gaps.ops, found)
         ]
         top = rows[0]
-        named = [r["cause"] for r in rows[:TOP] if r["cause"]]
+        named = [d[0] for d in found[:TOP] if d is not None]
+        per = self.per_step_phrase(ctx)  # without steps, the roofline's figures are over the profile
         text = (
             f"{len(rows)} op shape{'s' if len(rows) != 1 else ''} ran under {gaps.target_pct:g}% of the roofline, "
-            f"{ms(sum(g.ms_per_step for g in gaps.ops))} of kernel time per step; the most to win: {top['op']} "
+            f"{ms(sum(g.ms_per_step for g in gaps.ops))} of kernel time {per}; the most to win: {top['op']} "
             f"({top['detail'] or top['input_shapes']}) at {top['peak_pct']:.1f}% of its {top['peak']} roofline, "
-            f"{ms(top['ms_per_step'])} per step" + (f", likely cause: {top['cause']}" if top["cause"] else "")
+            f"{ms(top['ms_per_step'])} {per}" + (f", likely cause: {top['cause']}" if top["cause"] else "")
         )
         how = (
             f"each op at {gaps.target_pct:g}% of its roofline (what well-tuned kernels reach) takes "
-            f"{ms(cut)} less kernel time per step"
-            + (f", {cap_note}" if cap_note else "")
-            + f"; up to {ms(saving)} {self.per_step_phrase(ctx)}"
+            f"{ms(cut)} less kernel time {per}" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} {per}"
         )
         advice, url = _advice(named)
         return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=url)

@@ -368,6 +368,13 @@ def decades(lo: float, hi: float) -> tuple[int, int]:
     return a, b if b > a else a + 1
 
 
+def log_ticks(a: int, b: int) -> list[tuple[float, str]]:
+    """Ticks of a log axis from 10**a to 10**b, at log10 positions: each decade, and 2x and 5x within it
+    when the axis spans two decades or less (else a chart of one decade would have two ticks)."""
+    steps = (1, 2, 5) if b - a <= 2 else (1,)
+    return [(k + math.log10(m), fmt_num(m * 10.0**k)) for k in range(a, b + 1) for m in steps if k < b or m == 1]
+
+
 def loglog_chart(
     dots: Sequence[Dot],
     paths: Sequence[Polyline],
@@ -386,8 +393,7 @@ def loglog_chart(
     xa, xb = decades(min(xs), max(xs))
     ya, yb = decades(min(ys), max(ys))
     frame = Frame(height, xa, xb, ya, yb)
-    x_ticks = [(float(k), fmt_num(10.0**k)) for k in range(xa, xb + 1)]
-    y_ticks = [(float(k), fmt_num(10.0**k)) for k in range(ya, yb + 1)]
+    x_ticks, y_ticks = log_ticks(xa, xb), log_ticks(ya, yb)
     out = _open(frame, f"{y_label} over {x_label}, log-log")
     out += _axes(frame, x_label, y_label, x_ticks, y_ticks=y_ticks)
     for p in paths:
