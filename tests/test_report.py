@@ -69,13 +69,14 @@ def test_report_sections_hold_the_profiles_numbers(resnet_profile):
     text = " ".join(page.text)
     st = step_stats(data)
     assert f"{st.mean_ms:,.3f} ms" in text and "131.609 ms" in text
-    for anchor in ("summary", "advice", "steps", "phases", "gpu", "kernels", "ops", "capture"):
+    for anchor in ("summary", "advice", "steps", "phases", "gpu", "kernels", "ops", "roofline", "capture"):
         assert any(t == "h2" and a.get("id") == anchor for t, a in page.tags), anchor
     # the expert system's findings, with their bound and evidence (numbers checked in tests/test_advice_*.py)
     assert "The GPU waits for input data" in text and "input_bound" in text and "sync_in_step" in text
     assert any(t == "p" and a.get("class") == "bound" for t, a in page.tags)
-    # charts: step histogram, steps in order, phases per step, GPU busy
-    assert sum(t == "svg" for t, _ in page.tags) == 4
+    # charts: step histogram, steps in order, phases per step, GPU busy, the roofline (the trace has shapes and
+    # names its H100; the chart's figures are checked in tests/test_report_roofline.py)
+    assert sum(t == "svg" for t, _ in page.tags) == 5
     assert sum(t == "rect" and a.get("class") == "seg" for t, a in page.tags) == 3 * 4  # 3 steps x 3 phases+outside
     assert sum(t == "rect" and a.get("class") == "band" for t, a in page.tags) == 9  # phases shaded
     names = [a.get("title") for t, a in page.tags if t == "td" and a.get("title")]
@@ -248,7 +249,7 @@ def test_report_opens_in_chromium_with_its_plots(resnet_profile, tmp_path):
     (screenshot_dir(tmp_path) / "report-resnet50.png").write_bytes(r.screenshot)
     assert r.errors == [] and r.dialogs == []
     assert r.values["title"] == "dlscope report: resnet.dlscope"
-    assert r.values["svgs"] == 4
+    assert r.values["svgs"] == 5  # with the roofline
     for w, h, shapes in r.values["drawn"]:
         assert w > 1000 and h > 150 and shapes >= 3  # each plot laid out full width and holding its marks
     assert r.screenshot[:8] == b"\x89PNG\r\n\x1a\n" and len(r.screenshot) > 100_000

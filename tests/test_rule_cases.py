@@ -1,8 +1,9 @@
 """Every registered rule fires on a real profile that has its problem and stays silent on one that runs it
 and does not (issue 37: "each registered rule has a test where it fires and one where it stays silent").
 
-The profiles are the stored real ones of tests/data. Three problems no stored profile has (a memory peak near
-the GPU's capacity, a throttled GPU, kernels Nsight Compute found at their peak) are made from a real profile
+The profiles are the stored real ones of tests/data. Four problems no stored profile has (a memory peak near
+the GPU's capacity, a throttled GPU, kernels Nsight Compute found at their peak, a bf16 matrix product whose K
+is not a multiple of 8) are made from a real profile
 with one fact changed, and the test checks the finding's figures against that fact, computed here from the
 Parquet files. A rule added to the registry without both cases fails :func:`test_every_rule_has_both_cases`.
 
@@ -30,12 +31,14 @@ from dlscope.advice.finding import Finding
 from dlscope.advice.text import ms
 from dlscope.analysis.core.context import ProfileData
 from dlscope.application.advise import advise
+from dlscope.store.writer import write_table
 
 DATA = Path(__file__).parent / "data"
 CNN = "advice_truth/cnn_baseline_default.dlscope"
 GPT = "advice_truth/gpt_baseline_default.dlscope"
 NCU = "gpu_h100/torch_ncu.dlscope"
 DDP = "advice_truth_dist/ddp2_balanced_a.dlscope"
+PROBE = "roofline/mm_probe_bf16.dlscope"
 
 
 def _strings(profile: Path) -> dict[int, str]:
@@ -88,6 +91,31 @@ def at_peak_variant(src: Path, dst: Path) -> None:
     pq.write_table(t, dst / "kernel_metrics.parquet")
 
 
+# the probe's 8192^3 bf16 products (tests/data/roofline/mm_probe.py: a @ b), and the same products recorded with
+# K = 1001: issue 42's planted case (bench/programs/odd_linear.py makes it on a GPU)
+PROBE_SHAPES = "[[8192,8192],[8192,8192]]"
+ODD_K = 1001
+ODD_SHAPES = f"[[8192,{ODD_K}],[{ODD_K},8192]]"
+
+
+def rewrite_strings(src: Path, dst: Path, changes: dict[str, str]) -> None:
+    """``dst``'s strings table with the texts ``changes`` names replaced, written by the store's own writer."""
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE s AS SELECT * FROM read_parquet('{src / 'strings.parquet'}')")
+    assert all(con.execute("SELECT count(*) FROM s WHERE value = ?", [old]).fetchone()[0] == 1 for old in changes)
+    for old, new in changes.items():
+        con.execute("UPDATE s SET value = ? WHERE value = ?", [new, old])
+    write_table(con, "s", dst, "strings")
+
+
+def odd_k_variant(src: Path, dst: Path) -> None:
+    """The probe's products recorded as (8192 x 1001) @ (1001 x 8192): K = 1001, not a multiple of 8. Only the
+    shapes' text changes (one string, which the aten::matmul and aten::mm of ``a @ b`` share); the kernels and
+    their times are the real ones, so the profile says the products did 1001/8192 of the work in the same
+    time, as a product the tensor cores cannot run fully does."""
+    rewrite_strings(src, dst, {PROBE_SHAPES: ODD_SHAPES})
+
+
 Variant = tuple[str, Callable[[Path, Path], None]]
 Case = str | Variant
 
@@ -113,6 +141,7 @@ CASES: dict[str, tuple[Case, Case]] = {
     "fsdp_exposed_gathers": ("advice_truth_dist/fsdp4_balanced_a.dlscope", "advice_truth_dist/fsdp4_straggler.dlscope"),
     "small_collectives": ("advice_truth_dist/small_collectives_naive.dlscope", DDP),
     "throttling": ((CNN, throttled_variant), CNN),  # fires: made, power-capped at 1500 MHz
+    "below_roofline": ((PROBE, odd_k_variant), PROBE),  # fires: made, the bf16 products' K = 1001
 }
 
 
@@ -308,6 +337,44 @@ def test_kernel_bound_quotes_nsight_computes_throughputs() -> None:
     assert sorted(r["memory_pct"] for r in rows) == pytest.approx(sorted(mem.values()))
     for r in rows:  # each kernel can win at most what its busiest unit leaves
         assert r["headroom_ms"] == pytest.approx(r["ms_per_step"] * (1 - max(r["sm_pct"], r["memory_pct"]) / 100))
+
+
+def test_below_roofline_holds_the_odd_k_product_to_the_h200s_bf16_peak(tmp_path: Path) -> None:
+    """The finding's top row against the datasheet and the kernels' own times: the H200's dense BF16 peak
+    (989.5 TFLOP/s) and memory (4.8 TB/s) from its datasheet (docs/roofline.md's table), the products' FLOPs
+    and bytes by hand for K = 1001, their kernels' time from the Parquet files."""
+    f = _finding(CASES["below_roofline"][0], "below_roofline", tmp_path)
+    db = _db(DATA / PROBE)
+    windows = _gpu_windows(db)
+    calls, ns = db.execute("""SELECT count(DISTINCT o.op_id), sum(k.end_ns - k.start_ns)
+                              FROM kernels k SEMI JOIN windows w ON w.rank = k.rank AND w.step = k.step
+                              JOIN ops o ON o.rank = k.rank AND o.external_id = k.external_id
+                              WHERE o.name = 'aten::mm'""").fetchone()
+    assert calls == 5 * len(windows) == 35  # five products per step (mm_probe.py)
+    flops = 2 * 8192 * 8192 * ODD_K
+    nbytes = (8192 * ODD_K + ODD_K * 8192 + 8192 * 8192) * 2
+    roof_s = max(flops / 989.5e12, nbytes / 4.8e12) * calls
+    assert flops / 989.5e12 > nbytes / 4.8e12  # compute-bound: the BF16 roof decides
+    row = f.evidence.rows[0]
+    assert (row["op"], row["dtype"], row["peak"]) == ("aten::mm", "bfloat16", "BF16 tensor")
+    assert row["detail"] == f"M=8192 N=8192 K={ODD_K}" and row["input_shapes"] == ODD_SHAPES
+    assert row["cause"] == f"K={ODD_K} not a multiple of 8 (bfloat16 on tensor cores)"
+    assert row["calls_per_step"] == pytest.approx(calls / len(windows))
+    assert row["ms_per_step"] == pytest.approx(ns / 1e6 / len(windows))
+    assert row["peak_pct"] == pytest.approx(100 * roof_s / (ns / 1e9))
+    assert row["peak_pct"] < 10  # the real products ran at ~78% of the roofline with K = 8192
+    saving = (ns / 1e9 - roof_s / 0.7) / len(windows) * 1e3  # the time above 70% of the roofline, per step
+    assert row["saving_ms_per_step"] == pytest.approx(saving)
+    # the product is the finding's whole weight: the probe's other ops are a few microseconds per step
+    cut = sum(r["saving_ms_per_step"] for r in f.evidence.rows)
+    assert saving / cut > 0.99 and f"takes {ms(cut)} less kernel time per step" in f.evidence.saving
+    assert "Pad the matrix products' K and N" in f.advice
+    # the probe never waits for the GPU inside a step (one synchronize after the loop): the step could not
+    # shrink, so the bound is 0 however much kernel time the products would give back
+    blocking = db.execute("""SELECT count(*) FROM api a SEMI JOIN windows w ON w.rank = a.rank AND w.step = a.step
+                             WHERE a.name LIKE '%Synchronize%' OR a.name LIKE 'cudaMemcpy%'""").fetchone()[0]
+    assert blocking == 0 and db.execute("SELECT count(*) FROM sync").fetchone()[0] == 0
+    assert f.bound_ms_per_step == 0 and "the 0.00 ms per step the host waited for the GPU" in f.evidence.saving
 
 
 # ---- the stored cases' figures against the profile's files --------------------------------------------------

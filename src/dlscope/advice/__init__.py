@@ -14,6 +14,7 @@ from ..analysis.core.context import ProfileData
 from ..vocabulary.names import RuleId
 from . import (
     amp_not_enabled,
+    below_roofline,
     comm_exposed,
     fsdp_exposed_gathers,
     fusion_candidates,
@@ -51,6 +52,7 @@ RULES: list[Rule] = [
     amp_not_enabled.RULE,
     layout_transposes.RULE,
     kernel_bound.RULE,
+    below_roofline.RULE,
     fusion_candidates.RULE,
     unfused_optimizer.RULE,
     memory_underused.RULE,

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..analysis.core.context import ProfileData
+    from ..analysis.reports.roofline import Roofline
     from ..render.html.model import ReportModel
     from ..render.progress import ProgressCallback
 
 
 def build_report(data: ProfileData, progress: ProgressCallback | None = None) -> ReportModel:
     """Everything ``dlscope report`` shows for ``data``: the summary, the advice, the steps and their
-    phases, the GPU and its counters over time, the top kernels and ops. ``progress`` hears of
+    phases, the GPU and its counters over time, the top kernels and ops, the roofline. ``progress`` hears of
     each part as it starts."""
     from ..analysis.core.step_phases import step_durations, step_phases
     from ..analysis.core.summary import summarize
@@ -48,6 +49,7 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
     traced = detail_step_count(data)
     per_step_kernel = tc.kernel_ns / traced if tc is not None and traced else None
     step("report: kernels and ops", 0.7)
+    rl, why_no_roofline = _roofline(data)
     return ReportModel(
         path=data.path,
         meta=data.meta,
@@ -63,4 +65,20 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
         why_no_counters=why_no_counters,
         top_kernels=top_kernels(data),
         top_ops=top_ops(data),
+        roofline=rl,
+        why_no_roofline=why_no_roofline,
     )
+
+
+def _roofline(data: ProfileData) -> tuple[Roofline | None, str | None]:
+    """The roofline report's figures for the chart, or why there are none (no input shapes: not
+    --mode full; a GPU whose peaks the datasheet table lacks)."""
+    from ..analysis.reports.roofline import REPORT, roofline
+
+    why = REPORT.missing(data)
+    if why is not None:
+        return None, why
+    r = roofline(data)
+    if r.gpu.peaks is None:
+        return None, r.gpu.found.why_not
+    return r, None

@@ -44,6 +44,7 @@ class RuleId(Name):
     FSDP_EXPOSED_GATHERS = "fsdp_exposed_gathers"
     SMALL_COLLECTIVES = "small_collectives"
     THROTTLING = "throttling"
+    BELOW_ROOFLINE = "below_roofline"
 
 
 class FixName(Name):

@@ -18,4 +18,6 @@ prof mm_probe_bf16 python3 tests/data/roofline/mm_probe.py
 prof gpt_bf16_full python3 bench/advice_truth/train.py --model gpt --variant bf16 --steps 8
 prof cnn_bf16_full python3 bench/advice_truth/train.py --model cnn --variant bf16 --steps 6
 prof gpt_fused_full python3 bench/advice_truth/train.py --model gpt --variant fused_opt --steps 6
+prof odd_linear_k1001 python3 bench/programs/odd_linear.py --k 1001
+prof odd_linear_k1008 python3 bench/programs/odd_linear.py --k 1008
 cd /tmp/p && tar czf $OUT/profiles.tar.gz *.dlscope

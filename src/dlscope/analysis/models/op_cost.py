@@ -148,7 +148,8 @@ class OpCost:
     ``dtype``: the precision the work runs in, which picks the peak; ``matrix``: a matrix product
     (GEMM, convolution, attention) that matrix units can run; ``kind``: 'gemm', 'conv',
     'attention', 'norm', 'softmax', 'embedding', 'optimizer', 'elementwise', 'reduction';
-    ``detail``: what the count used beyond the shapes (M, N, K; stride; causal)."""
+    ``detail``: what the count used beyond the shapes (M, N, K; stride; causal); ``gemm``: a matrix
+    product's (M, N, K, batch), which decide whether its kernels can use the tensor cores fully."""
 
     flops: int
     bytes: int
@@ -156,6 +157,7 @@ class OpCost:
     matrix: bool
     kind: str
     detail: str = ""
+    gemm: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,8 @@ def _gemm(
     out = _nbytes((batch, m, n), out_dtype or a.dtype)
     dtype = a.dtype or ""
     detail = f"M={m} N={n} K={k}" + (f" batch={batch}" if batch != 1 else "")
-    return OpCost(2 * batch * m * n * k, a.nbytes + b.nbytes + extra_bytes + out, dtype, True, "gemm", detail)
+    nbytes = a.nbytes + b.nbytes + extra_bytes + out
+    return OpCost(2 * batch * m * n * k, nbytes, dtype, True, "gemm", detail, (m, n, k, batch))
 
 
 def _2d(x: Arg, what: str) -> tuple[int, int]:

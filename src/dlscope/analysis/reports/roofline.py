@@ -27,6 +27,10 @@ Per row (op name, input shapes, dtypes and argument values, over the selected st
 * ``saving_ms_per_step``: the kernel time per step the op would give back if it ran at
   :data:`TARGET_PCT` percent of its roofline (0 where it already does).
 
+The result also keeps the modelled rows as typed records (:class:`OpRoof`: the cost with a matrix
+product's M, N, K, whether any kernel ran inside PyTorch's unfused attention, :data:`SDPA_MATH`)
+for the ``below_roofline`` advice rule and the HTML report's chart.
+
 The peaks need the GPU's name in the profile and that name in the datasheet table: otherwise the
 FLOPs, bytes and achieved rates are shown without a roofline. Shapes are recorded only in
 ``--mode full`` (torch.profiler's ``record_shapes``); without them the report does not run.
@@ -35,7 +39,7 @@ FLOPs, bytes and achieved rates are shown without a roofline. Shapes are recorde
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -53,6 +57,10 @@ from ..models.op_cost import OpCost, Unknown, op_cost, parse
 TARGET_PCT = 70.0
 
 _MAX_DEPTH = 64  # ops nest far less deep; a damaged parent chain stops here
+# the op PyTorch's scaled_dot_product_attention runs when no fused kernel (flash, memory-efficient,
+# cuDNN) takes the inputs: the attention as matrix products and a softmax
+# (aten/src/ATen/native/transformers/attention.cpp, _scaled_dot_product_attention_math)
+SDPA_MATH = "aten::_scaled_dot_product_attention_math"
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,7 @@ class Group:
     kernels: int
     ns: int
     tc_ns: int
+    sdpa_math: bool = False  # some of its kernels ran inside SDPA_MATH
 
 
 def _groups(data: ProfileData, launch: str, chain: str) -> tuple[list[Group], list[Group]]:
@@ -195,18 +204,43 @@ def _groups(data: ProfileData, launch: str, chain: str) -> tuple[list[Group], li
                               h.op_id IS NOT NULL AND own.odist > 0 AS held
                        FROM {launch} l LEFT JOIN own ON own.rank = l.rank AND own.launch_id = l.op_id
                        LEFT JOIN held h ON h.rank = own.rank AND h.op_id = own.owner),
-            self_key AS (SELECT rank, launch_id, key FROM cm WHERE dist = 0)"""
+            self_key AS (SELECT rank, launch_id, key FROM cm WHERE dist = 0),
+            in_math AS (SELECT DISTINCT c.rank, c.launch_id FROM {chain} c JOIN strings s ON s.id = c.name_id
+                        WHERE c.dist > 0 AND s.value = '{SDPA_MATH}')"""
     modelled = data.con.execute(f"""{base}
-        SELECT okey, count(DISTINCT (rank, owner)), sum(kernels)::BIGINT, sum(ns)::BIGINT, sum(tc_ns)::BIGINT
-        FROM assign WHERE owner IS NOT NULL GROUP BY okey""").fetchall()
+        SELECT a.okey, count(DISTINCT (a.rank, a.owner)), sum(a.kernels)::BIGINT, sum(a.ns)::BIGINT,
+               sum(a.tc_ns)::BIGINT, bool_or(m.launch_id IS NOT NULL)
+        FROM assign a LEFT JOIN in_math m ON m.rank = a.rank AND m.launch_id = a.launch_id
+        WHERE a.owner IS NOT NULL GROUP BY a.okey""").fetchall()
     unmodelled = data.con.execute(f"""{base}
         SELECT s.key, count(*), sum(a.kernels)::BIGINT, sum(a.ns)::BIGINT, sum(a.tc_ns)::BIGINT
         FROM assign a JOIN self_key s ON s.rank = a.rank AND s.launch_id = a.launch_id
         WHERE a.owner IS NULL GROUP BY s.key""").fetchall()
     return (
-        [Group(r[0], r[1], r[2], r[3], r[4]) for r in modelled],
+        [Group(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in modelled],
         [Group(r[0], r[1], r[2], r[3], r[4]) for r in unmodelled],
     )
+
+
+@dataclass(frozen=True)
+class OpRoof:
+    """One modelled row of the table as typed figures (what the advice rule and the HTML chart read).
+    ``ns`` and ``tc_ns`` are totals over the selected steps; rates per second; the roofline fields
+    are None without the GPU's peaks (or without the peak of the op's precision)."""
+
+    op: str
+    input_shapes: str | None
+    cost: OpCost  # per call
+    calls: int
+    ns: int
+    tc_ns: int  # of which tensor-core kernels
+    sdpa_math: bool  # launched inside SDPA_MATH: attention without a fused kernel
+    tflops: float | None  # achieved
+    intensity: float | None  # FLOP/byte
+    peak_tflops: float | None = None  # the compute roof the op is held to
+    peak_label: str | None = None
+    peak_pct: float | None = None
+    saving_ns_per_step: float | None = None  # kernel time above the target share of the roofline
 
 
 @dataclass(frozen=True)
@@ -223,6 +257,8 @@ class Roofline:
     over_100: int  # rows above 100% of their roofline
     unmodelled_names: list[tuple[str, int]]  # (name, ns), most time first
     values_recorded: bool
+    ops: tuple[OpRoof, ...] = ()  # the modelled rows, in the table's order
+    target_pct: float = TARGET_PCT
 
 
 @dataclass
@@ -238,12 +274,14 @@ class _Row:
     ns: int = 0
     tc_ns: int = 0
     shapes_ns: int = -1  # time of the shapes shown (an unmodelled row shows its commonest)
+    sdpa_math: bool = False
 
     def add(self, g: Group, shapes: str | None) -> None:
         self.calls += g.calls
         self.kernels += g.kernels
         self.ns += g.ns
         self.tc_ns += g.tc_ns
+        self.sdpa_math = self.sdpa_math or g.sdpa_math
         if g.ns > self.shapes_ns:
             self.shapes, self.shapes_ns = shapes, g.ns
 
@@ -306,6 +344,7 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
     saving_total = 0.0
     over = 0
     names: Counter[str] = Counter()
+    ops: list[OpRoof] = []
     for r in _rows(keys, costs, modelled, unmodelled):
         row: dict[str, Any] = dict(
             op=r.op, input_shapes=r.shapes, calls=r.calls, kernels=r.kernels, gpu_ms=r.ns / 1e6, why=r.why
@@ -325,12 +364,15 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
             tbs=cost.bytes * r.calls / secs / 1e12 if secs else None,
             intensity=cost.flops / cost.bytes if cost.bytes else None,
         )
+        roof = OpRoof(r.op, r.shapes, cost, r.calls, r.ns, r.tc_ns, r.sdpa_math, row["tflops"], row["intensity"])
         if peaks is None or bw is None:
+            ops.append(roof)
             continue
         # any tensor-core kernel: its matrix math runs there (layout transposes beside it do not)
         peak, label = peaks.compute_peak(cost.dtype, cost.matrix, r.tc_ns > 0)
         if peak is None and cost.flops:
             row.update(why=f"{peaks.name}'s datasheet gives no {label} peak")
+            ops.append(roof)
             continue
         t_roof = max(cost.bytes / bw, cost.flops / (peak * 1e12) if peak else 0.0) * r.calls
         ridge = peak * 1e12 / bw if peak else None
@@ -346,6 +388,7 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
             peak_pct=pct,
             saving_ms_per_step=saving * 1e3,
         )
+        ops.append(replace(roof, peak_tflops=peak, peak_label=label, peak_pct=pct, saving_ns_per_step=saving * 1e9))
     table = pa.table({c: pa.array([row.get(c) for row in out], t) for c, t in COLUMNS})
     kernel_ns = int(
         data.scalar(
@@ -365,6 +408,8 @@ def _roofline(data: ProfileData, target_pct: float) -> Roofline:
         over,
         names.most_common(),
         values,
+        tuple(ops),
+        target_pct,
     )
 
 

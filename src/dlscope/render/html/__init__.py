@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...vocabulary.version import __version__
 from ..progress import ProgressCallback
-from . import details, plots
+from . import details, plots, roofline
 from .model import ReportModel
 from .svg import esc
 
@@ -31,6 +31,7 @@ SECTIONS = (
     ("gpu", "GPU over time"),
     ("kernels", "Kernels"),
     ("ops", "Ops"),
+    ("roofline", "Roofline"),
     ("capture", "Capture"),
 )
 
@@ -57,6 +58,7 @@ def render_report(model: ReportModel, progress: ProgressCallback | None = None) 
         gpu,
         details.kernels_section(model.top_kernels, model.tensor_cores),
         details.ops_section(model.top_ops),
+        roofline.roofline_section(model.roofline, model.why_no_roofline),
         details.capture_section(model.meta),
     ]
     if progress is not None:

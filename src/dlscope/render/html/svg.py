@@ -124,9 +124,12 @@ def _axes(
     x_ticks: Sequence[tuple[float, str]] | None = None,
     integer_x: bool = False,
     integer_y: bool = False,
+    y_ticks: Sequence[tuple[float, str]] | None = None,
 ) -> list[str]:
     out = []
-    for t, text in tick_labels(nice_ticks(frame.y0, frame.y1, integer=integer_y)):
+    if y_ticks is None:
+        y_ticks = tick_labels(nice_ticks(frame.y0, frame.y1, integer=integer_y))
+    for t, text in y_ticks:
         y = frame.y(t)
         out.append(f'<line class="grid" x1="{frame.left}" x2="{frame.right}" y1="{y:.1f}" y2="{y:.1f}"/>')
         out.append(f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(text)}</text>')
@@ -331,5 +334,86 @@ def histograms(
                 f'fill="{col}"><title>{esc(label)}: {esc(fmt_num(a))} to {esc(fmt_num(b))}: {cnt} '
                 f"step{'s' if cnt != 1 else ''}</title></rect>"
             )
+    out.append("</svg>")
+    return "".join(out)
+
+
+@dataclass
+class Dot:
+    """A point of a log-log chart: data coordinates (> 0), its area's share of the largest (0..1), and
+    its hover text."""
+
+    x: float
+    y: float
+    size: float
+    color: str
+    label: str
+
+
+@dataclass
+class Polyline:
+    """A polyline of a log-log chart in data coordinates (> 0), labelled at its last point."""
+
+    label: str
+    color: str
+    points: Sequence[tuple[float, float]]
+
+
+MIN_R, MAX_R = 2.5, 16.0  # a dot's radius in px: the smallest stays visible, the largest covers few others
+
+
+def decades(lo: float, hi: float) -> tuple[int, int]:
+    """The powers of ten around [lo, hi] (both > 0): a log axis from 10**a to 10**b."""
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    return a, b if b > a else a + 1
+
+
+def log_ticks(a: int, b: int) -> list[tuple[float, str]]:
+    """Ticks of a log axis from 10**a to 10**b, at log10 positions: each decade, and 2x and 5x within it
+    when the axis spans two decades or less (else a chart of one decade would have two ticks)."""
+    steps = (1, 2, 5) if b - a <= 2 else (1,)
+    return [(k + math.log10(m), fmt_num(m * 10.0**k)) for k in range(a, b + 1) for m in steps if k < b or m == 1]
+
+
+def loglog_chart(
+    dots: Sequence[Dot],
+    paths: Sequence[Polyline],
+    x_label: str,
+    y_label: str,
+    height: int = 380,
+    dot_class: str = "dot",
+) -> str:
+    """Dots (area by ``size``) over labelled polylines, both axes logarithmic with a tick per decade
+    (the roofline). Values that are not positive cannot be drawn on a log axis and are left out."""
+    ok = [d for d in dots if d.x > 0 and d.y > 0 and math.isfinite(d.x) and math.isfinite(d.y)]
+    xs = [d.x for d in ok] + [x for p in paths for x, _ in p.points if x > 0]
+    ys = [d.y for d in ok] + [y for p in paths for _, y in p.points if y > 0]
+    if not xs or not ys:
+        return ""
+    xa, xb = decades(min(xs), max(xs))
+    ya, yb = decades(min(ys), max(ys))
+    frame = Frame(height, xa, xb, ya, yb)
+    x_ticks, y_ticks = log_ticks(xa, xb), log_ticks(ya, yb)
+    out = _open(frame, f"{y_label} over {x_label}, log-log")
+    out += _axes(frame, x_label, y_label, x_ticks, y_ticks=y_ticks)
+    for p in paths:
+        pts = [(frame.x(math.log10(x)), frame.y(math.log10(y))) for x, y in p.points if x > 0 and y > 0]
+        if len(pts) < 2:
+            continue
+        out.append(
+            f'<polyline class="roof" fill="none" stroke="{p.color}" points="'
+            + " ".join(f"{x:.2f},{y:.2f}" for x, y in pts)
+            + f'"><title>{esc(p.label)}</title></polyline>'
+        )
+        x, y = pts[-1]
+        # under the flat end of the line: above it the label would leave the frame at the top decade
+        out.append(f'<text class="roof-label" x="{x - 4:.1f}" y="{y + 14:.1f}" text-anchor="end">{esc(p.label)}</text>')
+    for d in sorted(ok, key=lambda d: -d.size):  # the largest first: small dots stay on top, visible
+        r = MIN_R + (MAX_R - MIN_R) * math.sqrt(max(0.0, min(1.0, d.size)))
+        cx, cy = frame.x(math.log10(d.x)), frame.y(math.log10(d.y))
+        out.append(
+            f'<circle class="{esc(dot_class)}" cx="{cx:.2f}" cy="{cy:.2f}" r="{r:.1f}" fill="{d.color}" '
+            f'fill-opacity="0.55" stroke="{d.color}"><title>{esc(d.label)}</title></circle>'
+        )
     out.append("</svg>")
     return "".join(out)
