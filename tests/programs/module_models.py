@@ -97,9 +97,13 @@ def main() -> None:
         loss.backward()
         opt.step()
     if len(sys.argv) > 3:
+        from torch.nn.modules import module as nn_module
+
         names = {name: type(m).__name__ for name, m in model.named_modules()}
+        # the module hooks' global hooks are gone once the traced window closed
+        hooks = len(nn_module._global_forward_pre_hooks) + len(nn_module._global_forward_hooks)
         with open(sys.argv[3], "w") as f:
-            json.dump(names, f)
+            json.dump({"names": names, "global_hooks_after": hooks}, f)
     print(f"done {loss.item():.4f}")
 
 

@@ -1,0 +1,239 @@
+"""The module view (issue 42): module calls recorded in the traced steps of a real PyTorch program
+(a 2-block GPT-style transformer and a small CNN, trained on CPU), checked against the model's own
+``named_modules()`` and against the ops of the same profile attributed independently in plain
+Python (forward by the innermost call holding an op, backward by the forward op's sequence
+number)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dlscope.analysis import REPORTS
+from dlscope.analysis.core.context import ProfileData
+from dlscope.analysis.core.innermost import innermost
+from dlscope.analysis.measures.modules import block_patterns, module_view
+from dlscope.capture.torch import DEFAULT_DETAIL_STEPS
+
+from .conftest import q, run_dlscope
+
+PROGRAMS = Path(__file__).parent / "programs"
+STEPS = 9  # warm-up, 5 traced, 3 untraced
+CONTAINERS = ("ModuleDict", "ModuleList")  # never called: no call, no path
+NODE = "autograd::engine::evaluate_function:"
+
+
+def _profile(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[ProfileData, dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp(kind)
+    out, names = tmp / f"{kind}.dlscope", tmp / "names.json"
+    r = run_dlscope(
+        "profile", "-o", out, "--quiet", "--", sys.executable, PROGRAMS / "module_models.py", kind, str(STEPS), names
+    )
+    assert r.returncode == 0, r.stderr
+    return ProfileData.open(out), json.loads(names.read_text())
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileData, dict[str, Any]]:
+    return _profile(tmp_path_factory, "gpt")
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileData, dict[str, Any]]:
+    return _profile(tmp_path_factory, "cnn")
+
+
+def _called(names: dict[str, str]) -> dict[str, str]:
+    return {n: t for n, t in names.items() if n and t not in CONTAINERS}
+
+
+def test_calls_only_in_traced_steps_after_warmup_and_hooks_removed(gpt):
+    data, info = gpt
+    steps = dict(q(data.con, "SELECT step, traced AND NOT warmup FROM steps"))
+    with_calls = {s for (s,) in q(data.con, "SELECT DISTINCT step FROM module_calls")}
+    assert with_calls and all(steps[s] for s in with_calls)
+    # every step of the traced window after the warm-up (step 6 is flagged traced too: it paid for the write)
+    assert with_calls == set(range(1, 1 + DEFAULT_DETAIL_STEPS))
+    assert info["global_hooks_after"] == 0
+
+
+def test_gpt_tree_matches_named_modules(gpt):
+    data, info = gpt
+    rows = q(data.con, "SELECT DISTINCT name, type FROM module_calls")
+    root = {n for n, _ in rows if "." not in n}
+    assert root == {"GPT"}
+    got = {n.split(".", 1)[1]: t for n, t in rows if "." in n}
+    assert got == _called(info["names"])
+    # every module called once per step: 5 steps
+    counts = q(data.con, "SELECT count(*) FROM module_calls GROUP BY name")
+    assert {c for (c,) in counts} == {5}
+    # a call nests in its parent's (same thread, depth one more)
+    calls = q(data.con, "SELECT name, depth, start_ns, end_ns, step FROM module_calls ORDER BY start_ns")
+    for name, depth, s, e, step in calls:
+        if depth == 0:
+            continue
+        parent = name.rsplit(".", 1)[0]
+        while parent not in {c[0] for c in calls}:
+            parent = parent.rsplit(".", 1)[0]
+        holders = [c for c in calls if c[0] == parent and c[4] == step and c[2] <= s and e <= c[3]]
+        assert len(holders) == 1, name
+
+
+def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], float, float]:
+    """Plain Python: the selected steps' outermost ops' time per exact path (self: innermost
+    call) and direction, and the forward+backward total."""
+    calls = q(data.con, "SELECT tid, start_ns, end_ns, name, depth FROM module_calls")
+    sel = q(data.con, "SELECT s.step FROM sel_steps s")
+    sel_steps = {s for (s,) in sel}
+    ops = q(
+        data.con,
+        "SELECT tid, start_ns, end_ns, name, sequence_nr, depth, step FROM ops",
+    )
+    nodes = [o for o in ops if o[3].startswith(NODE)]
+
+    def inside(intervals: list[Any], tid: int, t: int) -> Any:
+        hold = [c for c in intervals if c[0] == tid and c[1] <= t <= c[2]]
+        return max(hold, key=lambda c: c[1]) if hold else None
+
+    seq_path: dict[int, tuple[int, str]] = {}
+    for o in ops:
+        if o[4] is None or o[3].startswith(NODE) or inside(nodes, o[0], o[1]):
+            continue
+        c = inside(calls, o[0], o[1])
+        if c is not None and (o[4] not in seq_path or o[5] < seq_path[o[4]][0]):
+            seq_path[o[4]] = (o[5], c[3])
+    phases = q(data.con, "SELECT tid, start_ns, end_ns, name FROM phases WHERE source = 'hook'")
+    out: dict[str, dict[str, float]] = {}
+    total = outside = 0.0
+    for o in ops:
+        if o[5] != 0 or o[6] not in sel_steps:
+            continue
+        dur = o[2] - o[1]
+        n = inside(nodes, o[0], o[1])
+        if n is not None:
+            path = seq_path.get(n[4], (0, None))[1]
+            direction = "backward"
+        else:
+            c = inside(calls, o[0], o[1])
+            path, direction = (c[3], "forward") if c else (None, None)
+        if direction is None:
+            ph = [p for p in phases if p[1] <= o[1] <= p[2]]
+            if any(p[3] == "optimizer" for p in ph):
+                out.setdefault("(optimizer)", {}).setdefault("optimizer", 0.0)
+                out["(optimizer)"]["optimizer"] += dur
+                continue
+            direction = next((p[3] for p in ph if p[3] in ("forward", "backward")), None)
+            if direction is None:
+                continue
+        total += dur
+        if path is None:
+            outside += dur
+            continue
+        out.setdefault(path, {}).setdefault(direction, 0.0)
+        out[path][direction] += dur
+    return out, total, outside
+
+
+def _check_against_plain_python(data: ProfileData) -> None:
+    view = module_view(data)
+    assert view is not None
+    by_path, total, outside = _ops_by_module(data)
+    steps = view.steps
+    assert steps == 5
+    paths = sorted({n for (n,) in q(data.con, "SELECT DISTINCT name FROM module_calls")})
+    types = dict(q(data.con, "SELECT DISTINCT name, type FROM module_calls"))
+    pats = dict(zip(paths, block_patterns(tuple(paths), tuple(types[p] for p in paths))))
+    rows = {r.module: r for r in view.rows}
+    for pat, row in rows.items():
+        if row.part != "module":
+            continue
+        members = [p for p in paths if pats[p] == pat]
+        assert row.instances == len(members)
+        subtree = [p for p in by_path if any(p == m or p.startswith(m + ".") for m in members)]
+        for direction, got in (("forward", row.fwd_ops_ms), ("backward", row.bwd_ops_ms)):
+            want = sum(by_path[p].get(direction, 0.0) for p in subtree) / 1e6 / steps
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-9), (pat, direction)
+        # host time forward: the calls' own durations; the ops inside fit in them
+        listed = ", ".join(repr(m) for m in members)
+        calls_ms = q(data.con, f"SELECT sum(end_ns - start_ns) / 1e6 FROM module_calls WHERE name IN ({listed})")[0][0]
+        assert row.fwd_host_ms == pytest.approx(calls_ms / steps, rel=1e-9)
+        assert row.fwd_ops_ms <= row.fwd_host_ms * 1.001
+    assert view.ops_coverage_pct == pytest.approx(100 * (total - outside) / total, rel=1e-9)
+    assert view.ops_coverage_pct >= 95
+    opt = rows["(optimizer)"]
+    assert opt.ops_ms > 0
+    assert opt.ops_ms == pytest.approx(by_path["(optimizer)"]["optimizer"] / 1e6 / steps, rel=1e-9)
+
+
+def test_gpt_ops_attributed_as_plain_python_does(gpt):
+    data, _ = gpt
+    _check_against_plain_python(data)
+    rows = {r.module: r for r in module_view(data).rows}
+    # the two blocks are one row; the backward of the blocks holds time (the sequence numbers link)
+    assert rows["GPT.transformer.h.*"].instances == 2
+    assert rows["GPT.transformer.h.*.mlp"].bwd_ops_ms > 0
+    assert rows["GPT.transformer.h.*.mlp.0"].type == "Linear"  # a Sequential's indexes name different modules
+    # the root holds its children: its forward ops are at least the sum of its children's
+    kids = [r for r in rows.values() if r.part == "module" and r.depth == 1]
+    assert rows["GPT"].fwd_ops_ms >= sum(r.fwd_ops_ms for r in kids) * 0.999
+
+
+def test_cnn_tree_and_coverage(cnn):
+    data, info = cnn
+    rows = q(data.con, "SELECT DISTINCT name, type FROM module_calls")
+    roots = {n: t for n, t in rows if "." not in n}
+    assert roots == {"Sequential": "Sequential", "CrossEntropyLoss": "CrossEntropyLoss"}
+    got = {n.split(".", 1)[1]: t for n, t in rows if n.startswith("Sequential.")}
+    assert got == _called(info["names"])
+    _check_against_plain_python(data)
+
+
+def test_report_runs_and_renders(gpt):
+    data, _ = gpt
+    result = REPORTS["modules"].compute(data)
+    names = result.table.column("module").to_pylist()
+    assert names[0] == "GPT" and "(optimizer)" in names
+    assert "gpu_ms" not in result.table.column_names  # no GPU on this profile
+    assert any("95" in n or "%" in n for n in result.notes)
+
+
+def test_innermost_matches_brute_force():
+    rng = np.random.default_rng(3)
+    # nested intervals: random trees on two groups
+    groups, starts, ends = [], [], []
+    for g in (5, 9):
+        t = 0
+        stack: list[tuple[int, int]] = []
+        for _ in range(200):
+            if stack and rng.random() < 0.45:
+                s = stack.pop()
+                t += int(rng.integers(1, 5))
+                groups.append(g)
+                starts.append(s[0])
+                ends.append(t)
+            else:
+                t += int(rng.integers(1, 5))
+                stack.append((t, 0))
+        while stack:
+            t += 1
+            groups.append(g)
+            starts.append(stack.pop()[0])
+            ends.append(t)
+    pg = rng.choice([5, 9, 7], 500)
+    pt = rng.integers(0, max(ends) + 3, 500)
+    got = innermost(np.array(groups), np.array(starts), np.array(ends), pg, pt)
+    for i in range(500):
+        hold = [j for j in range(len(starts)) if groups[j] == pg[i] and starts[j] <= pt[i] <= ends[j]]
+        want = max(hold, key=lambda j: (starts[j], -ends[j])) if hold else -1
+        assert got[i] == want, i
+
+
+def test_block_patterns():
+    paths = ("M", "M.h.0", "M.h.1", "M.h.0.attn", "M.h.1.attn", "M.seq.0", "M.seq.1", "M.seq.2")
+    types = ("M", "Block", "Block", "Attn", "Attn", "Conv2d", "ReLU", "Conv2d")
+    assert block_patterns(paths, types) == ["M", "M.h.*", "M.h.*", "M.h.*.attn", "M.h.*.attn"] + list(paths[5:])
