@@ -237,3 +237,25 @@ def test_block_patterns():
     paths = ("M", "M.h.0", "M.h.1", "M.h.0.attn", "M.h.1.attn", "M.seq.0", "M.seq.1", "M.seq.2")
     types = ("M", "Block", "Block", "Attn", "Attn", "Conv2d", "ReLU", "Conv2d")
     assert block_patterns(paths, types) == ["M", "M.h.*", "M.h.*", "M.h.*.attn", "M.h.*.attn"] + list(paths[5:])
+
+
+def test_html_section_holds_the_view_and_escapes_names(gpt):
+    from dataclasses import replace
+
+    from dlscope.application.report import build_report
+    from dlscope.render.html import render_report
+    from dlscope.render.html.modules import modules_section
+
+    data, _ = gpt
+    model = build_report(data)
+    assert model.modules is not None
+    page = render_report(model)
+    section = page[page.index('<h2 id="modules">') :]
+    view = module_view(data)
+    mlp = next(r for r in view.rows if r.module == "GPT.transformer.h.*.mlp")
+    assert "GPT.transformer.h.*.mlp" in section and f"{mlp.fwd_host_ms:,.3f}" in section
+    assert f"{view.ops_coverage_pct:.1f}%" in section
+    hostile = replace(view, rows=(replace(view.rows[0], module="<script>x</script>", type="<b>"),))
+    html = modules_section(hostile)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<b>" not in html
+    assert "No module calls" in modules_section(None)

@@ -21,6 +21,7 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
     from ..analysis.core.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
     from ..analysis.core.top import top_kernels, top_ops
     from ..analysis.core.window import detail_step_count
+    from ..analysis.measures.modules import module_view
     from ..analysis.reports import gpu_metrics
     from ..render.html.model import GpuOverTime, ReportModel
     from .advise import advise
@@ -63,4 +64,5 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
         why_no_counters=why_no_counters,
         top_kernels=top_kernels(data),
         top_ops=top_ops(data),
+        modules=module_view(data),
     )

@@ -18,6 +18,7 @@ from ...vocabulary.version import __version__
 from ..progress import ProgressCallback
 from . import details, plots
 from .model import ReportModel
+from .modules import modules_section
 from .svg import esc
 
 __all__ = ["ReportModel", "render_report", "write_report"]
@@ -31,6 +32,7 @@ SECTIONS = (
     ("gpu", "GPU over time"),
     ("kernels", "Kernels"),
     ("ops", "Ops"),
+    ("modules", "Modules"),
     ("capture", "Capture"),
 )
 
@@ -57,6 +59,7 @@ def render_report(model: ReportModel, progress: ProgressCallback | None = None) 
         gpu,
         details.kernels_section(model.top_kernels, model.tensor_cores),
         details.ops_section(model.top_ops),
+        modules_section(model.modules),
         details.capture_section(model.meta),
     ]
     if progress is not None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ...analysis.core.summary import Summary
     from ...analysis.core.tensor_core_kernels import TensorCoreShare
     from ...analysis.core.timeseries import Bins
+    from ...analysis.measures.modules import ModuleView
     from ...store.meta import Meta
 
 
@@ -49,3 +50,4 @@ class ReportModel:
     why_no_counters: str | None  # why that report could not run
     top_kernels: pa.Table
     top_ops: pa.Table
+    modules: ModuleView | None = None  # None without module calls
