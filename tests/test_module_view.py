@@ -84,17 +84,13 @@ def test_gpt_tree_matches_named_modules(gpt):
         assert len(holders) == 1, name
 
 
-def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], float, float]:
-    """Plain Python: the selected steps' outermost ops' time per exact path (self: innermost
-    call) and direction, and the forward+backward total."""
+def _attributor(data: ProfileData) -> Any:
+    """Plain Python: a function (thread, time) -> (direction, exact path or None) for a point,
+    or None where it is in neither the forward, the backward nor the optimizer."""
     calls = q(data.con, "SELECT tid, start_ns, end_ns, name, depth FROM module_calls")
-    sel = q(data.con, "SELECT s.step FROM sel_steps s")
-    sel_steps = {s for (s,) in sel}
-    ops = q(
-        data.con,
-        "SELECT tid, start_ns, end_ns, name, sequence_nr, depth, step FROM ops",
-    )
+    ops = q(data.con, "SELECT tid, start_ns, end_ns, name, sequence_nr, depth, step FROM ops")
     nodes = [o for o in ops if o[3].startswith(NODE)]
+    phases = q(data.con, "SELECT tid, start_ns, end_ns, name FROM phases WHERE source = 'hook'")
 
     def inside(intervals: list[Any], tid: int, t: int) -> Any:
         hold = [c for c in intervals if c[0] == tid and c[1] <= t <= c[2]]
@@ -107,29 +103,42 @@ def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], floa
         c = inside(calls, o[0], o[1])
         if c is not None and (o[4] not in seq_path or o[5] < seq_path[o[4]][0]):
             seq_path[o[4]] = (o[5], c[3])
-    phases = q(data.con, "SELECT tid, start_ns, end_ns, name FROM phases WHERE source = 'hook'")
+
+    def attribute(tid: int, t: int) -> tuple[str, str | None] | None:
+        n = inside(nodes, tid, t)
+        if n is not None:
+            return "backward", seq_path.get(n[4], (0, None))[1]
+        c = inside(calls, tid, t)
+        if c is not None:
+            return "forward", c[3]
+        ph = [p for p in phases if p[1] <= t <= p[2]]
+        if any(p[3] == "optimizer" and p[0] == tid for p in ph):
+            return "optimizer", None
+        direction = next((p[3] for p in ph if p[3] in ("forward", "backward")), None)
+        return (direction, None) if direction else None
+
+    return attribute
+
+
+def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], float, float]:
+    """Plain Python: the selected steps' outermost ops' time per exact path (self: innermost
+    call) and direction, and the forward+backward total and the part outside modules."""
+    sel_steps = {s for (s,) in q(data.con, "SELECT step FROM sel_steps")}
+    attribute = _attributor(data)
     out: dict[str, dict[str, float]] = {}
     total = outside = 0.0
-    for o in ops:
-        if o[5] != 0 or o[6] not in sel_steps:
+    for tid, s, e, depth, step in q(data.con, "SELECT tid, start_ns, end_ns, depth, step FROM ops"):
+        if depth != 0 or step not in sel_steps:
             continue
-        dur = o[2] - o[1]
-        n = inside(nodes, o[0], o[1])
-        if n is not None:
-            path = seq_path.get(n[4], (0, None))[1]
-            direction = "backward"
-        else:
-            c = inside(calls, o[0], o[1])
-            path, direction = (c[3], "forward") if c else (None, None)
-        if direction is None:
-            ph = [p for p in phases if p[1] <= o[1] <= p[2]]
-            if any(p[3] == "optimizer" for p in ph):
-                out.setdefault("(optimizer)", {}).setdefault("optimizer", 0.0)
-                out["(optimizer)"]["optimizer"] += dur
-                continue
-            direction = next((p[3] for p in ph if p[3] in ("forward", "backward")), None)
-            if direction is None:
-                continue
+        got = attribute(tid, s)
+        if got is None:
+            continue
+        direction, path = got
+        dur = e - s
+        if direction == "optimizer":
+            out.setdefault("(optimizer)", {}).setdefault("optimizer", 0.0)
+            out["(optimizer)"]["optimizer"] += dur
+            continue
         total += dur
         if path is None:
             outside += dur
@@ -259,3 +268,117 @@ def test_html_section_holds_the_view_and_escapes_names(gpt):
     html = modules_section(hostile)
     assert "<script>" not in html and "&lt;script&gt;" in html and "<b>" not in html
     assert "No module calls" in modules_section(None)
+
+
+# ---- kernels: launches placed at the real ops of the CPU profile ---------------------------------
+SGEMM = "ampere_sgemm_128x64_tn"  # fp32 on CUDA cores (analysis.core.math_kernels)
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4>"
+
+
+def _with_kernels(data: ProfileData, out: Path) -> tuple[ProfileData, list[tuple[int, int, int, str]]]:
+    """The profile again, with one kernel launched at the start of every matrix-math op (forward
+    and backward) and every outermost op of the optimizer: (tid, launch time, duration, name) each."""
+    import pyarrow as pa
+
+    from dlscope.store.build import ProfileBuilder
+    from dlscope.store.db import query_arrow
+    from dlscope.store.meta import Meta
+
+    opt = q(data.con, "SELECT tid, start_ns, end_ns FROM phases WHERE source = 'hook' AND name = 'optimizer'")
+    ops = q(data.con, "SELECT pid, tid, start_ns, end_ns, name, depth FROM ops ORDER BY start_ns")
+    launches = []
+    for pid, tid, s, _e, name, depth in ops:
+        in_opt = any(t == tid and a <= s <= b for t, a, b in opt)
+        if name in ("aten::addmm", "aten::mm", "aten::bmm"):
+            launches.append((pid, tid, s + 1, 1000 + (s % 7) * 100, SGEMM))
+        elif in_opt and depth == 0:
+            launches.append((pid, tid, s + 1, 500, ELEMENTWISE))
+    n = len(launches)
+    builder = ProfileBuilder()
+    for table in ("phases", "steps", "ops", "module_calls"):  # the decoded views: the builder wants text
+        builder.add(table, query_arrow(data.con, f"SELECT * FROM {table}"))
+    corr = pa.array(range(1, n + 1), pa.int64())
+    builder.add(
+        "api",
+        pa.table(
+            {
+                "rank": pa.array([0] * n, pa.int32()),
+                "pid": pa.array([x[0] for x in launches], pa.int64()),
+                "tid": pa.array([x[1] for x in launches], pa.int64()),
+                "start_ns": pa.array([x[2] for x in launches], pa.int64()),
+                "end_ns": pa.array([x[2] + 5 for x in launches], pa.int64()),
+                "name": ["cudaLaunchKernel"] * n,
+                "correlation_id": corr,
+                "kind": ["runtime"] * n,
+            }
+        ),
+    )
+    builder.add(
+        "kernels",
+        pa.table(
+            {
+                "rank": pa.array([0] * n, pa.int32()),
+                "device": pa.array([0] * n, pa.int32()),
+                "stream": pa.array([7] * n, pa.int64()),
+                "start_ns": pa.array([x[2] + 10 for x in launches], pa.int64()),
+                "end_ns": pa.array([x[2] + 10 + x[3] for x in launches], pa.int64()),
+                "name": [x[4] for x in launches],
+                "correlation_id": corr,
+                "pid": pa.array([x[0] for x in launches], pa.int64()),
+            }
+        ),
+    )
+    builder.write(out, Meta.from_dict(data.meta.to_dict()))
+    return ProfileData.open(out), [(x[1], x[2], x[3], x[4]) for x in launches]
+
+
+def test_kernels_attributed_by_their_launch(gpt, tmp_path):
+    from dlscope.advice.module_share import where_it_sits
+    from dlscope.analysis.measures.modules import math_split
+
+    data, _ = gpt
+    kdata, launches = _with_kernels(data, tmp_path / "k.dlscope")
+    attribute = _attributor(kdata)
+    sel = q(kdata.con, "SELECT start_ns, end_ns FROM sel_steps")
+    paths = sorted({n for (n,) in q(kdata.con, "SELECT DISTINCT name FROM module_calls")})
+    types = dict(q(kdata.con, "SELECT DISTINCT name, type FROM module_calls"))
+    pats = dict(zip(paths, block_patterns(tuple(paths), tuple(types[p] for p in paths))))
+    by_pat: dict[str, float] = {}
+    fwd_bwd = in_modules = optimizer = sgemm = 0.0
+    for tid, t, dur, name in launches:
+        if not any(a <= t < b for a, b in sel):
+            continue
+        got = attribute(tid, t)
+        if got is None:
+            continue
+        direction, path = got
+        if direction == "optimizer":
+            optimizer += dur
+            continue
+        fwd_bwd += dur
+        if path is None:
+            continue
+        in_modules += dur
+        if name == SGEMM:
+            sgemm += dur
+            for m in paths:  # every module whose subtree holds it
+                if path == m or path.startswith(m + "."):
+                    by_pat[pats[m]] = by_pat.get(pats[m], 0.0) + dur
+    view = module_view(kdata)
+    steps = view.steps
+    assert fwd_bwd > 0 and optimizer > 0
+    assert view.gpu_coverage_pct == pytest.approx(100 * in_modules / fwd_bwd, rel=1e-9)
+    assert view.gpu_coverage_pct >= 95
+    rows = {r.module: r for r in view.rows}
+    assert rows["(optimizer)"].gpu_ms == pytest.approx(optimizer / 1e6 / steps, rel=1e-9)
+    for pat, ns in by_pat.items():  # only SGEMMs land in modules here
+        assert rows[pat].gpu_ms == pytest.approx(ns / 1e6 / steps, rel=1e-9), pat
+    assert rows["GPT.transformer.h.*.mlp"].bwd_gpu_ms > 0  # the backward's launches reached the modules
+    split = math_split(kdata, ("fp32",))
+    assert split is not None
+    shares = {s.module: s.pct for s in split.shares}
+    for pat, ns in by_pat.items():
+        assert shares[pat] == pytest.approx(100 * ns / sgemm, rel=1e-9)
+    phrase = where_it_sits(split)
+    deepest = max((p for p, v in shares.items() if "." in p and v >= 50), key=lambda p: (p.count("."), shares[p]))
+    assert phrase == f"{shares[deepest]:.0f}% of it in `{deepest}`"

@@ -481,3 +481,11 @@ def kernel_split(data: ProfileData, where_sql: str) -> ModuleSplit | None:
         key=lambda s: (-s.pct, s.module),
     )
     return ModuleSplit(tuple(shares), 100.0 * float(self_ns.sum()) / total, total / ms)
+
+
+@measured
+def math_split(data: ProfileData, precisions: tuple[str, ...]) -> ModuleSplit | None:
+    """Where the matrix math kernels of the given precision classes
+    (:func:`~..core.math_kernels.precision_sql`: 'fp32', 'fp32_tc' ...) sit among the modules."""
+    wanted = ", ".join(f"'{p}'" for p in precisions)
+    return kernel_split(data, f"k.precision IN ({wanted})")
