@@ -57,6 +57,11 @@
 #   ncu_cupy         `dlscope ncu --top 3` on a CuPy program whose top kernel CUPTI names mangled
 #                    (needs the CUPTI wheels above). -> cupy_top.json, ncu.log, ncu_measured.json,
 #                    kernel_metrics.txt, profile (2026-11-27)
+#   modules          issue 42's module view: bench/programs/module_view_gpu.py profiles a GPT-2-class and a
+#                    ResNet-like training step (coverage of forward+backward kernel time by modules, the
+#                    optimizer apart, the advice's module sentence), then bare and profiled runs
+#                    alternated (overhead), then the hooks' cost per module call. ROUNDS [3], STEPS [30].
+#                    -> module_view_gpu.json, modules.log, profiles (not run yet)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
@@ -373,7 +378,13 @@ part_small_collectives() {
   post advise "$D advise $R/prof/small_naive.dlscope --format json > $R/small_advise.json"
 }
 
-PARTS="hooks marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy fuzz dist \
+part_modules() {
+  part modules
+  runsh "module view" 480 0 "python3 bench/programs/module_view_gpu.py --steps ${STEPS:-30} --rounds ${ROUNDS:-3} \
+-o $R/prof > $R/modules.log 2>&1; mv $R/prof/module_view_gpu.json $R/"
+}
+
+PARTS="hooks marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do

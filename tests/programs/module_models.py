@@ -1,9 +1,16 @@
 """Two small models trained a few steps, for the module view: a 2-block GPT-style transformer and a
 small CNN. ``python module_models.py gpt|cnn STEPS [NAMES.json]`` (NAMES: the model's named_modules
-and classes, for the test to check the recorded tree against)."""
+and classes, for the test to check the recorded tree against).
+
+For the GPU check (bench/programs/module_view_gpu.py): ``MODULE_MODELS_SIZE=large`` makes them
+GPT-2-124M-class (12 blocks of 768, context 512, batch 8) and a ResNet-like CNN on 224x224 images,
+``MODULE_MODELS_DEVICE=cuda`` runs them on the GPU, and ``MODULE_MODELS_TIMES=PATH`` writes each
+step's time (ns, the GPU synchronized at each step's end) as JSON."""
 
 import json
+import os
 import sys
+import time
 
 import torch
 from torch import nn
@@ -62,40 +69,64 @@ class GPT(nn.Module):
         return nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def cnn() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.BatchNorm2d(16),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1, stride=2),
-        nn.BatchNorm2d(32),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, 10),
-    )
+def cnn(large: bool = False) -> nn.Module:
+    if not large:
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1, stride=2),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, 10),
+        )
+    layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, stride=2, padding=3), nn.BatchNorm2d(64), nn.ReLU()]
+    width = 64
+    for out in (64, 128, 256, 512):
+        for i in range(2):
+            stride = 2 if i == 0 and out != 64 else 1
+            layers += [nn.Conv2d(width, out, 3, stride=stride, padding=1), nn.BatchNorm2d(out), nn.ReLU()]
+            width = out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 1000))
 
 
 def main() -> None:
     kind, steps = sys.argv[1], int(sys.argv[2])
+    large = os.environ.get("MODULE_MODELS_SIZE") == "large"
+    device = os.environ.get("MODULE_MODELS_DEVICE", "cpu")
+    times_path = os.environ.get("MODULE_MODELS_TIMES")
     if kind == "gpt":
-        model: nn.Module = GPT()
-        batches = [(torch.randint(0, 512, (4, 64)), torch.randint(0, 512, (4, 64))) for _ in range(steps)]
+        vocab, b, t = (50257, 8, 512) if large else (512, 4, 64)
+        model: nn.Module = (GPT(vocab, 768, 12, 12, t) if large else GPT()).to(device)
+        batch = (torch.randint(0, vocab, (b, t), device=device), torch.randint(0, vocab, (b, t), device=device))
         loss_of = model
     else:
-        model = cnn()
+        model = cnn(large).to(device)
         criterion = nn.CrossEntropyLoss()
-        batches = [(torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))) for _ in range(steps)]
+        side, b, classes = (224, 32, 1000) if large else (32, 8, 10)
+        batch = (torch.randn(b, 3, side, side, device=device), torch.randint(0, classes, (b,), device=device))
 
         def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return criterion(model(x), y)
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for x, y in batches:
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter_ns()
+        x, y = batch
         loss = loss_of(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if times_path:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter_ns() - t0)
+    if times_path:
+        with open(times_path, "w") as f:
+            json.dump(times, f)
     if len(sys.argv) > 3:
         from torch.nn.modules import module as nn_module
 
