@@ -382,3 +382,56 @@ def test_kernels_attributed_by_their_launch(gpt, tmp_path):
     phrase = where_it_sits(split)
     deepest = max((p for p, v in shares.items() if "." in p and v >= 50), key=lambda p: (p.count("."), shares[p]))
     assert phrase == f"{shares[deepest]:.0f}% of it in `{deepest}`"
+
+
+def test_recorder_names_calls_by_caller_and_removes_its_hooks():
+    import time
+
+    import torch
+    from torch import nn
+    from torch.nn.modules import module as nn_module
+
+    from dlscope.capture.module_calls import ModuleCallRecorder
+
+    shared = nn.Linear(4, 4)
+
+    class Two(nn.Module):  # calls a grandchild directly, and a module it shares with another parent
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Linear(4, 4))])
+            self.shared = shared
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.shared(self.blocks[1][0](self.blocks[0](x)))
+
+    before = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
+    rec = ModuleCallRecorder(torch, time.perf_counter_ns, lambda: False)
+    assert rec.install()
+    Two()(torch.randn(2, 4))
+    shared(torch.randn(2, 4))  # called alone: a root of its own, named by its class
+    out = rec.remove()
+    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == before
+    paths = [out["paths"][i] for i in out["path"]]
+    assert paths == ["Two", "Two.blocks.0", "Two.blocks.0.0", "Two.blocks.1.0", "Two.shared", "Linear"]
+    assert out["depth"] == [0, 1, 2, 1, 1, 0]
+    assert all(s <= e for s, e in zip(out["start"], out["end"]))
+    assert out["end"][0] >= max(out["end"][1:5]) and out["start"][0] <= min(out["start"][1:5])
+
+
+def test_no_hooks_after_torch_compile(tmp_path):
+    # in a process of its own: dynamo's counters are global
+    code = (
+        "import time, torch\n"
+        "from dlscope.capture.module_calls import ModuleCallRecorder\n"
+        "m = torch.compile(torch.nn.Linear(2, 2), backend='eager')\n"
+        "m(torch.randn(1, 2))\n"
+        "r = ModuleCallRecorder(torch, time.perf_counter_ns, lambda: False)\n"
+        "print(r.install(), r.reason_off)\n"
+    )
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False the program compiled with torch.compile before the traced steps"
