@@ -435,3 +435,77 @@ def test_no_hooks_after_torch_compile(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False the program compiled with torch.compile before the traced steps"
+
+
+# ---- the advice: where the fp32 matrix math sits, on a real H100 trace with module calls laid over it ----
+
+
+def _with_modules(data: ProfileData, out: Path) -> ProfileData:
+    """The imported GPT trace (6 blocks) again, with module calls laid over its forward passes: the
+    root over each forward phase, per block a Block call from its first to its last linear op, and
+    each linear op in an attention (the first two of a block) or an MLP (the last two) module."""
+    import pyarrow as pa
+
+    from dlscope.store.build import ProfileBuilder
+    from dlscope.store.db import query_arrow
+    from dlscope.store.meta import Meta
+    from dlscope.store.schema import TABLES
+
+    fwd = q(data.con, "SELECT pid, tid, start_ns, end_ns FROM phases WHERE name = 'forward' ORDER BY start_ns")
+    rows: list[tuple[int, int, int, int, str, str, int]] = []
+    for pid, tid, s, e in fwd:
+        rows.append((pid, tid, s - 1, e + 1, "GPT", "GPT", 0))
+        lin = q(
+            data.con,
+            f"""SELECT start_ns, end_ns FROM ops WHERE name = 'aten::linear' AND depth = 0 AND tid = {tid}
+                AND start_ns BETWEEN {s} AND {e} ORDER BY start_ns""",
+        )
+        assert len(lin) == 24
+        for b in range(6):
+            four = lin[4 * b : 4 * b + 4]
+            rows.append((pid, tid, four[0][0] - 1, four[-1][1] + 1, f"GPT.h.{b}", "Block", 1))
+            for j, (a, z) in enumerate(four):
+                role, cls = ("attn", "Attention") if j < 2 else ("mlp", "MLP")
+                rows.append((pid, tid, a, z, f"GPT.h.{b}.{role}", cls, 2))
+    builder = ProfileBuilder()
+    for spec in TABLES:
+        if spec.name != "strings" and data.has(spec.name):
+            builder.add(spec.name, query_arrow(data.con, f"SELECT * FROM {spec.name}"))
+    cols = ("pid", "tid", "start_ns", "end_ns", "name", "type", "depth")
+    table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+    builder.add("module_calls", table.append_column("rank", pa.array([0] * len(rows), pa.int32())))
+    builder.write(out, Meta.from_dict(data.meta.to_dict()))
+    return ProfileData.open(out)
+
+
+def test_tensor_core_advice_says_where_the_fp32_math_sits(tmp_path, tmp_path_factory):
+    from dlscope.application.advise import advise
+
+    from .report_helpers import fixture_path, imported
+
+    base = ProfileData.open(imported(fixture_path("h100_gpt6_fp32"), tmp_path_factory))
+    data = _with_modules(base, tmp_path / "m.dlscope")
+    # plain Python: each fp32 CUDA-core kernel's module, by its launch
+    attribute = _attributor(data)
+    kernels = q(
+        data.con,
+        """SELECT a.tid, a.start_ns, k.end_ns - k.start_ns FROM kernels k
+           JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
+           SEMI JOIN sel_steps s ON s.rank = k.rank AND s.step = k.step
+           WHERE regexp_matches(k.name, 'sgemm|gemm_f32|_ffma')""",
+    )
+    assert kernels
+    total = sum(d for _, _, d in kernels)
+    in_mlp = 0
+    for tid, t, d in kernels:
+        got = attribute(tid, t)
+        if got is not None and got[1] is not None and ".mlp" in got[1]:
+            in_mlp += d
+    finding = next(f for f in advise(data).findings if f.id == "no_tensor_cores")
+    text = finding.evidence.text
+    # the MLPs hold two thirds (the deepest module holding more than half); the text says so
+    assert 50 < 100 * in_mlp / total < 100
+    assert text.endswith(f"; {100 * in_mlp / total:.0f}% of it in `GPT.h.*.mlp`"), text
+    # without module calls the text says nothing of modules
+    plain = next(f for f in advise(base).findings if f.id == "no_tensor_cores")
+    assert "of it in" not in plain.evidence.text and "largest part" not in plain.evidence.text
