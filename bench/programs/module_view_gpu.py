@@ -32,8 +32,11 @@ PROGRAM = ROOT / "tests" / "programs" / "module_models.py"
 TRACED = range(1, 6)  # the default mode's traced steps after the warm-up (capture.torch.DEFAULT_DETAIL_STEPS)
 
 
+DEVICE, SIZE = "cuda", "large"  # --device, --size (cpu and small: a dry run of this script on any machine)
+
+
 def env(times: Path | None = None) -> dict[str, str]:
-    e = dict(os.environ, MODULE_MODELS_SIZE="large", MODULE_MODELS_DEVICE="cuda")
+    e = dict(os.environ, MODULE_MODELS_SIZE=SIZE, MODULE_MODELS_DEVICE=DEVICE)
     e["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), e.get("PYTHONPATH", "")) if p)
     if times is not None:
         e["MODULE_MODELS_TIMES"] = str(times)
@@ -73,7 +76,8 @@ def coverage(path: Path) -> dict:
         "optimizer_kernels_per_step": opt.kernels,
         "ops_coverage_pct": view.ops_coverage_pct,
         "rows": [
-            {k: r[k] for k in ("module", "type", "instances", "fwd_gpu_ms", "bwd_gpu_ms", "gpu_pct")} for r in rows[:25]
+            {k: r.get(k) for k in ("module", "type", "instances", "fwd_gpu_ms", "bwd_gpu_ms", "gpu_pct", "ops_pct")}
+            for r in rows[:25]
         ],
         "advice_with_modules": [t[:400] for t in texts if "% of it in" in t or "largest part" in t],
         "acceptance_95pct": (view.gpu_coverage_pct or 0) >= 95,
@@ -108,8 +112,11 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="gpt,cnn")
+    ap.add_argument("--device", default=DEVICE)
+    ap.add_argument("--size", default=SIZE, choices=("large", "small"))
     ap.add_argument("-o", "--output", default=os.environ.get("OUT", "."))
     a = ap.parse_args()
+    globals().update(DEVICE=a.device, SIZE=a.size)
     outdir = Path(a.output)
     outdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp())
@@ -123,7 +130,7 @@ def main() -> int:
             result[kind]["overhead"] = overhead(kind, a.steps, a.rounds, tmp)
             print(kind, "overhead", json.dumps(result[kind]["overhead"]), flush=True)
     cost = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "hook_costs.py"), "--modules-only", "--device", "cuda"],
+        [sys.executable, str(ROOT / "bench" / "hook_costs.py"), "--modules-only", "--device", DEVICE],
         capture_output=True,
         text=True,
         env=env(),
