@@ -123,7 +123,9 @@ def _attributor(data: ProfileData) -> Any:
 def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], float, float]:
     """Plain Python: the selected steps' outermost ops' time per exact path (self: innermost
     call) and direction, and the forward+backward total and the part outside modules."""
+    # the selected steps that hold module calls (the view measures those only)
     sel_steps = {s for (s,) in q(data.con, "SELECT step FROM sel_steps")}
+    sel_steps &= {s for (s,) in q(data.con, "SELECT DISTINCT step FROM module_calls")}
     attribute = _attributor(data)
     out: dict[str, dict[str, float]] = {}
     total = outside = 0.0
@@ -339,7 +341,7 @@ def test_kernels_attributed_by_their_launch(gpt, tmp_path):
     data, _ = gpt
     kdata, launches = _with_kernels(data, tmp_path / "k.dlscope")
     attribute = _attributor(kdata)
-    sel = q(kdata.con, "SELECT start_ns, end_ns FROM sel_steps")
+    sel = q(kdata.con, "SELECT start_ns, end_ns FROM sel_steps WHERE step IN (SELECT step FROM module_calls)")
     paths = sorted({n for (n,) in q(kdata.con, "SELECT DISTINCT name FROM module_calls")})
     types = dict(q(kdata.con, "SELECT DISTINCT name, type FROM module_calls"))
     pats = dict(zip(paths, block_patterns(tuple(paths), tuple(types[p] for p in paths))))
@@ -492,7 +494,8 @@ def test_tensor_core_advice_says_where_the_fp32_math_sits(tmp_path, tmp_path_fac
         """SELECT a.tid, a.start_ns, k.end_ns - k.start_ns FROM kernels k
            JOIN api a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
            SEMI JOIN sel_steps s ON s.rank = k.rank AND s.step = k.step
-           WHERE regexp_matches(k.name, 'sgemm|gemm_f32|_ffma')""",
+           WHERE k.step IN (SELECT step FROM module_calls)
+             AND regexp_matches(k.name, 'sgemm|gemm_f32|_ffma')""",
     )
     assert kernels
     total = sum(d for _, _, d in kernels)

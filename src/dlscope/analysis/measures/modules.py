@@ -107,6 +107,24 @@ class ModuleAttribution:
     kernel_table: str | None  # temp table (rank, correlation_id, direction, path) of the kernels
 
 
+def module_steps(data: ProfileData) -> str:
+    """Name of a temp table (rank, step, start_ns, end_ns): the selected steps that hold module
+    calls. Only these are measured: a selected step without the hooks (a traced step before they
+    went in) would count its work as outside modules."""
+    return data.shared_table(
+        "module_steps",
+        lambda: (
+            """SELECT s.rank, s.step, s.start_ns, s.end_ns FROM sel_steps s
+                   SEMI JOIN module_calls c ON c.rank = s.rank AND c.step = s.step"""
+        ),
+    )
+
+
+def _in_module_steps(data: ProfileData, sql: str) -> str:
+    """SQL: the rows of ``sql`` (with rank and step) in :func:`module_steps`."""
+    return f"SELECT t_.* FROM ({sql}) t_ SEMI JOIN {module_steps(data)} m_ ON m_.rank = t_.rank AND m_.step = t_.step"
+
+
 def _group(alias: str = "") -> str:
     """SQL: a BIGINT id of (rank, pid, tid): the intervals' and the points' common group."""
     p = f"{alias}." if alias else ""
@@ -184,7 +202,7 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
         _arrays(
             data,
             f"""SELECT {point_cols}, p.start_ns AS t, p.end_ns - p.start_ns AS dur
-                FROM ({selected_sql(data, "ops")}) p WHERE p.depth = 0"""
+                FROM ({_in_module_steps(data, selected_sql(data, "ops"))}) p WHERE p.depth = 0"""
             if has_ops
             else "SELECT 0::BIGINT AS g, 0::BIGINT AS gp, 0::BIGINT AS t, 0::BIGINT AS dur WHERE FALSE",
         )
@@ -194,7 +212,7 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
         k = _arrays(
             data,
             f"""SELECT {point_cols}, p.start_ns AS t, k.end_ns - k.start_ns AS dur, k.rank, k.correlation_id
-                FROM ({selected_sql(data, "kernels", launched=True)}) k
+                FROM ({_in_module_steps(data, selected_sql(data, "kernels", launched=True))}) k
                 JOIN (SELECT rank, correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
                              min(start_ns) AS start_ns
                       FROM api WHERE correlation_id IS NOT NULL GROUP BY ALL) p
@@ -219,7 +237,7 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
     if len(nodes["start_ns"]):
         outer = innermost(nodes["g"], nodes["start_ns"], nodes["end_ns"], nodes["g"], nodes["start_ns"] - 1) < 0
         outer &= node_path >= 0
-        outer &= _in_selected_steps(data, nodes)
+        outer &= _in_module_steps_at(data, nodes)
         np.add.at(bwd, node_path[outer], (nodes["end_ns"] - nodes["start_ns"])[outer])
     return ModuleAttribution(
         paths=tuple(paths.tolist()),
@@ -236,9 +254,9 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
     )
 
 
-def _in_selected_steps(data: ProfileData, nodes: dict[str, np.ndarray]) -> np.ndarray:
-    """Whether each node starts in a selected step of its rank."""
-    sel = _arrays(data, "SELECT rank, start_ns, end_ns FROM sel_steps")
+def _in_module_steps_at(data: ProfileData, nodes: dict[str, np.ndarray]) -> np.ndarray:
+    """Whether each node starts in one of :func:`module_steps` of its rank."""
+    sel = _arrays(data, f"SELECT rank, start_ns, end_ns FROM {module_steps(data)}")
     keep = np.zeros(len(nodes["start_ns"]), bool)
     for r, s, e in zip(sel["rank"].tolist(), sel["start_ns"].tolist(), sel["end_ns"].tolist()):
         keep |= (nodes["rank"] == r) & (nodes["start_ns"] >= s) & (nodes["start_ns"] < e)
@@ -460,7 +478,7 @@ def kernel_split(data: ProfileData, where_sql: str) -> ModuleSplit | None:
     rows = data.rows(f"""
         SELECT m.path, sum(k.end_ns - k.start_ns)::DOUBLE AS ns
         FROM (SELECT k.*, n.precision, n.category, n.tensor_core
-              FROM ({selected_sql(data, "kernels", launched=True)}) k
+              FROM ({_in_module_steps(data, selected_sql(data, "kernels", launched=True))}) k
               JOIN {kernel_names(data)} n ON n.name_id = k.name_id) k
         JOIN {att.kernel_table} m ON m.rank = k.rank AND m.correlation_id = k.correlation_id
         WHERE {where_sql} GROUP BY ALL""")
