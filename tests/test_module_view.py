@@ -512,3 +512,21 @@ def test_tensor_core_advice_says_where_the_fp32_math_sits(tmp_path, tmp_path_fac
     # without module calls the text says nothing of modules
     plain = next(f for f in advise(base).findings if f.id == "no_tensor_cores")
     assert "of it in" not in plain.evidence.text and "largest part" not in plain.evidence.text
+
+
+def test_each_op_lands_in_the_module_of_its_kind(gpt):
+    """The module calls (dlscope's clock) and the ops (Kineto's, shifted onto it) line up: every
+    linear, layer norm, embedding and GELU op of a traced step lies in a call of that class."""
+    data, _ = gpt
+    kinds = {"aten::linear": "Linear", "aten::layer_norm": "LayerNorm", "aten::embedding": "Embedding"}
+    kinds["aten::gelu"] = "GELU"
+    calls = q(data.con, "SELECT tid, start_ns, end_ns, type FROM module_calls")
+    ops = q(
+        data.con,
+        f"""SELECT tid, start_ns, end_ns, name FROM ops WHERE depth = 0 AND name IN ({", ".join(map(repr, kinds))})
+            AND step IN (SELECT step FROM module_calls)""",
+    )
+    assert len(ops) == 5 * (9 + 5 + 2 + 2)  # per step: 9 linear, 5 layer norms, 2 embeddings, 2 GELU
+    for tid, s, e, name in ops:
+        hold = [c for c in calls if c[0] == tid and c[1] <= s and e <= c[2]]
+        assert max(hold, key=lambda c: c[1])[3] == kinds[name], name

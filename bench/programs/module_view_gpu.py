@@ -55,6 +55,33 @@ def bare(kind: str, steps: int, times: Path) -> None:
     subprocess.run(cmd, check=True, env=env(times), stdout=subprocess.DEVNULL)
 
 
+KINDS = {
+    "aten::linear": "Linear",
+    "aten::layer_norm": "LayerNorm",
+    "aten::embedding": "Embedding",
+    "aten::gelu": "GELU",
+    "aten::conv2d": "Conv2d",
+    "aten::batch_norm": "BatchNorm2d",
+}
+
+
+def alignment(data) -> dict:
+    """The module calls (dlscope's clock) against the ops (Kineto's, shifted onto it): the share of
+    the traced steps' linear, norm, embedding, GELU and convolution ops that lie in a call of their
+    own class (100% when the clocks line up; an op seen in its parent instead means they do not)."""
+    calls = data.con.execute("SELECT tid, start_ns, end_ns, type FROM module_calls").fetchall()
+    names = ", ".join(f"'{k}'" for k in KINDS)
+    ops = data.con.execute(
+        f"""SELECT tid, start_ns, end_ns, name FROM ops WHERE depth = 0 AND name IN ({names})
+            AND step IN (SELECT step FROM module_calls)"""
+    ).fetchall()
+    ok = 0
+    for tid, s, e, name in ops:
+        hold = [c for c in calls if c[0] == tid and c[1] <= s and e <= c[2]]
+        ok += bool(hold) and max(hold, key=lambda c: c[1])[3] == KINDS[name]
+    return {"ops": len(ops), "in_own_class_pct": 100.0 * ok / len(ops) if ops else None}
+
+
 def coverage(path: Path) -> dict:
     from dlscope.analysis import REPORTS
     from dlscope.analysis.core.context import ProfileData
@@ -80,6 +107,7 @@ def coverage(path: Path) -> dict:
             for r in rows[:25]
         ],
         "advice_with_modules": [t[:400] for t in texts if "% of it in" in t or "largest part" in t],
+        "alignment": alignment(data),
         "acceptance_95pct": (view.gpu_coverage_pct or 0) >= 95,
     }
 
