@@ -530,3 +530,12 @@ def test_each_op_lands_in_the_module_of_its_kind(gpt):
     for tid, s, e, name in ops:
         hold = [c for c in calls if c[0] == tid and c[1] <= s and e <= c[2]]
         assert max(hold, key=lambda c: c[1])[3] == kinds[name], name
+
+
+def test_outermost_matches_brute_force():
+    from dlscope.analysis.core.innermost import outermost
+
+    g = np.array([1, 1, 1, 1, 2, 2])
+    s = np.array([0, 1, 5, 5, 0, 3])
+    e = np.array([4, 2, 9, 6, 3, 4])  # [5, 6] in [5, 9]; [3, 4] touches [0, 3] without lying in it
+    assert outermost(g, s, e).tolist() == [True, False, True, False, True, True]

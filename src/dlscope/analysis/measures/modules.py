@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.context import ProfileData
 from ..core.gpu_work import selected_sql
-from ..core.innermost import innermost
+from ..core.innermost import innermost, outermost
 from ..core.kernel_names import kernel_names
 from . import measured
 
@@ -235,7 +235,7 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
     # backward host time: the outermost nodes (a node inside another, a reentrant backward's, is in it)
     bwd = np.zeros(n, np.int64)
     if len(nodes["start_ns"]):
-        outer = innermost(nodes["g"], nodes["start_ns"], nodes["end_ns"], nodes["g"], nodes["start_ns"] - 1) < 0
+        outer = outermost(nodes["g"], nodes["start_ns"], nodes["end_ns"])
         outer &= node_path >= 0
         outer &= _in_module_steps_at(data, nodes)
         np.add.at(bwd, node_path[outer], (nodes["end_ns"] - nodes["start_ns"])[outer])
