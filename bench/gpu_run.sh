@@ -57,6 +57,12 @@
 #   ncu_cupy         `dlscope ncu --top 3` on a CuPy program whose top kernel CUPTI names mangled
 #                    (needs the CUPTI wheels above). -> cupy_top.json, ncu.log, ncu_measured.json,
 #                    kernel_metrics.txt, profile (2026-11-27)
+#   full_cost        bench/full_mode_cost.py: GPT-2-class bf16 steps bare, under torch.profiler (record_shapes +
+#                    profile_memory) and under `dlscope profile --mode full`, fresh processes, alternated;
+#                    in one process, blocks alternated (ROUNDS [8], STEPS [20] a block, FULL_BUDGET [200] s), then
+#                    full mode minus each part (GPU marks, phase hooks, NVML, spool flushes; PART_ROUNDS [3]).
+#                    PROCESSES=1: fresh processes instead (ROUNDS [6], STEPS [50]; WITH_PARTS=1 adds the parts).
+#                    -> full_mode_cost.json, full_mode_parts.json (issue 39, 2026-11-28)
 #   modules          issue 42's module view: bench/programs/module_view_gpu.py profiles a GPT-2-class and a
 #                    ResNet-like training step (coverage of forward+backward kernel time by modules, the
 #                    optimizer apart, the advice's module sentence), then bare and profiled runs
@@ -116,6 +122,21 @@ trn() { echo "python3 -m torch.distributed.run --nproc-per-node $1"; }  # trn N:
 rounds() { seq 0 $(( ${ROUNDS:-$1} - 1 )); }                           # rounds DEFAULT: 0..ROUNDS-1
 hostinfo() {  # the host's CPU layout and GPU topology, beside the part's results
   post hostinfo "lscpu > $R/lscpu.txt 2>&1; nvidia-smi topo -m > $R/topo.txt 2>&1"
+}
+
+part_full_cost() {
+  part full_cost
+  hostinfo
+  if [ -n "${PROCESSES:-}" ]; then  # fresh processes (as a user runs them): the machine's noise between runs stays
+    run "full mode cost, processes" 600 10 python3 bench/full_mode_cost.py --rounds "${ROUNDS:-6}" --steps \
+      "${STEPS:-50}" ${WITH_PARTS:+--parts} --budget $(( $(left) - 20 )) -o "$R/full_mode_cost.json"
+  else  # blocks alternated in one process, then the parts' blocks in another
+    run "full mode cost" 300 10 python3 bench/full_mode_cost.py --in-process --rounds "${ROUNDS:-8}" --steps \
+      "${STEPS:-20}" --skip 3 --budget "${FULL_BUDGET:-200}" -o "$R/full_mode_cost.json"
+    enough 120 && run "full mode parts" 600 10 python3 bench/full_mode_cost.py --in-process --parts --rounds \
+      "${PART_ROUNDS:-3}" --steps "${STEPS:-20}" --skip 3 --budget $(( $(left) - 40 )) -o "$R/full_mode_parts.json"
+  fi
+  pack "$PART"
 }
 
 part_hooks() {
@@ -384,7 +405,7 @@ part_modules() {
 -o $R/prof > $R/modules.log 2>&1; mv $R/prof/module_view_gpu.json $R/"
 }
 
-PARTS="hooks marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+PARTS="hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
