@@ -96,18 +96,24 @@ def _attributor(data: ProfileData) -> Any:
         hold = [c for c in intervals if c[0] == tid and c[1] <= t <= c[2]]
         return max(hold, key=lambda c: c[1]) if hold else None
 
+    def recompute(n: Any, c: Any) -> bool:  # a module call inside a backward node: a checkpoint's recompute
+        return n is not None and c is not None and c[1] >= n[1]
+
     seq_path: dict[int, tuple[int, str]] = {}
     for o in ops:
-        if o[4] is None or o[3].startswith(NODE) or inside(nodes, o[0], o[1]):
+        if o[4] is None or o[3].startswith(NODE):
             continue
-        c = inside(calls, o[0], o[1])
-        if c is not None and (o[4] not in seq_path or o[5] < seq_path[o[4]][0]):
+        n, c = inside(nodes, o[0], o[1]), inside(calls, o[0], o[1])
+        if c is None or (n is not None and not recompute(n, c)):
+            continue
+        if o[4] not in seq_path or o[5] < seq_path[o[4]][0]:
             seq_path[o[4]] = (o[5], c[3])
 
     def attribute(tid: int, t: int) -> tuple[str, str | None] | None:
         n = inside(nodes, tid, t)
         if n is not None:
-            return "backward", seq_path.get(n[4], (0, None))[1]
+            c = inside(calls, tid, t)
+            return "backward", c[3] if recompute(n, c) else seq_path.get(n[4], (0, None))[1]
         c = inside(calls, tid, t)
         if c is not None:
             return "forward", c[3]
@@ -121,22 +127,28 @@ def _attributor(data: ProfileData) -> Any:
 
 
 def _ops_by_module(data: ProfileData) -> tuple[dict[str, dict[str, float]], float, float]:
-    """Plain Python: the selected steps' outermost ops' time per exact path (self: innermost
-    call) and direction, and the forward+backward total and the part outside modules."""
+    """Plain Python: the selected steps' op time (each op's duration less its children's) per exact
+    path (self: innermost call) and direction, and the forward+backward total and the part outside
+    modules."""
     # the selected steps that hold module calls (the view measures those only)
     sel_steps = {s for (s,) in q(data.con, "SELECT step FROM sel_steps")}
     sel_steps &= {s for (s,) in q(data.con, "SELECT DISTINCT step FROM module_calls")}
     attribute = _attributor(data)
     out: dict[str, dict[str, float]] = {}
     total = outside = 0.0
-    for tid, s, e, depth, step in q(data.con, "SELECT tid, start_ns, end_ns, depth, step FROM ops"):
-        if depth != 0 or step not in sel_steps:
+    ops = q(data.con, "SELECT op_id, parent_id, tid, start_ns, end_ns, step FROM ops")
+    children: dict[int, int] = {}
+    for _, parent, _, s, e, _ in ops:
+        if parent is not None:
+            children[parent] = children.get(parent, 0) + (e - s)
+    for op_id, _, tid, s, e, step in ops:
+        if step not in sel_steps:
             continue
         got = attribute(tid, s)
         if got is None:
             continue
         direction, path = got
-        dur = e - s
+        dur = e - s - children.get(op_id, 0)
         if direction == "optimizer":
             out.setdefault("(optimizer)", {}).setdefault("optimizer", 0.0)
             out["(optimizer)"]["optimizer"] += dur
@@ -160,18 +172,24 @@ def _check_against_plain_python(data: ProfileData) -> None:
     types = dict(q(data.con, "SELECT DISTINCT name, type FROM module_calls"))
     pats = dict(zip(paths, block_patterns(tuple(paths), tuple(types[p] for p in paths))))
     rows = {r.module: r for r in view.rows}
+    calls = q(data.con, "SELECT name, tid, start_ns, end_ns FROM module_calls")
+    nodes = q(data.con, f"SELECT tid, start_ns, end_ns FROM ops WHERE name LIKE '{NODE}%'")
+
+    def in_node(tid: int, t: int) -> bool:
+        return any(n[0] == tid and n[1] <= t <= n[2] for n in nodes)
+
     for pat, row in rows.items():
         if row.part != "module":
             continue
         members = [p for p in paths if pats[p] == pat]
         assert row.instances == len(members)
         subtree = [p for p in by_path if any(p == m or p.startswith(m + ".") for m in members)]
-        for direction, got in (("forward", row.fwd_ops_ms), ("backward", row.bwd_ops_ms)):
+        for direction, got in (("forward", row.fwd_ops_ms), ("backward", row.bwd_host_ms)):
             want = sum(by_path[p].get(direction, 0.0) for p in subtree) / 1e6 / steps
             assert got == pytest.approx(want, rel=1e-9, abs=1e-9), (pat, direction)
-        # host time forward: the calls' own durations; the ops inside fit in them
-        listed = ", ".join(repr(m) for m in members)
-        calls_ms = q(data.con, f"SELECT sum(end_ns - start_ns) / 1e6 FROM module_calls WHERE name IN ({listed})")[0][0]
+        # host time forward: the calls' own durations, but a recompute's inside a backward node; the
+        # ops inside fit in them
+        calls_ms = sum(e - s for n, tid, s, e in calls if n in members and not in_node(tid, s)) / 1e6
         assert row.fwd_host_ms == pytest.approx(calls_ms / steps, rel=1e-9)
         assert row.fwd_ops_ms <= row.fwd_host_ms * 1.001
     assert view.ops_coverage_pct == pytest.approx(100 * (total - outside) / total, rel=1e-9)
@@ -187,7 +205,7 @@ def test_gpt_ops_attributed_as_plain_python_does(gpt):
     rows = {r.module: r for r in module_view(data).rows}
     # the two blocks are one row; the backward of the blocks holds time (the sequence numbers link)
     assert rows["GPT.transformer.h.*"].instances == 2
-    assert rows["GPT.transformer.h.*.mlp"].bwd_ops_ms > 0
+    assert rows["GPT.transformer.h.*.mlp"].bwd_host_ms > 0
     assert rows["GPT.transformer.h.*.mlp.0"].type == "Linear"  # a Sequential's indexes name different modules
     # the root holds its children: its forward ops are at least the sum of its children's
     kids = [r for r in rows.values() if r.part == "module" and r.depth == 1]
@@ -410,14 +428,15 @@ def test_recorder_names_calls_by_caller_and_removes_its_hooks():
     rec = ModuleCallRecorder(torch, time.perf_counter_ns, lambda: False)
     assert rec.install()
     Two()(torch.randn(2, 4))
-    shared(torch.randn(2, 4))  # called alone: a root of its own, named by its class
+    shared(torch.randn(2, 4))  # called alone after a parent called it: keeps that path (a recompute's case)
+    nn.ReLU()(torch.randn(2))  # never called inside another: a root of its own, named by its class
     out = rec.remove()
     assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == before
     paths = [out["paths"][i] for i in out["path"]]
-    assert paths == ["Two", "Two.blocks.0", "Two.blocks.0.0", "Two.blocks.1.0", "Two.shared", "Linear"]
-    assert out["depth"] == [0, 1, 2, 1, 1, 0]
+    assert paths == ["Two", "Two.blocks.0", "Two.blocks.0.0", "Two.blocks.1.0", "Two.shared", "Two.shared", "ReLU"]
+    assert out["depth"] == [0, 1, 2, 1, 1, 0, 0]
     assert all(s <= e for s, e in zip(out["start"], out["end"]))
-    assert out["end"][0] >= max(out["end"][1:5]) and out["start"][0] <= min(out["start"][1:5])
+    assert out["end"][0] >= max(out["end"][1:5]) and out["start"][0] <= min(out["start"][1:5]) < out["start"][5]
 
 
 def test_no_hooks_after_torch_compile(tmp_path):
@@ -532,10 +551,26 @@ def test_each_op_lands_in_the_module_of_its_kind(gpt):
         assert max(hold, key=lambda c: c[1])[3] == kinds[name], name
 
 
-def test_outermost_matches_brute_force():
-    from dlscope.analysis.core.innermost import outermost
+@pytest.mark.parametrize("mode", ["nonreentrant", "reentrant"])
+def test_checkpointed_blocks_keep_their_paths_and_their_backward(tmp_path, mode):
+    """Activation checkpointing runs each block's forward again inside backward (on CPU on the main
+    thread, with no module call open): the recompute keeps the block's path, counts as its backward
+    work, and not as forward calls."""
+    import os
+    import subprocess
 
-    g = np.array([1, 1, 1, 1, 2, 2])
-    s = np.array([0, 1, 5, 5, 0, 3])
-    e = np.array([4, 2, 9, 6, 3, 4])  # [5, 6] in [5, 9]; [3, 4] touches [0, 3] without lying in it
-    assert outermost(g, s, e).tolist() == [True, False, True, False, True, True]
+    out = tmp_path / "ck.dlscope"
+    env = dict(os.environ, MODULE_MODELS_CHECKPOINT=mode)
+    env.pop("DLSCOPE_SESSION", None)
+    cmd = [sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--quiet", "--"]
+    r = subprocess.run([*cmd, sys.executable, str(PROGRAMS / "module_models.py"), "gpt", "8"], env=env, timeout=300)
+    assert r.returncode == 0
+    data = ProfileData.open(out)
+    roots = {n for (n,) in q(data.con, "SELECT DISTINCT name FROM module_calls") if "." not in n}
+    assert roots == {"GPT"}
+    _check_against_plain_python(data)
+    rows = {r.module: r for r in module_view(data).rows}
+    block = rows["GPT.transformer.h.*"]
+    assert block.calls_per_step == 2 and block.depth == 1  # the two blocks' forward calls, not their recompute
+    assert block.bwd_host_ms > 0.5 * rows["GPT"].bwd_host_ms  # the blocks' backward (with recompute) is theirs
+    assert rows["GPT.transformer.h.*.mlp.0"].bwd_host_ms > 0

@@ -5,7 +5,8 @@ and classes, for the test to check the recorded tree against).
 For the GPU check (bench/programs/module_view_gpu.py): ``MODULE_MODELS_SIZE=large`` makes them
 GPT-2-124M-class (12 blocks of 768, context 512, batch 8) and a ResNet-like CNN on 224x224 images,
 ``MODULE_MODELS_DEVICE=cuda`` runs them on the GPU, and ``MODULE_MODELS_TIMES=PATH`` writes each
-step's time (ns, the GPU synchronized at each step's end) as JSON."""
+step's time (ns, the GPU synchronized at each step's end) as JSON. ``MODULE_MODELS_CHECKPOINT=
+reentrant|nonreentrant`` checkpoints the GPT's blocks (their forward runs again in backward)."""
 
 import json
 import os
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
+CHECKPOINT = os.environ.get("MODULE_MODELS_CHECKPOINT", "")  # 'reentrant' or 'nonreentrant': checkpointed blocks
 
 
 class Attention(nn.Module):
@@ -64,7 +66,11 @@ class GPT(nn.Module):
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = tr.wte(idx) + tr.wpe(pos)
         for block in tr.h:
-            x = block(x)
+            if CHECKPOINT == "reentrant" or CHECKPOINT == "nonreentrant":
+                # activation checkpointing: the block's forward runs again during backward
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=CHECKPOINT == "reentrant")
+            else:
+                x = block(x)
         logits = self.lm_head(tr.ln_f(x))
         return nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 

@@ -14,7 +14,9 @@ a call's path is its caller's path, a dot and the attribute path from the callin
 module (``named_modules()`` of the caller), so a block reached as ``self.h[3]`` is ``h.3`` under
 its caller and a module shared by two parents is named where it was called. A root call (no
 module call open on its thread) is named by its class (``GPT``; a second root object of the same
-class ``GPT#2``). The calls go into the spool as JSON (``PID.modules.N.json``, one per window) and
+class ``GPT#2``), unless the module was called inside another before: then it keeps that path (the
+forward that activation checkpointing runs again during backward, on the autograd thread, calls the
+blocks with no module call open there). The calls go into the spool as JSON (``PID.modules.N.json``, one per window) and
 become the ``module_calls`` table at finalize.
 
 Backward is not hooked (full backward hooks wrap every module's inputs and outputs in autograd
@@ -130,6 +132,7 @@ def name_calls(events: list[tuple[Any, int, int]]) -> dict[str, Any]:
     type_of: list[int] = []
     children: dict[int, dict[int, str]] = {}  # id(calling module) -> id(descendant) -> relative name
     roots: dict[int, str] = {}  # id(root module) -> its label
+    seen: dict[int, str] = {}  # id(module) -> its path where a module called it
     root_classes: dict[str, int] = {}
     last = max((t for _, _, t in events), default=0)
 
@@ -167,9 +170,9 @@ def name_calls(events: list[tuple[Any, int, int]]) -> dict[str, Any]:
         if stack:
             parent = stack[-1]
             rel = relative(mods[parent], module)
-            text = f"{path_text[parent]}.{rel if rel is not None else type(module).__name__}"
+            text = seen[id(module)] = f"{path_text[parent]}.{rel if rel is not None else type(module).__name__}"
         else:
-            text = root_label(module)
+            text = seen.get(id(module)) or root_label(module)
         i = len(mods)
         mods.append(module)
         path_text.append(text)

@@ -61,17 +61,3 @@ def innermost(
         found = idx >= 0
         result[on[found]] = order[a + idx[found]]
     return result
-
-
-def outermost(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Whether each interval lies in no other of its group (nested intervals)."""
-    group, start, end = (np.asarray(a, np.int64) for a in (group, start, end))
-    out = np.zeros(len(start), bool)
-    if not len(start):
-        return out
-    order = np.lexsort((-end, start, group))
-    g = group[order]
-    bounds = np.flatnonzero(np.diff(g)) + 1
-    for a, b in zip(np.concatenate([[0], bounds]).tolist(), np.concatenate([bounds, [len(g)]]).tolist()):
-        out[order[a:b]] = parents(start[order[a:b]], end[order[a:b]]) < 0
-    return out

@@ -9,14 +9,17 @@ the traced steps (:mod:`dlscope.capture.module_calls`):
   ``autograd::engine::evaluate_function: XBackward0`` on its thread) belongs to the module whose
   forward op has that node's sequence number (``ops.sequence_nr``, per process), so backward time
   lands on the module whose forward made it; a node no forward op of a module has (gradient
-  accumulation into ``.grad``) is backward outside modules;
+  accumulation into ``.grad``) is backward outside modules. Where activation checkpointing runs a
+  forward again inside a backward node, the module calls of that recompute hold their work (as
+  backward: it is the backward's cost), and they count in no module's forward calls or host time;
 * forward: else, the innermost module call open on its thread;
 * else the optimizer (inside an ``optimizer`` hook phase or an ``Optimizer.*`` annotation of its
   thread), shown apart; else forward or backward outside modules (inside those hook phases:
   the backward phase of its process, whichever thread ran it), else other.
 
 A module's figures include its descendants' (a path's subtree: the module called them); its host
-time is the duration of its calls forward, and of the backward nodes attributed to it backward.
+time is the duration of its calls forward, and the time of the backward ops attributed to it
+backward (each op's self time, so that nested ops count once).
 Repeated blocks are aggregated by path pattern (:func:`block_patterns`): an all-digit segment
 becomes ``*`` where every module at that place has the same class (``GPT.transformer.h.*.attn``:
 twelve ``Block``), and stays where the indexes name different modules (a ``Sequential``'s
@@ -33,7 +36,7 @@ import numpy as np
 
 from ..core.context import ProfileData
 from ..core.gpu_work import selected_sql
-from ..core.innermost import innermost, outermost
+from ..core.innermost import innermost
 from ..core.kernel_names import kernel_names
 from . import measured
 
@@ -100,10 +103,9 @@ class ModuleAttribution:
     first_ns: tuple[int, ...]  # each path's first call (tree order)
     calls: np.ndarray  # calls per path
     fwd_host_ns: np.ndarray  # summed call durations per path
-    bwd_host_ns: np.ndarray  # summed durations of the outermost backward nodes attributed, per path (self)
     steps: int  # (rank, step) pairs with module calls
     kernels: Attributed | None  # the selected steps' kernels; None without kernels
-    ops: Attributed  # the selected steps' outermost ops
+    ops: Attributed  # the selected steps' ops, each with its self time (so nested ops count once)
     kernel_table: str | None  # temp table (rank, correlation_id, direction, path) of the kernels
 
 
@@ -137,7 +139,7 @@ def _arrays(data: ProfileData, sql: str) -> dict[str, np.ndarray]:
 
 @measured
 def attribution(data: ProfileData) -> ModuleAttribution | None:
-    """Each selected kernel and outermost op attributed to a direction and a module (see the
+    """Each selected kernel and op (its self time) attributed to a direction and a module (see the
     module doc); None without module calls in the selected steps."""
     if not data.has("module_calls") or not data.step_count():
         return None
@@ -150,11 +152,6 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
         return None
     paths, path_of_call = np.unique(calls["name"].astype(str), return_inverse=True)
     n = len(paths)
-    dur = calls["end_ns"] - calls["start_ns"]
-    first = np.full(n, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first, path_of_call, calls["start_ns"])
-    depth = np.full(n, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(depth, path_of_call, calls["depth"].astype(np.int64))
     type_of = dict(zip(path_of_call.tolist(), calls["type"].astype(str).tolist()))
     steps = len({(int(r), int(s)) for r, s in zip(calls["rank"], calls["step"])})
     has_ops = data.has("ops")
@@ -167,6 +164,17 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
         "0::BIGINT AS sequence_nr WHERE FALSE",
     )
     node_path = _node_paths(data, nodes, calls, path_of_call) if has_ops else np.zeros(0, np.int64)
+    # calls inside a backward node are a checkpoint's recompute: backward work, not forward calls
+    forward_call = innermost(nodes["g"], nodes["start_ns"], nodes["end_ns"], calls["g"], calls["start_ns"]) < 0
+    dur = np.where(forward_call, calls["end_ns"] - calls["start_ns"], 0)
+    big = np.iinfo(np.int64).max
+    first = np.full(n, big, np.int64)
+    np.minimum.at(first, path_of_call, np.where(forward_call, calls["start_ns"], big))
+    depth = np.full(n, big, np.int64)
+    np.minimum.at(depth, path_of_call, np.where(forward_call, calls["depth"].astype(np.int64), big))
+    # a path called only in a recompute (never in a forward pass) keeps its recompute's figures
+    depth = np.where(depth == big, 0, depth)
+    np.minimum.at(first, path_of_call, np.where(first[path_of_call] == big, calls["start_ns"], big))
     phases = _arrays(
         data,
         f"""SELECT {_group()} AS g, (hash(rank, pid) >> 1)::BIGINT AS gp, start_ns, end_ns,
@@ -186,6 +194,10 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
         direction[in_node] = DIRECTIONS.index(BACKWARD)
         path[in_node] = node_path[b[in_node]]
         m = innermost(calls["g"], calls["start_ns"], calls["end_ns"], g, t)
+        # a recompute: the module call lies inside the backward node
+        again = in_node & (m >= 0)
+        again[again] = calls["start_ns"][m[again]] >= nodes["start_ns"][b[again]]
+        path[again] = path_of_call[m[again]]
         in_call = ~in_node & (m >= 0)
         direction[in_call] = DIRECTIONS.index(FORWARD)
         path[in_call] = path_of_call[m[in_call]]
@@ -201,8 +213,12 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
     ops = attribute(
         _arrays(
             data,
-            f"""SELECT {point_cols}, p.start_ns AS t, p.end_ns - p.start_ns AS dur
-                FROM ({_in_module_steps(data, selected_sql(data, "ops"))}) p WHERE p.depth = 0"""
+            # every op with its self time: an op nested in another lands where it starts (a
+            # checkpoint's recompute and its backward sit inside one outer backward node)
+            f"""SELECT {point_cols}, p.start_ns AS t,
+                       coalesce(p.self_ns, CASE WHEN coalesce(p.depth, 0) = 0 THEN p.end_ns - p.start_ns ELSE 0 END)
+                         AS dur
+                FROM ({_in_module_steps(data, selected_sql(data, "ops"))}) p"""
             if has_ops
             else "SELECT 0::BIGINT AS g, 0::BIGINT AS gp, 0::BIGINT AS t, 0::BIGINT AS dur WHERE FALSE",
         )
@@ -232,21 +248,13 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
                 "path": kernels.path,
             },
         )
-    # backward host time: the outermost nodes (a node inside another, a reentrant backward's, is in it)
-    bwd = np.zeros(n, np.int64)
-    if len(nodes["start_ns"]):
-        outer = outermost(nodes["g"], nodes["start_ns"], nodes["end_ns"])
-        outer &= node_path >= 0
-        outer &= _in_module_steps_at(data, nodes)
-        np.add.at(bwd, node_path[outer], (nodes["end_ns"] - nodes["start_ns"])[outer])
     return ModuleAttribution(
         paths=tuple(paths.tolist()),
         types=tuple(type_of[i] for i in range(n)),
         depths=tuple(depth.tolist()),
         first_ns=tuple(first.tolist()),
-        calls=np.bincount(path_of_call, minlength=n),
+        calls=np.bincount(path_of_call, weights=forward_call, minlength=n).astype(np.int64),
         fwd_host_ns=np.bincount(path_of_call, weights=dur, minlength=n).astype(np.int64),
-        bwd_host_ns=bwd,
         steps=steps,
         kernels=kernels,
         ops=ops,
@@ -254,20 +262,12 @@ def attribution(data: ProfileData) -> ModuleAttribution | None:
     )
 
 
-def _in_module_steps_at(data: ProfileData, nodes: dict[str, np.ndarray]) -> np.ndarray:
-    """Whether each node starts in one of :func:`module_steps` of its rank."""
-    sel = _arrays(data, f"SELECT rank, start_ns, end_ns FROM {module_steps(data)}")
-    keep = np.zeros(len(nodes["start_ns"]), bool)
-    for r, s, e in zip(sel["rank"].tolist(), sel["start_ns"].tolist(), sel["end_ns"].tolist()):
-        keep |= (nodes["rank"] == r) & (nodes["start_ns"] >= s) & (nodes["start_ns"] < e)
-    return keep
-
-
 def _node_paths(
     data: ProfileData, nodes: dict[str, np.ndarray], calls: dict[str, np.ndarray], path_of_call: np.ndarray
 ) -> np.ndarray:
     """Each backward node's module path (-1: none): that of the forward op with its sequence
-    number in its process (the outermost such op, outside any backward node, inside a module call)."""
+    number in its process (the outermost such op inside a module call of a forward pass or of a
+    checkpoint's recompute)."""
     fwd = _arrays(
         data,
         f"""SELECT {_group()} AS g, (hash(rank, pid) >> 1)::BIGINT AS gp, start_ns, sequence_nr, depth FROM ops
@@ -276,9 +276,13 @@ def _node_paths(
     out = np.full(len(nodes["start_ns"]), -1, np.int64)
     if not len(fwd["start_ns"]) or not len(out):
         return out
-    outside = innermost(nodes["g"], nodes["start_ns"], nodes["end_ns"], fwd["g"], fwd["start_ns"]) < 0
+    b = innermost(nodes["g"], nodes["start_ns"], nodes["end_ns"], fwd["g"], fwd["start_ns"])
     m = innermost(calls["g"], calls["start_ns"], calls["end_ns"], fwd["g"], fwd["start_ns"])
-    ok = outside & (m >= 0)
+    # a forward op in a module call: outside any backward node, or in a recompute's call inside one
+    # (a reentrant checkpoint backwards its recompute, whose nodes link to those ops)
+    ok = m >= 0
+    inside = ok & (b >= 0)
+    ok[inside] = calls["start_ns"][m[inside]] >= nodes["start_ns"][b[inside]]
     # the outermost op of a sequence number wins: order by depth, keep the first per key
     order = np.argsort(fwd["depth"][ok], kind="stable")
     gp, seq, path = fwd["gp"][ok][order], fwd["sequence_nr"][ok][order], path_of_call[m[ok]][order]
@@ -302,13 +306,12 @@ class ModuleRow:
     instances: int  # exact paths aggregated (the repeated blocks)
     calls_per_step: float
     fwd_host_ms: float
-    bwd_host_ms: float
+    bwd_host_ms: float  # the backward ops' time attributed to it (their self times)
     fwd_gpu_ms: float | None
     fwd_kernels: float | None
     bwd_gpu_ms: float | None
     bwd_kernels: float | None
-    fwd_ops_ms: float  # the outermost ops' time, forward (CPU work where no GPU)
-    bwd_ops_ms: float
+    fwd_ops_ms: float  # the ops' time inside its forward calls (at most fwd_host_ms: CPU work where no GPU)
     gpu_ms: float | None  # forward and backward; the optimizer's own for the optimizer's row
     kernels: float | None
     ops_ms: float
@@ -319,7 +322,7 @@ class ModuleView:
     rows: tuple[ModuleRow, ...]
     steps: int
     gpu_coverage_pct: float | None  # forward and backward kernel time in modules
-    ops_coverage_pct: float | None  # forward and backward outermost op time in modules
+    ops_coverage_pct: float | None  # forward and backward op time in modules
     fwd_bwd_gpu_ms: float | None  # per step
     fwd_bwd_ops_ms: float
 
@@ -358,7 +361,6 @@ def module_view(data: ProfileData) -> ModuleView | None:
     ops_t, _ = _by_direction_and_path(att.ops, n)
     k_t, k_c = _by_direction_and_path(att.kernels, n) if att.kernels is not None else (None, None)
     subtree = _subtrees(att.paths)
-    bwd_host_incl = np.array([att.bwd_host_ns[m].sum() for m in subtree], np.int64) if n else np.zeros(0, np.int64)
     groups: dict[str, list[int]] = {}
     for i, p in enumerate(block_patterns(att.paths, att.types)):
         groups.setdefault(p, []).append(i)
@@ -383,13 +385,12 @@ def module_view(data: ProfileData) -> ModuleView | None:
                 instances=len(members),
                 calls_per_step=float(att.calls[members].sum()) / steps,
                 fwd_host_ms=float(att.fwd_host_ns[members].sum()) / ms,
-                bwd_host_ms=float(bwd_host_incl[members].sum()) / ms,
+                bwd_host_ms=(incl(ops_t, bw, members) or 0.0) / ms,
                 fwd_gpu_ms=None if kt_f is None else kt_f / ms,
                 fwd_kernels=None if kc_f is None else kc_f / steps,
                 bwd_gpu_ms=None if kt_b is None else kt_b / ms,
                 bwd_kernels=None if kc_b is None else kc_b / steps,
                 fwd_ops_ms=(incl(ops_t, fw, members) or 0.0) / ms,
-                bwd_ops_ms=(incl(ops_t, bw, members) or 0.0) / ms,
                 gpu_ms=None if kt_f is None or kt_b is None else (kt_f + kt_b) / ms,
                 kernels=None if kc_f is None or kc_b is None else (kc_f + kc_b) / steps,
                 ops_ms=((incl(ops_t, fw, members) or 0.0) + (incl(ops_t, bw, members) or 0.0)) / ms,
@@ -420,13 +421,12 @@ def module_view(data: ProfileData) -> ModuleView | None:
             instances=0,
             calls_per_step=0.0,
             fwd_host_ms=0.0,
-            bwd_host_ms=0.0,
+            bwd_host_ms=t(ops_t, d_bwd, ms) or 0.0,
             fwd_gpu_ms=t(k_t, d_fwd, ms),
             fwd_kernels=t(k_c, d_fwd, steps),
             bwd_gpu_ms=t(k_t, d_bwd, ms),
             bwd_kernels=t(k_c, d_bwd, steps),
             fwd_ops_ms=t(ops_t, d_fwd, ms) or 0.0,
-            bwd_ops_ms=t(ops_t, d_bwd, ms) or 0.0,
             gpu_ms=total(k_t, ms),
             kernels=total(k_c, steps),
             ops_ms=total(ops_t, ms) or 0.0,

@@ -62,8 +62,8 @@ def notes(view: ModuleView) -> list[str]:
         )
     if view.ops_coverage_pct is not None:
         out.append(
-            f"modules hold {view.ops_coverage_pct:.1f}% of the forward and backward host op time (outermost ops, "
-            f"{view.fwd_bwd_ops_ms:.3f} ms per step); ops_pct is of that time"
+            f"modules hold {view.ops_coverage_pct:.1f}% of the forward and backward host op time (ops' self "
+            f"times, {view.fwd_bwd_ops_ms:.3f} ms per step); ops_pct is of that time"
         )
     return out
 
