@@ -574,3 +574,23 @@ def test_checkpointed_blocks_keep_their_paths_and_their_backward(tmp_path, mode)
     assert block.calls_per_step == 2 and block.depth == 1  # the two blocks' forward calls, not their recompute
     assert block.bwd_host_ms > 0.5 * rows["GPT"].bwd_host_ms  # the blocks' backward (with recompute) is theirs
     assert rows["GPT.transformer.h.*.mlp.0"].bwd_host_ms > 0
+
+
+def test_timeline_holds_the_module_calls(cli, tmp_path):
+    import gzip
+
+    src = Path(__file__).parent / "data" / "module_view" / "gpt_cpu.dlscope"
+    out = tmp_path / "t.trace.json.gz"
+    r = cli("export", src, "-o", out)
+    assert r.code == 0, r.err
+    with gzip.open(out) as f:
+        events = json.load(f)["traceEvents"]
+    got = sorted((e["name"], round(e["dur"] * 1000)) for e in events if e.get("cat") == "python_function")
+    data = ProfileData.open(src)
+    want = sorted((n, d) for n, d in q(data.con, "SELECT name, end_ns - start_ns FROM module_calls"))
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert all(abs(g[1] - w[1]) <= 1 for g, w in zip(got, want))
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert any(n.startswith("modules") for n in names)
+    # the Kineto importer reads the timeline back, leaving the module events out
+    assert cli("import", out, "-o", tmp_path / "back.dlscope").code == 0
