@@ -45,7 +45,7 @@ def env(times: Path | None = None) -> dict[str, str]:
 
 
 def profile(kind: str, steps: int, out: Path, times: Path | None = None) -> None:
-    cmd = [sys.executable, "-m", "dlscope", "profile", "-o", str(out), "--quiet", "--"]
+    cmd = [sys.executable, "-m", "dlscope", "profile", "-f", "-o", str(out), "--quiet", "--"]
     cmd += [sys.executable, str(PROGRAM), kind, str(steps)]
     subprocess.run(cmd, check=True, env=env(times), stdout=subprocess.DEVNULL)
 
