@@ -51,7 +51,8 @@ def table(view: ModuleView) -> pa.Table:
 def notes(view: ModuleView) -> list[str]:
     out = [
         f"per step, over the {view.steps} traced step(s) with module calls (the hooks run only there); a module's "
-        "figures include its descendants'; repeated blocks are summed (all-digit path segments as *)",
+        "figures include its descendants'; repeated blocks are summed (an all-digit path segment is * where "
+        "the modules there are of one class)",
         "backward work is the module's whose forward op has the backward node's autograd sequence number",
     ]
     if view.gpu_coverage_pct is not None:
