@@ -63,6 +63,11 @@
 #                    full mode minus each part (GPU marks, phase hooks, NVML, spool flushes; PART_ROUNDS [3]).
 #                    PROCESSES=1: fresh processes instead (ROUNDS [6], STEPS [50]; WITH_PARTS=1 adds the parts).
 #                    -> full_mode_cost.json, full_mode_parts.json (issue 39, 2026-11-28)
+#   modules          issue 42's module view: bench/programs/module_view_gpu.py profiles a GPT-2-class and a
+#                    ResNet-like training step (coverage of forward+backward kernel time by modules, the
+#                    optimizer apart, the advice's module sentence), then bare and profiled runs
+#                    alternated (overhead), then the hooks' cost per module call. ROUNDS [3], STEPS [30].
+#                    -> module_view_gpu.json, modules.log, profiles (not run yet)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
@@ -394,7 +399,13 @@ part_small_collectives() {
   post advise "$D advise $R/prof/small_naive.dlscope --format json > $R/small_advise.json"
 }
 
-PARTS="hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy fuzz dist \
+part_modules() {
+  part modules
+  runsh "module view" 480 0 "python3 bench/programs/module_view_gpu.py --steps ${STEPS:-30} --rounds ${ROUNDS:-3} \
+-o $R/prof > $R/modules.log 2>&1; mv $R/prof/module_view_gpu.json $R/"
+}
+
+PARTS="hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do

@@ -6,11 +6,16 @@ two GPU facts the replay stands on (the launch queue's depth, an unblocked launc
    (a recording session holding only the hooks collector) and off; the median of the paired
    blocks' differences is the hooks' cost per step. torch.profiler (CPU+CUDA activities, as
    dlscope's traced window) is timed after them, for scale.
-2. Launch queue (CUDA only): a long kernel (``torch.cuda._sleep``) is queued, then tiny kernels
+2. Module hooks (``--modules-only``; capture/module_calls.py, the traced steps only): a forward
+   through a chain of tiny modules with and without the global module hooks, alone and under
+   torch.profiler (as in the traced window); the difference per module call, and what naming the
+   calls costs when the window ends.
+3. Launch queue (CUDA only): a long kernel (``torch.cuda._sleep``) is queued, then tiny kernels
    are launched one by one, each call timed; the first call that waits (over 20x the median)
    tells how many launches the queue held.
 
     python bench/hook_costs.py [--device cuda] [--blocks 8] [--steps 200] -o results.json
+    python bench/hook_costs.py --modules-only [-o results.json]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from dlscope.capture.base import Settings  # noqa: E402
 from dlscope.capture.live_status import LiveStatus  # noqa: E402
+from dlscope.capture.module_calls import ModuleCallRecorder  # noqa: E402
 from dlscope.capture.session import Session  # noqa: E402
 from dlscope.capture.torch_hooks import TorchPhaseHooks  # noqa: E402
 
@@ -175,6 +181,59 @@ def per_call_costs(n: int = 3000, reps: int = 7) -> dict:
     return res
 
 
+def module_hook_costs(modules: int = 32, n: int = 1000, reps: int = 7, device: str = "cpu") -> dict:
+    """What the module hooks add to one module call: best of ``reps`` runs of ``n`` forwards through
+    a Sequential of ``modules`` tiny Linear layers (``modules + 1`` calls each), hooks on minus off,
+    divided by the calls; alone and under torch.profiler (the traced window runs both). Then what
+    naming the window's calls costs (``remove()``), per call."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(modules)]).to(device)
+    x = torch.randn(4, 8, device=device)
+    calls = modules + 1
+
+    def forward() -> None:
+        model(x)
+
+    def best(fn) -> float:
+        out = []
+        for _ in range(reps):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            out.append((time.perf_counter_ns() - t) / n)
+        return min(out)
+
+    res: dict = {"modules_per_forward": calls, "device": device}
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    for label, profiled in (("alone", False), ("under torch.profiler", True)):
+        prof = torch.profiler.profile(activities=acts) if profiled else None
+        if prof is not None:
+            prof.start()
+        forward()
+        off = best(forward)
+        rec = ModuleCallRecorder(torch, time.perf_counter_ns, lambda: False)
+        rec.install()
+        on = best(forward)
+        t = time.perf_counter_ns()
+        named = rec.remove()
+        naming = time.perf_counter_ns() - t
+        if prof is not None:
+            prof.stop()
+        recorded = len(named["start"])
+        res[label] = {
+            "forward_off_ns": off,
+            "forward_hooks_ns": on,
+            "added_ns_per_call": (on - off) / calls,
+            "naming_ns_per_call": naming / max(recorded, 1),
+            "calls_recorded": recorded,
+        }
+    return res
+
+
 def gpu_mark_cost(n: int = 3000, reps: int = 5) -> dict:
     """What one phase's GPU marks cost the host (CUDA only): a begin/end pair of CUDA events and
     the poll that reads them back, around a tiny kernel, against the kernel alone; best of reps."""
@@ -243,7 +302,21 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("-o", "--output", default="")
     ap.add_argument("--marks-only", action="store_true", help="only the GPU marks' cost (CUDA)")
+    ap.add_argument("--modules-only", action="store_true", help="only the module hooks' cost per call")
     a = ap.parse_args()
+    if a.modules_only:
+        r = {"torch": torch.__version__, "module_hooks": module_hook_costs(device=a.device)}
+        for label, v in r["module_hooks"].items():
+            if isinstance(v, dict):
+                print(
+                    f"module hooks, {label}: +{v['added_ns_per_call'] / 1e3:.2f} us per module call "
+                    f"(forward of {r['module_hooks']['modules_per_forward']} calls {v['forward_off_ns'] / 1e3:.1f} -> "
+                    f"{v['forward_hooks_ns'] / 1e3:.1f} us); naming at the window's end "
+                    f"{v['naming_ns_per_call'] / 1e3:.2f} us per call"
+                )
+        if a.output:
+            Path(a.output).write_text(json.dumps(r, indent=1))
+        return 0
     if a.marks_only:
         r = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "gpu_mark": gpu_mark_cost()}
         print("one phase's GPU marks:", json.dumps(r["gpu_mark"]))

@@ -19,10 +19,11 @@ JOB = DATA / "advice_truth_dist" / "ddp2_straggler.dlscope"
 NCU = DATA / "gpu_h100" / "torch_ncu.dlscope"  # has Nsight Compute's kernel_metrics
 FSDP = DATA / "advice_truth_dist" / "fsdp4_balanced_a.dlscope"
 FULL = DATA / "roofline" / "gpt_bf16_full.dlscope"  # full mode: input shapes (the roofline)
+MODULES = DATA / "module_view" / "gpt_cpu.dlscope"  # module calls (the modules report)
 
 
 def _profile_for(report: str) -> Path | None:
-    for path in (SINGLE, JOB, NCU, FSDP, FULL):
+    for path in (SINGLE, JOB, NCU, FSDP, FULL, MODULES):
         if REPORTS[report].missing(ProfileData.open(path)) is None:
             return path
     return None

@@ -59,6 +59,7 @@ def test_every_report_on_the_fixtures_and_a_narrow_selection(cli, tmp_path_facto
             "rank_waits",
             "collective_overlap",
             "rank_balance",
+            "modules",  # module calls come from dlscope's own recordings, not from imported traces
         }
         | no_shapes
     )

@@ -5,6 +5,9 @@ CUDA cores (``*sgemm*``, ``*_ffma*``, cuDNN's fp32 engines: :mod:`dlscope.analys
 and the ops that launched them. PyTorch runs fp32 matmuls this way unless TF32 is allowed
 (``torch.backends.cuda.matmul.allow_tf32`` is False by default since 1.12).
 
+Where it sits: with module data (the ``modules`` report), the text names the module holding most
+of that time (:func:`.module_share.where_it_sits`).
+
 Saving (upper bound): that kernel time times (1 - 1/S), S the peak throughput ratio of the TF32
 tensor-core path over fp32 CUDA cores on this GPU (:mod:`.hardware`; on a GPU without TF32, the
 16-bit path autocast would take). Real GEMMs reach less of the faster peak, and the step shrinks
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.core.hardware import ratios_label
+from ..analysis.measures.modules import math_split
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -28,6 +32,7 @@ from .math_work import (
     touches_convolution,
     touches_matmul,
 )
+from .module_share import where_it_sits
 from .rule import MIN_SAVING_PCT
 from .text import ms
 
@@ -62,6 +67,9 @@ class NoTensorCores(MatrixMathRule):
             f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
             f"{ops_phrase(rows)}"
         )
+        where = where_it_sits(math_split(ctx.data, ("fp32",)))
+        if where:
+            text += f"; {where}"
         how = (
             f"{path} peak at {factor:g}x the fp32 CUDA-core rate on {gpu_name}: the kernels could take "
             f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step"

@@ -22,6 +22,7 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
     from ..analysis.core.timeseries import counters_binned, gpu_busy, phase_bands, time_bins
     from ..analysis.core.top import top_kernels, top_ops
     from ..analysis.core.window import detail_step_count
+    from ..analysis.measures.modules import module_view
     from ..analysis.reports import gpu_metrics
     from ..render.html.model import GpuOverTime, ReportModel
     from .advise import advise
@@ -67,6 +68,7 @@ def build_report(data: ProfileData, progress: ProgressCallback | None = None) ->
         top_ops=top_ops(data),
         roofline=rl,
         why_no_roofline=why_no_roofline,
+        modules=module_view(data),
     )
 
 

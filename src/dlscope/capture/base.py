@@ -71,6 +71,7 @@ class Settings:
     nvml_module: str = "pynvml"
     phase_hooks: bool = True
     phase_gpu: bool = True
+    module_hooks: bool = True  # the module calls of the traced steps (capture.module_calls)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: it crosses the process boundary (``DLSCOPE_SESSION``) and goes in meta.json."""

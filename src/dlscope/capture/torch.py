@@ -26,6 +26,11 @@ Iterations: a program that calls ``prof.step()`` defines them; otherwise every o
 ends one (a global optimizer hook), so an unmodified training script gets steps too. A program
 with no steps at all is traced whole.
 
+Modules: from the first traced step after the warm-up to the window's end, global module hooks
+record each module call (:mod:`.module_calls`, the ``module_calls`` table); they are removed
+before the trace is written, so their cost stays in the traced steps. ``Settings.module_hooks``
+turns them off.
+
 Clocks: Kineto stamps events with the Unix-epoch clock. At start the collector brackets a marker
 annotation between two reads of the session's clock; at decode, if the marker lies outside the
 bracket, every PyTorch event is shifted by the smallest amount that puts it inside.
@@ -46,6 +51,8 @@ from ..errors import CollectorUnavailable
 from ..store import spool
 from .base import Collector, DecodeContext, Settings
 from .import_hooks import cancel, when_imported
+from .module_calls import ModuleCallRecorder
+from .module_calls import decode as decode_module_calls
 from .quiet import filtered_stderr
 from .schedule import Action
 
@@ -86,6 +93,7 @@ class TorchCollector(Collector):
         self._marker: tuple[int, int] | None = None
         self._torch: ModuleType | None = None
         self.trace_enabled = True
+        self.modules: ModuleCallRecorder | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, session: Session) -> None:
@@ -143,6 +151,20 @@ class TorchCollector(Collector):
         self.recording = True
         self.windows += 1
 
+    def _hook_modules(self) -> None:
+        """Install the module hooks (:mod:`.module_calls`) for the rest of the window."""
+        if self._torch is None or not self.settings.module_hooks or self.session is None:
+            return
+        if self.modules is None:
+            from .torch_hooks import _compiling_check
+
+            self.modules = ModuleCallRecorder(self._torch, self.session.clock, _compiling_check(self._torch))
+        if not self.modules.installed:
+            try:
+                self.modules.install()
+            except Exception as e:  # a torch without global module hooks: the module view is missing
+                self.modules.reason_off = f"module hooks unavailable ({e.__class__.__name__}: {e})"
+
     def _end(self) -> None:
         """Stop tracing and write the window's trace into the spool now: a later SIGKILL must
         not lose it. The window's span ends after the write, so the step that paid for it is
@@ -150,6 +172,11 @@ class TorchCollector(Collector):
         if not self.recording or self.session is None:
             return
         self.recording = False
+        if self.modules is not None and self.modules.installed:
+            try:
+                self.modules.write(self.session.spool_dir, self.session.pid, self.windows)
+            except Exception as e:  # never lose the trace over the module calls
+                self.modules.reason_off = f"module calls not written ({e.__class__.__name__}: {e})"
         with filtered_stderr():
             self.prof.stop()
         prof, self.prof = self.prof, None
@@ -179,6 +206,8 @@ class TorchCollector(Collector):
             self._end()
         elif not self.recording and action is not Action.SKIP and self.windows == 0 and self._in_window(step):
             self._begin()
+        if self.recording and action is Action.RECORD:
+            self._hook_modules()
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         # One iteration may step several optimizers (a GAN's two): the first one seen counts.
@@ -211,6 +240,10 @@ class TorchCollector(Collector):
         out["traced_until_step"] = self.last_step
         if self.reason_unavailable:
             out["gpu"] = self.reason_unavailable
+        if self.modules is not None:
+            out["module_calls"] = self.modules.calls
+            if self.modules.reason_off:
+                out["module_calls_off"] = self.modules.reason_off
         return out
 
     # ---- finalize ----------------------------------------------------------------------------
@@ -285,6 +318,9 @@ class TorchCollector(Collector):
                     }
                 )
             )
+        calls = decode_module_calls(spool_dir, pid, context.rank, context.offset_ns)
+        if calls is not None:
+            out["module_calls"] = [calls]
         tables = {k: pa.concat_tables(v, promote_options="default") for k, v in out.items() if v}
         world = context.session.get("world_size")
         if world and tables.get("comms") is not None and tables["comms"].num_rows:

@@ -337,7 +337,13 @@ def link(con: duckdb.DuckDBPyConnection, counts: dict[str, int]) -> dict[str, st
         )
     else:
         final("ops", f"SELECT t.* REPLACE ({st} AS step) FROM in_ops t {j}")
-    for name, time_col in (("api", "start_ns"), ("sync", "start_ns"), ("counters", "ts_ns"), ("phase_gpu", "start_ns")):
+    for name, time_col in (
+        ("api", "start_ns"),
+        ("sync", "start_ns"),
+        ("counters", "ts_ns"),
+        ("phase_gpu", "start_ns"),
+        ("module_calls", "start_ns"),
+    ):
         j, st = step_join(name, time_col)
         final(name, f"SELECT t.* REPLACE ({st} AS step) FROM in_{name} t {j}")
     # GPU work takes its launch's step: the steps of launches, computed once

@@ -251,6 +251,37 @@ OPS = Table(
     sort_by=("rank", "start_ns"),
 )
 
+# Module calls get a table of their own rather than phases with another source: the phases feed the
+# phase breakdown, the host classes, the forward-pass merge and the timeline, which thousands of
+# module ranges a step would clutter and slow, and a call has a class (``type``) phases have no
+# column for.
+MODULE_CALLS = Table(
+    "module_calls",
+    "framework",
+    "Forward calls of torch.nn.Module objects, recorded by global module hooks in the traced steps after the "
+    "warm-up only (capture.module_calls): one row per call. Backward work is attributed to modules at "
+    "analysis through the autograd sequence numbers of the ops. Absent from profiles written before it "
+    "(read as empty).",
+    (
+        RANK,
+        PID,
+        TID,
+        START,
+        END,
+        _c(
+            "name_id",
+            I32,
+            "the module's path: its root module's class name, then the attribute names down the modules "
+            "that called it ('GPT.transformer.h.3.attn'), an id in strings",
+            False,
+        ),
+        _c("type_id", I32, "the module's class name ('Linear'), an id in strings"),
+        _c("depth", I16, "nesting depth among the module calls of its thread, 0 = a root module's call"),
+        STEP,
+    ),
+    sort_by=("rank", "start_ns"),
+)
+
 API = Table(
     "api",
     "runtime",
@@ -518,7 +549,7 @@ TRIES = Table(
 )
 
 # Tables and columns a profile may lack (written before they existed): read as empty / NULL.
-OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries", "phase_gpu")
+OPTIONAL_TABLES = ("comms", "kernel_metrics", "tries", "phase_gpu", "module_calls")
 OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "ops": ("source_id", "input_values_id"),
     "tries": ("alpha", "verdict", "rounds"),
@@ -535,6 +566,7 @@ NAME_COLUMNS: dict[str, dict[str, str]] = {
         "source": "source_id",
         "input_values": "input_values_id",
     },
+    "module_calls": {"name": "name_id", "type": "type_id"},
     "api": {"name": "name_id"},
     "kernels": {"name": "name_id"},
     "counters": {"metric": "metric_id"},
@@ -548,6 +580,7 @@ TABLES: tuple[Table, ...] = (
     PHASE_GPU,
     STEPS,
     OPS,
+    MODULE_CALLS,
     API,
     KERNELS,
     MEMCPY,
@@ -563,7 +596,7 @@ TABLES_BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 # Which tables carry each layer's data (used to say which layers a profile holds).
 LAYER_TABLES: dict[str, tuple[str, ...]] = {
     "application": ("phases", "steps", "phase_gpu"),
-    "framework": ("ops", "comms"),
+    "framework": ("ops", "comms", "module_calls"),
     "runtime": ("api", "sync"),
     "hardware": ("kernels", "memcpy", "memset", "counters", "kernel_metrics"),
 }

@@ -18,6 +18,7 @@ from ...vocabulary.version import __version__
 from ..progress import ProgressCallback
 from . import details, plots, roofline
 from .model import ReportModel
+from .modules import modules_section
 from .svg import esc
 
 __all__ = ["ReportModel", "render_report", "write_report"]
@@ -32,6 +33,7 @@ SECTIONS = (
     ("kernels", "Kernels"),
     ("ops", "Ops"),
     ("roofline", "Roofline"),
+    ("modules", "Modules"),
     ("capture", "Capture"),
 )
 
@@ -59,6 +61,7 @@ def render_report(model: ReportModel, progress: ProgressCallback | None = None) 
         details.kernels_section(model.top_kernels, model.tensor_cores),
         details.ops_section(model.top_ops),
         roofline.roofline_section(model.roofline, model.why_no_roofline),
+        modules_section(model.modules),
         details.capture_section(model.meta),
     ]
     if progress is not None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ...analysis.core.summary import Summary
     from ...analysis.core.tensor_core_kernels import TensorCoreShare
     from ...analysis.core.timeseries import Bins
+    from ...analysis.measures.modules import ModuleView
     from ...analysis.reports.roofline import Roofline
     from ...store.meta import Meta
 
@@ -52,3 +53,4 @@ class ReportModel:
     top_ops: pa.Table
     roofline: Roofline | None = None  # None without input shapes or the GPU's peaks
     why_no_roofline: str | None = None  # why there is no roofline
+    modules: ModuleView | None = None  # None without module calls

@@ -1,6 +1,6 @@
 """What each table of a profile becomes on the timeline: SQL for its events' tracks and JSON text.
 
-Each :class:`Source` says, for one kind of event (steps, phases, marks, ops, API calls, syncs,
+Each :class:`Source` says, for one kind of event (steps, phases, marks, module calls, ops, API calls, syncs,
 kernels, copies, sets, counter samples), which track a row goes on (rank, device, layer, OS
 pid/tid or stream) and how its Chrome-trace JSON reads, without pid/tid (those are numbered once
 tracks are known, see tracks.py; lines.py puts the pieces together). Categories and argument
@@ -20,13 +20,15 @@ import duckdb
 
 from ...store.schema import METRICS
 
-# Layers, in the order their tracks appear inside a process (application -> hardware).
-LAYER_STEPS, LAYER_PHASES, LAYER_DERIVED, LAYER_OPS, LAYER_API, LAYER_SYNC = 0, 1, 2, 3, 4, 5
+# Layers, in the order their tracks appear inside a process (application -> hardware); only their
+# order counts (tracks are numbered by it).
+LAYER_STEPS, LAYER_PHASES, LAYER_DERIVED, LAYER_MODULES, LAYER_OPS, LAYER_API, LAYER_SYNC = 0, 1, 2, 3, 4, 5, 6
 LAYER_STREAM, LAYER_COUNTER = 10, 20
 LAYER_NAMES = {
     LAYER_STEPS: "steps",
     LAYER_PHASES: "phases",
     LAYER_DERIVED: "derived phases",
+    LAYER_MODULES: "modules",
     LAYER_OPS: "ops",
     LAYER_API: "CUDA API",
     LAYER_SYNC: "CUDA sync",
@@ -209,6 +211,18 @@ def sources(window: StepWindow | None) -> list[Source]:
             phase_args,
             phase_joins,
             ph="i",
+        ),
+        # module calls: Kineto's category for nn.Module events (with_modules), which the Kineto importer
+        # leaves out (the module_calls table comes from dlscope's own recordings only)
+        _host(
+            "module",
+            "module_calls",
+            w,
+            str(LAYER_MODULES),
+            "'\"python_function\"'",
+            "n.js",
+            _args("tl_kv('\"module type\":', ty.js)", "tl_kv('\"step\":', t.step)"),
+            f"{_str('n', 'name_id')} {_str('ty', 'type_id')}",
         ),
         _host(
             "op",
