@@ -271,6 +271,11 @@ class Trial:
                 record_loss=True,
             )
             settings = Settings(try_run=asks) if traced else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
+            if len(jobs) > 1:
+                # runs at once: no GPU counter sampler in each (they would be several NVML samplers in
+                # this one process, which crashed it on a 2-GPU host; an untraced try run reads only
+                # its step times)
+                settings.nvml = "off"
             placement = self.placements[where] if self.placements else None
             on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
             profiled = " (profiled)" if traced else ""

@@ -150,12 +150,17 @@ class ProfiledRun:
                 env=env,
                 stdout=stdout,
                 stderr=subprocess.PIPE if stderr_tail is not None else None,
-                # the child's affinity, set before it runs the program (no thread of ours runs then)
-                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,  # noqa: PLW1509
             )
         except OSError as e:
             self.finish()
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
+        if cpus:
+            # the child's CPUs, set from here as it starts (its threads, made later, inherit them): not
+            # in a preexec_fn, which is unsafe in a process with threads (ours: DuckDB's, the stderr tees)
+            try:
+                os.sched_setaffinity(self.proc.pid, cpus)
+            except OSError:  # it already ended
+                pass
         if stderr_tail is not None:
             assert self.proc.stderr is not None
             stderr_tail.start(self.proc.stderr)
