@@ -207,15 +207,19 @@ def _groups(data: ProfileData, launch: str, chain: str) -> tuple[list[Group], li
             self_key AS (SELECT rank, launch_id, key FROM cm WHERE dist = 0),
             in_math AS (SELECT DISTINCT c.rank, c.launch_id FROM {chain} c JOIN strings s ON s.id = c.name_id
                         WHERE c.dist > 0 AND s.value = '{SDPA_MATH}')"""
-    modelled = data.con.execute(f"""{base}
-        SELECT a.okey, count(DISTINCT (a.rank, a.owner)), sum(a.kernels)::BIGINT, sum(a.ns)::BIGINT,
-               sum(a.tc_ns)::BIGINT, bool_or(m.launch_id IS NOT NULL)
-        FROM assign a LEFT JOIN in_math m ON m.rank = a.rank AND m.launch_id = a.launch_id
-        WHERE a.owner IS NOT NULL GROUP BY a.okey""").fetchall()
-    unmodelled = data.con.execute(f"""{base}
-        SELECT s.key, count(*), sum(a.kernels)::BIGINT, sum(a.ns)::BIGINT, sum(a.tc_ns)::BIGINT
-        FROM assign a JOIN self_key s ON s.rank = a.rank AND s.launch_id = a.launch_id
-        WHERE a.owner IS NULL GROUP BY s.key""").fetchall()
+    # each launch with its owner, its own key and whether it ran inside SDPA's math path: made once
+    # for both groupings below (the chain's joins are most of their time)
+    data.con.execute(f"""CREATE OR REPLACE TEMP TABLE rl_assign AS {base}
+        SELECT a.*, s.key AS self_key, m.launch_id IS NOT NULL AS in_math
+        FROM assign a LEFT JOIN self_key s ON s.rank = a.rank AND s.launch_id = a.launch_id
+        LEFT JOIN in_math m ON m.rank = a.rank AND m.launch_id = a.launch_id""")
+    modelled = data.con.execute("""
+        SELECT okey, count(DISTINCT (rank, owner)), sum(kernels)::BIGINT, sum(ns)::BIGINT,
+               sum(tc_ns)::BIGINT, bool_or(in_math)
+        FROM rl_assign WHERE owner IS NOT NULL GROUP BY okey""").fetchall()
+    unmodelled = data.con.execute("""
+        SELECT self_key, count(*), sum(kernels)::BIGINT, sum(ns)::BIGINT, sum(tc_ns)::BIGINT
+        FROM rl_assign WHERE owner IS NULL AND self_key IS NOT NULL GROUP BY self_key""").fetchall()
     return (
         [Group(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in modelled],
         [Group(r[0], r[1], r[2], r[3], r[4]) for r in unmodelled],
