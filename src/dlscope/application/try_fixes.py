@@ -216,13 +216,15 @@ class Trial:
             for j in range(max(len(r) for r in runs)):
                 if self.interrupted:
                     break
-                self._run_together(
-                    [
-                        (labels[j], first + k, fixes.get(labels[j], []), i)
-                        for i, (k, labels) in enumerate(zip(batch, runs))
-                        if j < len(labels)
-                    ]
-                )
+                jobs = [
+                    (labels[j], first + k, fixes.get(labels[j], []), i)
+                    for i, (k, labels) in enumerate(zip(batch, runs))
+                    if j < len(labels)
+                ]
+                if len(jobs) == 1 and jobs[0][3] == 0:  # one run, on the first GPU (or one GPU only)
+                    self._run(*jobs[0][:3])
+                else:
+                    self._run_together(jobs)
             done += len(batch)
             for label in list(active):
                 stop = self._stops(label, first)
