@@ -55,7 +55,7 @@ out = {}
 def lap(name):
     global t
     now = time.perf_counter(); out[name] = round(now - t, 2); t = now
-job, profiles, reports = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+job, profiles, reports, result = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4]
 with dlscope.open(job) as p:
     lap("open_job_folder_s")
     s = p.summary(); lap("summary_s")
@@ -70,6 +70,7 @@ with dlscope.open(profiles) as p:
     p.advise(); lap("profiles_advise_s")
     p.report("comm_sum"); lap("profiles_report_s")
 print(json.dumps(out))
+open(result, "w").write(json.dumps(out))
 """
 
 FLEET_JOB = r"""
@@ -182,7 +183,7 @@ def measure(
     err_reader.join(5)
     p.returncode = os.waitstatus_to_exitcode(status)
     res: dict[str, Any] = {
-        "cmd": " ".join(Path(c).name if i == 0 else c for i, c in enumerate(cmd)),
+        "cmd": " ".join("<script>" if i and cmd[i - 1] == "-c" else c for i, c in enumerate(cmd)),
         "wall_s": round(wall, 2),
         "peak_rss_mb": round(rusage.ru_maxrss / 1024) if rusage else None,
         "peak_tree_rss_mb": round(peak_tree / 2**20),
@@ -272,8 +273,11 @@ def main() -> int:
         folder.mkdir()
         for src in (profile, work / "rank0.dlscope"):
             subprocess.run(["cp", "-al", str(src), str(folder / src.name)], check=True)
-        api = ["nice", "-n", "10", PY, "-c", API_JOB, str(job), str(folder), ",".join(REPORTS)]
-        record("api", measure(api, nocache))
+        api = ["nice", "-n", "10", PY, "-c", API_JOB, str(job), str(folder), ",".join(REPORTS), str(work / "api.json")]
+        res = measure(api, nocache)
+        if "result" not in res and (work / "api.json").exists():  # its stdout's last line was lost once
+            res["result"] = json.loads((work / "api.json").read_text())
+        record("api", res)
         shutil.rmtree(folder, ignore_errors=True)
     if "fleet" in parts:
         fleet = work / "fleet"
