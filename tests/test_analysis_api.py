@@ -84,7 +84,7 @@ def test_a_folder_or_glob_spans_every_profile():
         rows = p.sql("select count(distinct profile) as n from steps").to_pylist()
         assert rows == [{"n": len(list((DATA / "advice_truth_dist").glob("*.dlscope")))}]
         with pytest.raises(UsageError):
-            p.summary()  # a summary is of one profile
+            _ = p.data  # one profile's data: summary() and the rest come by profile
 
 
 def test_notebook_views_are_html_without_script():
@@ -142,3 +142,40 @@ def test_a_diff_shows_in_a_notebook_with_the_step_change_it_explains():
     assert f"What changed the mean step time ({change(d.total_delta_ms)} ms)" in html
     assert "<script" not in html.lower() and 'class="dlscope"' in html
     assert sum(c.delta for c in d.explain) == pytest.approx(d.total_delta_ms, rel=1e-6)
+
+
+def test_a_folder_of_one_jobs_traces_is_one_profile(cli, tmp_path):
+    """dlscope.open(a folder of per-rank Kineto traces) imports them into one profile, as
+    ``dlscope import FOLDER`` does, so that summary, advise and the reports work on the job (issue
+    39: it was taken for a folder of profiles and found none)."""
+    traces = DATA / "hta_corpus" / "trace_filter"  # ranks 0 and 1 of a real NCCL job
+    out = tmp_path / "job.dlscope"
+    assert cli("import", traces, "-o", out).code == 0
+    with dlscope.open(traces) as p:
+        assert sorted(p.data.meta.ranks) == [0, 1]
+        summary = json.loads(cli("summary", out, "--format", "json").out)
+        summary.pop("advice")
+        got = json.loads(json.dumps(p.summary().as_dict(), default=str))
+        assert got.pop("profile").endswith("imported.dlscope") and summary.pop("profile") == str(out)
+        assert got == summary
+        advised = json.loads(cli("advise", out, "--format", "json").out)
+        advised = advised.get("findings", advised) if isinstance(advised, dict) else advised
+        assert [f.id for f in p.advise()] == [f["id"] for f in advised]
+        for name in ("comm_sum", "straggler"):
+            want = json.loads(cli("stats", out, "--report", name, "--format", "json").out)
+            assert _same(p.report(name).rows(), want)
+
+
+def test_a_folder_of_profiles_gives_each_profiles_summary_advice_and_reports():
+    """On a folder or glob of profiles, summary(), advise() and report() give each profile's
+    result by its path, the same as opening that profile alone (issue 39)."""
+    spec = str(DATA / "advice_truth_dist" / "ddp2_*.dlscope")
+    with dlscope.open(spec) as p:
+        summaries, findings, reports = p.summary(), p.advise(), p.report("straggler")
+    paths = sorted(str(q) for q in (DATA / "advice_truth_dist").glob("ddp2_*.dlscope"))
+    assert len(paths) >= 2 and sorted(summaries) == sorted(findings) == sorted(reports) == paths
+    for path in paths:
+        with dlscope.open(path) as one:
+            assert summaries[path].as_dict() == one.summary().as_dict()
+            assert [f.id for f in findings[path]] == [f.id for f in one.advise()]
+            assert _same(reports[path].rows(), one.report("straggler").rows())

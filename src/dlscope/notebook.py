@@ -8,7 +8,13 @@
     [f.id for f in p.advise()]                     # the findings of `dlscope advise`
     p.sql("select name, count(*) from kernels group by 1").to_pandas()
     p.table("kernels", "polars")                   # any table, names decoded
+    dlscope.open("runs/").summary()                # a folder of profiles: {profile: Summary}
     p.diff(dlscope.open("fixed.dlscope")).shift("p50")
+
+A folder of one job's traces (a Kineto file per rank) is imported into one profile, as
+``dlscope import FOLDER`` does; on a folder or glob of profiles, :meth:`Analysis.sql` and
+:meth:`Analysis.table` span them all, and :meth:`Analysis.summary`, :meth:`Analysis.advise` and
+:meth:`Analysis.report` give each profile's result by its path (opened one at a time).
 
 Every method runs the code the command line runs (the same report functions, rules and
 comparison); only the output differs: Arrow tables (``.to_pandas()``, polars when installed) and
@@ -28,6 +34,8 @@ from .application.diff import Diff
 from .errors import InputError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     import pyarrow as pa
 
     from .advice.finding import Finding
@@ -37,7 +45,8 @@ if TYPE_CHECKING:
 
 
 class Analysis:
-    """One opened profile (or several: a folder or glob, for :meth:`sql` and :meth:`table`)."""
+    """One opened profile (or several: a folder or glob of profiles, whose tables :meth:`sql` and
+    :meth:`table` span, and whose summaries, findings and reports come by profile)."""
 
     def __init__(
         self,
@@ -48,11 +57,13 @@ class Analysis:
         key_node: str | None = None,
     ) -> None:
         from .analysis.core.context import Selection
+        from .application.open import is_trace_folder
         from .application.sql import is_many
 
         self.path = str(path)
         self._stack = contextlib.ExitStack()
-        self._fleet = is_many(self.path)
+        # a folder of traces (one job's ranks) is one profile, imported: not a fleet
+        self._fleet = is_many(self.path) and not is_trace_folder(self.path)
         self._data: ProfileData | None = None
         self._fleet_con: Any = None
         if iter_start is not None and iter_stop is not None and iter_stop < iter_start:
@@ -101,26 +112,50 @@ class Analysis:
         return rows(self.con, query)
 
     # ---- what the commands show --------------------------------------------------------------
-    def summary(self) -> Summary:
-        """What ``dlscope summary`` prints, as a dataclass (``.as_dict()`` is its JSON)."""
+    def summary(self) -> Summary | dict[str, Summary]:
+        """What ``dlscope summary`` prints, as a dataclass (``.as_dict()`` is its JSON); for a folder
+        or glob of profiles, each profile's by its path."""
         from .application.summary import summarize
 
+        if self._fleet:
+            return self._each(summarize)
         return summarize(self.data)
 
-    def report(self, name: str) -> ReportResult:
-        """A ``dlscope stats`` report (``.table`` is Arrow; ``.to_pandas()``; ``.rows()`` its JSON rows)."""
+    def report(self, name: str) -> ReportResult | dict[str, ReportResult]:
+        """A ``dlscope stats`` report (``.table`` is Arrow; ``.to_pandas()``; ``.rows()`` its JSON rows);
+        for a folder or glob of profiles, each profile's by its path."""
         from .application.stats import run_report
 
-        result = run_report(self.data, name, self.path)
-        return ReportView(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
+        def one(data: ProfileData, path: str) -> ReportResult:
+            result = run_report(data, name, path)
+            return ReportView(**{f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
 
-    def advise(self, what_if: bool = False) -> list[Finding]:
+        if self._fleet:
+            return {path: one(data, path) for path, data in self._opened_each()}
+        return one(self.data, self.path)
+
+    def advise(self, what_if: bool = False) -> list[Finding] | dict[str, list[Finding]]:
         """The findings of ``dlscope advise``, largest saving first (``what_if``: only those the
-        replay predicted, with their chain in ``finding.what_if``)."""
+        replay predicted, with their chain in ``finding.what_if``); for a folder or glob of
+        profiles, each profile's by its path."""
         from .application.advise import advise
 
-        found = advise(self.data).findings
-        return Findings(f for f in found if f.what_if) if what_if else Findings(found)
+        def one(data: ProfileData) -> list[Finding]:
+            found = advise(data).findings
+            return Findings(f for f in found if f.what_if) if what_if else Findings(found)
+
+        if self._fleet:
+            return self._each(one)
+        return one(self.data)
+
+    def _opened_each(self) -> Iterator[tuple[str, ProfileData]]:
+        from .application.open import each_profile
+
+        return each_profile([p.path for p in self.profiles], self.selection)
+
+    def _each(self, fn: Callable[[ProfileData], Any]) -> dict[str, Any]:
+        """``fn`` of each profile of a folder or glob, by path, one profile open at a time."""
+        return {path: fn(data) for path, data in self._opened_each()}
 
     def diff(self, other: Analysis | str | Path) -> Diff:
         """``dlscope diff self other``: what changed from this profile to ``other``."""
@@ -151,10 +186,11 @@ class Analysis:
         from .render.notebook import analysis_html
 
         if self._data is None:
-            return f"<pre>{self!r}: {len(self.profiles)} profiles (use .sql or .table)</pre>"
-        from .application.summary import step_durations
+            return f"<pre>{self!r}: {len(self.profiles)} profiles (.sql and .table span them)</pre>"
+        from .application.advise import advise
+        from .application.summary import step_durations, summarize
 
-        return analysis_html(self.summary(), step_durations(self.data), self.advise(), self.path)
+        return analysis_html(summarize(self.data), step_durations(self.data), advise(self.data).findings, self.path)
 
 
 class ReportView(_ReportResult):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,30 @@ def _check_range(data: ProfileData, selection: Selection) -> None:
 
 def is_profile(p: Path) -> bool:
     return p.is_dir() and ((p / "meta.json").exists() or (p / "spool").is_dir())
+
+
+def is_trace_folder(path: str) -> bool:
+    """A folder that holds no profile (finished or not) but files an importer reads: one job's
+    traces (a rank per Kineto file, a tensorboard_trace_handler folder ...), which
+    :func:`open_any` imports into one profile, as ``dlscope import FOLDER`` does."""
+    p = Path(path)
+    if not p.is_dir() or is_profile(p):
+        return False
+    if any(m.parent.name != "spool" for m in p.rglob("meta.json")) or any(p.rglob("spool")):
+        return False  # profiles, or recordings to finalize: a folder of profiles
+    from ..importers import IMPORTERS
+
+    return any(imp.expand_dir(p) for imp in IMPORTERS)
+
+
+def each_profile(paths: list[Path], selection: Selection | None = None) -> Iterator[tuple[str, ProfileData]]:
+    """Each profile of ``paths`` opened in turn (closed before the next opens), with its path."""
+    for path in paths:
+        data = open_for_analysis(str(path), selection)
+        try:
+            yield str(path), data
+        finally:
+            data.close()
 
 
 def open_any(

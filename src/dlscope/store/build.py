@@ -188,8 +188,13 @@ class ProfileBuilder:
                 cols = ", ".join(f'CAST(NULL AS {_duck_type(c.dtype)}) AS "{c.name}"' for c in spec.columns)
                 selects = [f"SELECT {cols} WHERE FALSE"]
             # the row id is the table's rowid (its insertion order), read through a view:
-            # row_number() OVER () is a window on one thread (40 ms for 285k ops)
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_rows_{spec.name} AS {' UNION ALL '.join(selects)}")
+            # row_number() OVER () is a window on one thread (40 ms for 285k ops).
+            # One part (one trace file, one rank) at a time, in order: the same rows in the same
+            # order as one UNION ALL of the parts, which ran out of the build's memory on 8 ranks of
+            # 1M events each (the joins of every part at once, in insertion order; bench/scale_job.py)
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE in_rows_{spec.name} AS {selects[0]}")
+            for select in selects[1:]:
+                self.con.execute(f"INSERT INTO in_rows_{spec.name} {select}")
             self._drop_malformed(spec)
             self.con.execute(
                 f"CREATE OR REPLACE TEMP VIEW in_{spec.name} AS SELECT rowid + 1 AS rid, * FROM in_rows_{spec.name}"
