@@ -123,6 +123,11 @@ def test_h100_profile_without_its_steps_gets_its_annotated_steps():
     assert len(found["jit_add"].runs) == 200 > len(found["jit_train_step"].runs) == 6
     choice = choose(list(found.values()))
     assert choice is not None and choice.taken.module == "jit_train_step" and choice.basis is TimeBasis.MODULE
+    # the eager ops add, bitwise_xor, bitwise_or, multiply, subtract and the data step ran >= 6 times
+    assert {e.module for e in choice.as_often} == {
+        f"jit_{n}" for n in ("add", "bitwise_xor", "bitwise_or", "multiply", "subtract", "next_batch")
+    }
+    assert choice.note().endswith(" and 3 more")
     got = _spans(steps_table(choice, 0, 497))
     annotated = q(duckdb.connect(), f"SELECT start_ns, end_ns FROM '{H100}/steps.parquet' WHERE traced ORDER BY step")
     assert len(annotated) == 6 and abs(len(got) - len(annotated)) <= 1

@@ -109,7 +109,8 @@ class Choice:
             others = ", ".join(
                 f"{e.module} ({len(e.runs)} runs, {e.time_ns(self.basis) / 1e6:.3f} ms)" for e in self.as_often[:3]
             )
-            out += f"; also repeated as often or more, not taken: {others}"
+            more = len(self.as_often) - 3
+            out += f"; also repeated as often or more, not taken: {others}" + (f" and {more} more" if more > 0 else "")
         return out
 
 
