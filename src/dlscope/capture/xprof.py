@@ -16,7 +16,8 @@ program's step annotations (``StepTraceAnnotation``, ``Trace(step_num=)``) are f
 ``__enter__``/``__exit__`` wrapped), so every step is timed on dlscope's clock, traced or not;
 tracing stops when the step after the warm-up and the detail steps is about to start, as in the
 PyTorch layer (``--detail-steps``, ``--mode full``). Without step annotations the whole run is
-traced. Steps the program marks with ``dlscope.step()`` win over the annotations.
+traced, and a JAX program's steps are the runs of its repeated jit executable, found in the trace
+(:mod:`dlscope.importers.jit_steps`). Steps the program marks with ``dlscope.step()`` win over both.
 
 Clocks: the XSpace stamps events with the Unix-epoch clock. At start an annotation is bracketed
 by two reads of the session's clock; at decode every event is shifted by the smallest amount
@@ -256,6 +257,8 @@ class XprofCollector(Collector):
                     if header.get("app_steps") or header.get("steps"):
                         continue  # the program's own dlscope steps win; else the timed annotations below
                     table = _warmup(table, int((context.session.get("schedule") or {}).get("warmup") or 0))
+                    if res.steps_note:
+                        context.notes.append(f"process {pid}: {res.steps_note}")
                 out.setdefault(name, []).append(_shifted(table, shift))
             for d in res.devices:
                 if d not in context.devices:

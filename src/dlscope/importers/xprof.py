@@ -7,7 +7,8 @@ start time). What becomes what:
 
 * **steps**: host events with a ``step_num`` stat: ``jax.profiler.StepTraceAnnotation(name,
   step_num=i)`` and ``tf.profiler.experimental.Trace(name, step_num=i, _r=1)``; without them, a
-  TF1 program's ``Session.run`` calls (the seed design's iteration: one RunMetadata per run).
+  TF1 program's ``Session.run`` calls (the seed design's iteration: one RunMetadata per run), or
+  the runs of a JAX program's repeated jit executable (its training step: :mod:`.jit_steps`).
 * **phases**: the other annotations on the threads that hold steps (the program's own
   ``TraceAnnotation``/``Trace`` ranges), leaving out the frameworks' internal events
   (:data:`INTERNAL`), Python-tracer frames (``$file:line fn``) and events that are ops.
@@ -41,6 +42,7 @@ from ..store.schema import TABLES_BY_NAME
 from .arrow_values import typed_array
 from .base import Importer, ImportOptions
 from .hlo_source import hlo_sources
+from .jit_steps import CALL_CATEGORY, MODULE_CATEGORY, OpEvent, choose, executables, steps_table
 from .xplane_pb import Event, Line, Plane, parse_xspace
 
 if TYPE_CHECKING:  # loaded with the first XSpace read: registering importers must stay light
@@ -144,6 +146,8 @@ class XSpaceResult:
     counts: dict[str, int]
     marker_ns: tuple[int, int] | None = None  # the clock-sync annotation, when asked for
     marker_line: int | None = None  # the id of the host line (thread) it was on
+    # where the steps were derived from the runs of a jit executable (no step annotations): which, and why
+    steps_note: str | None = None
 
 
 def read_xspace(
@@ -215,18 +219,35 @@ def read_xspace(
                 }
             )
             _device(p, dev, out, rank, pid, base_ns, ids, sources)
-    counts = {t: out.count(t) for t in ("ops", "phases", "steps", "api", "kernels", "memcpy", "memset")}
+    tables = out.arrow()
+    steps_note = None
+    if not out.count("steps"):
+        choice = choose(executables(_op_events(out.rows.get("ops", []))))
+        if choice is not None:
+            tables["steps"] = steps_table(choice, rank, pid)
+            steps_note = choice.note()
+    counts = {t: out.count(t) for t in ("ops", "phases", "api", "kernels", "memcpy", "memset")}
+    counts["steps"] = tables["steps"].num_rows if "steps" in tables else 0
     if hosts:
         notes.append(f"host {hosts[0]}")
     return XSpaceResult(
-        out.arrow(),
+        tables,
         frameworks,
         devices,
         notes,
         counts,
         marker_ns and marker_ns[:2],
         marker_ns[2] if marker_ns else None,
+        steps_note,
     )
+
+
+def _op_events(rows: list[dict[str, Any]]) -> list[OpEvent]:
+    """The op rows a jit executable's runs are read from (host calls and module runs)."""
+    keep = (CALL_CATEGORY, MODULE_CATEGORY)
+    return [
+        OpEvent(r["category"], r["name"], r["start_ns"], r["end_ns"], r["tid"]) for r in rows if r["category"] in keep
+    ]
 
 
 def _cc(stats: dict[str, Any]) -> str | None:
@@ -571,7 +592,9 @@ class XprofImporter(Importer):
             meta.collectors.setdefault("xprof", CollectorStatus("ok", "", {"file": path.name}))
             for n in res.notes:
                 meta.note(f"{path.name}: {n}")
-            if not res.counts["steps"]:
+            if res.steps_note:
+                meta.note(f"{path.name}: {res.steps_note}")
+            elif not res.counts["steps"]:
                 meta.note(
                     f"{path.name}: no step annotations (jax.profiler.StepTraceAnnotation or "
                     "tf.profiler.experimental.Trace with step_num)"

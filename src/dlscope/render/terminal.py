@@ -12,6 +12,7 @@ from rich.table import Table
 from ..analysis.core.headline import Headline
 from ..analysis.core.job_end import JobEnd
 from ..analysis.core.summary import Summary
+from ..vocabulary.names import StepSource
 
 
 def console(stderr: bool = False) -> Console:
@@ -117,6 +118,10 @@ def render_summary(s: Summary, out: Console) -> None:
         if s.selection:
             head += f"; selection: {s.selection}"
         out.print(head)
+        if st.source == StepSource.JIT_EXECUTABLE:  # derived, not marked by the program: said where steps are read
+            out.print(
+                "  steps: the runs of the program's repeated jit executable (it annotated none; the notes name it)"
+            )
         if st.traced_excluded:
             tr = st.traced_excluded
             out.print(

@@ -285,15 +285,17 @@ def step_of_sql(source: str, time_col: str = "start_ns", steps: str = "steps_in"
     """
 
 
-def key_node_steps_sql(instances: str, traced: str = "TRUE") -> str:
+def key_node_steps_sql(instances: str, traced: str = "TRUE", source: str = "key_node") -> str:
     """SQL tiling a run into iterations from the instances of a key node (a relation with rank,
     start_ns, end_ns, pid, tid), with DLProf's semantics: iteration *i* ends where the *i*-th
     instance ends and starts where the previous one ended; the first starts at its own start.
-    ``traced`` is an expression over the instance row."""
+    ``traced`` is an expression over the instance row; ``source`` the steps' source (a word:
+    'key_node', or 'jit_executable' for the runs of a JAX program's training step)."""
+    assert source.isidentifier(), source  # it is written into the SQL as a literal
     return f"""
     SELECT rank, (row_number() OVER w - 1)::INTEGER AS step,
            coalesce(lag(end_ns) OVER w, start_ns) AS start_ns, end_ns, pid, tid,
-           'key_node' AS source, FALSE AS warmup, {traced} AS traced
+           '{source}' AS source, FALSE AS warmup, {traced} AS traced
     FROM {instances} WINDOW w AS (PARTITION BY rank ORDER BY end_ns, start_ns)
     """
 

@@ -197,7 +197,8 @@ STEPS = Table(
             "source",
             STR,
             "'dlscope', 'profiler_step' (ProfilerStep#N, JAX/TF step annotations), 'optimizer', "
-            "'key_node' or 'session_run' (a TF1 Session.run)",
+            "'key_node', 'session_run' (a TF1 Session.run) or 'jit_executable' (the runs of a JAX program's "
+            "repeated jit executable, where it marked no steps)",
             False,
         ),
         _c("warmup", BOOL, "warm-up iteration, excluded from statistics by default", False),

@@ -1,4 +1,5 @@
-"""Names of dlscope's own things that cross seams: the advice rules' ids and the `dlscope try` fixes'.
+"""Names of dlscope's own things that cross seams: the advice rules' ids, the `dlscope try` fixes' and the
+steps' sources.
 
 str enums (:class:`Name`): JSON and text show the value ("amp_not_enabled"), and a member compares
 and hashes as that string, so profiles, JSON and the user's ``--fixes bf16`` keep their form while the
@@ -60,3 +61,14 @@ class FixName(Name):
     CUDNN_BENCHMARK = "cudnn_benchmark"
     COMPILE = "compile"
     COMPILE_GRAPHS = "compile_graphs"
+
+
+class StepSource(Name):
+    """Where a profile's steps came from (``steps.source``; store/schema.py describes each)."""
+
+    DLSCOPE = "dlscope"  # the program's dlscope.step() / prof.step()
+    PROFILER_STEP = "profiler_step"  # ProfilerStep#N, JAX/TF step annotations
+    OPTIMIZER = "optimizer"  # optimizer steps of an unmodified PyTorch script
+    KEY_NODE = "key_node"  # --key-node's iterations
+    SESSION_RUN = "session_run"  # a TF1 program's Session.run calls
+    JIT_EXECUTABLE = "jit_executable"  # the runs of a JAX program's repeated jit executable (no annotations)

@@ -48,6 +48,9 @@ class StepStats:
     # where the batch size came from (meta.json's batch_size_source: 'given', 'DataLoader.batch_size',
     # 'first batch'); None when unknown or not recorded (profiles written before it was)
     batch_size_source: str | None = None
+    # where the recorded steps came from (steps.source: 'dlscope', 'profiler_step', 'optimizer', 'key_node',
+    # 'session_run', 'jit_executable'; several joined by ', '); None without steps
+    source: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +64,7 @@ def step_stats(data: ProfileData) -> StepStats:
                count(DISTINCT rank) AS ranks, count(DISTINCT step) AS distinct_steps
         FROM (SELECT step, rank, (end_ns - start_ns)::DOUBLE AS d FROM stat_steps)""")[0]
     total_steps = int(data.scalar("SELECT count(*) FROM steps") or 0)
+    sources = [r["source"] for r in data.rows("SELECT DISTINCT source FROM steps ORDER BY source")]
     warm = [r["step"] for r in data.rows("SELECT DISTINCT step FROM steps WHERE warmup ORDER BY step")]
     excluded = [s for s in warm if s not in set(r["step"] for r in data.rows("SELECT DISTINCT step FROM sel_steps"))]
 
@@ -91,4 +95,5 @@ def step_stats(data: ProfileData) -> StepStats:
         steps_per_rank=int(row["distinct_steps"] or 0),
         batch_size=data.meta.batch_size,
         batch_size_source=data.meta.batch_size_source,
+        source=", ".join(str(x) for x in sources) if sources else None,
     )
