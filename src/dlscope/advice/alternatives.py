@@ -9,7 +9,8 @@ amp_not_enabled is fixed"). So the findings linked this way form a group that is
 - the group sits where its most costly member would rank, and its members follow one another,
   largest saving alone first (:func:`ranked`);
 - each member's what-if chain counts the fixes above the group, never another member's
-  (:mod:`.what_if`); the findings below the group count only its first member's fix as done;
+  (:mod:`.what_if`); the findings below the group count every member's fix as done, as before
+  the grouping (what is left after the fuller change);
 - each member carries the others' ids and one line saying they are alternatives, their savings
   alone and what each change is (:func:`explain`).
 """
@@ -87,12 +88,13 @@ def _line(group: list[Finding]) -> str:
         size = f" {g.saving_pct:.1f}%" if g.saving_pct is not None else ""
         parts.append(f"{g.id}{size}" + (f" ({g.choice})" if g.choice else ""))
     covers = [f"{g.alternative_of}'s change includes {g.id}'s" for g in group if g.alternative_of]
-    # the member whose fix the chain below counts as done (:mod:`.what_if`): the first with a replayed fix
-    done = next((g.id for g in group if g.what_if is not None and not g.what_if.per_sample), None)
+    # the findings below count every member's fix as done (:mod:`.what_if`): what is left after the
+    # fuller change, whichever the user picks first
+    done = [g.id for g in group if g.what_if is not None and not g.what_if.per_sample]
     return (
         f"Pick one (each saving is its fix alone, largest first): {', '.join(parts)}. "
         f"Their savings do not add up{' (' + '; '.join(covers) + ')' if covers else ''}: "
         + ("neither counts the other" if len(group) == 2 else "none counts another")
         + " as done"
-        + (f", and the findings below count {done} as done." if done else ".")
+        + (f", and the findings below count {' and '.join(done)} as done." if done else ".")
     )

@@ -148,11 +148,11 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> l
             )
     ordered = alternatives.ranked(findings)
     # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit); the
-    # members of a group of alternatives each after the fixes above the group, and only the first
-    # member's fix counts as done for the findings below it (the user picks one)
+    # members of a group of alternatives each after the fixes above the group (never after each other:
+    # the user picks one), and the findings below after every member's fix, as when they were steps of
+    # one chain (bf16's change holds TF32's: below the group, what is left after the fuller fix)
     applied: list[Fix] = []
     above_group: dict[frozenset[RuleId], list[Fix]] = {}
-    group_done: set[frozenset[RuleId]] = set()
     for f in ordered:
         group = frozenset((f.id, *f.alternatives))
         above = above_group.setdefault(group, list(applied))
@@ -165,10 +165,8 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> l
         w.after_above_ms, w.after_above_fixed_ms = before, after
         w.saving_after_above_ms = max(before - after, 0.0)
         w.fixed_above = [g.id for g in ordered if g.id in {a.name for a in above}]
-        if fix.batch == 1.0 and group not in group_done:
+        if fix.batch == 1.0:
             applied.append(fix)
-            if f.alternatives:
-                group_done.add(group)
     for f in ordered:
         last = f.what_if
         if last is not None and f.saving_pct is not None and f.saving_pct < MIN_SAVING_PCT:
