@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from dlscope import advice
-from dlscope.advice import KEYS
+from dlscope.advice import KEYS, alternatives
 
 from . import kineto_reference as ref
 from .report_helpers import fixture_path, open_fixture
@@ -41,7 +41,7 @@ def test_resnet_gets_input_bound_pageable_memcpy_and_sync_in_step(resnet):
     assert "no_tensor_cores" in run.clean  # convolutions and GEMMs run in TF32 on tensor cores
     for f in run.findings:
         assert tuple(f.as_dict()) == KEYS
-    assert run.findings == sorted(run.findings, key=lambda f: f.sort_key())
+    assert run.findings == alternatives.ranked(run.findings)
     ib = found["input_bound"]
     # 64% of the step, but every step of the trace is traced: capped at MEDIUM, saying why
     assert ib.severity == "medium" and ib.saving_pct > 50 and "at most MEDIUM" in ib.evidence.saving

@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from dlscope import advice
-from dlscope.advice import KEYS, SEVERITIES
+from dlscope.advice import KEYS, SEVERITIES, alternatives
 from dlscope.analysis.core.context import ProfileData, Selection
 
 from .conftest import DATA, REPO, assert_one_line_error, corpus_files, corpus_id
@@ -36,9 +36,12 @@ def check_contract(data: ProfileData) -> advice.AdviceRun:
             unit = unit or f.saving_ms_per_step * 100 / f.saving_pct if f.saving_pct else unit
             assert f.saving_ms_per_step >= 0
         assert isinstance(f.evidence.rows, list) and all(isinstance(r, dict) for r in f.evidence.rows)
-    # causes, then alternatives, then symptoms; within each the largest saving first
-    keys = [f.sort_key() for f in run.findings]
-    assert keys == sorted(keys)
+    # causes, then symptoms; within each the largest saving first, alternatives together at the best one's place
+    assert run.findings == alternatives.ranked(run.findings)
+    for i, f in enumerate(run.findings):
+        group = run.findings[i : i + 1 + len(f.alternatives)]
+        if f.alternatives and (not i or run.findings[i - 1].id not in f.alternatives):
+            assert [g.id for g in group[1:]] == f.alternatives and all(g.alternatives_note for g in group)
     for f in run.findings:
         assert f.bound_ms_per_step is None or f.bound_ms_per_step >= 0
         if f.what_if is not None:  # a replayed prediction: the saving is the step it takes off

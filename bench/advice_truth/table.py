@@ -13,7 +13,8 @@ batch again on that variant (criterion 4). The advice comes from the profiles ma
 with the dlscope of this checkout (so the table follows the rules as they are now).
 
 Criteria (issues 14 and 21), on fixes whose measured saving is clear of the noise:
-1. a fix that saves >= 5% of the step is named by a finding in the top 3;
+1. a fix that saves >= 5% of the step is named by a finding in the top 3 (a group of alternatives,
+   shown together for the user to pick one, is one place);
 2. a fix that saves < 2% has no finding of 5% or more;
 3. a finding's estimate is within 0.5x..2x of the real saving when that is >= 5%;
 4. on each fixed variant's own profile (``MODEL_FIX_default.dlscope``), its fix is not advised
@@ -75,8 +76,20 @@ def advised(path: Path) -> list[dict[str, Any]]:
     return [{**f.as_dict(), "confirmed": f.confirmed} for f in advice.evaluate(ProfileData.open(path))]
 
 
+def places(findings: list[dict[str, Any]]) -> dict[str, int]:
+    """Each finding's place on the page, from 1: a group of alternatives (shown together, the user
+    picks one: ``alternatives``) takes one place."""
+    at: dict[str, int] = {}
+    place = 0
+    for i, f in enumerate(findings):
+        if not (i and findings[i - 1]["id"] in f.get("alternatives", [])):
+            place += 1
+        at[f["id"]] = place
+    return at
+
+
 def rows_for(model: str, findings: list[dict[str, Any]], real: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    ids = [f["id"] for f in findings]
+    at = places(findings)
     rows = []
     for fix in programs.MODEL_FIXES[model]:
         m = real.get(fix)
@@ -84,7 +97,7 @@ def rows_for(model: str, findings: list[dict[str, Any]], real: dict[str, dict[st
             continue
         rules = programs.EXPECTED_RULES[fix]
         hit = next((f for f in findings if f["id"] in rules), None)
-        rank = ids.index(hit["id"]) + 1 if hit else None
+        rank = at[hit["id"]] if hit else None
         est = hit["saving_pct"] if hit else None
         w = (hit or {}).get("what_if") or {}
         pred = 100 * (1 - w["fixed_step_ms"] / w["step_ms"]) if w.get("step_ms") else None

@@ -1,7 +1,8 @@
 """A CPU training loop that records, every step, what dlscope try's fixes change (argv: JSON-lines
 file). Environment: PROBE_STEPS (steps to run, default 40), PROBE_FAIL_UNDER_AUTOCAST=1 (raise
 when a forward runs under autocast: a fix that breaks the program), PROBE_AMP_SWITCH=1 (forward
-and loss inside the program's own ``torch.autocast(enabled=False)``: an AMP switch left off)."""
+and loss inside the program's own ``torch.autocast(enabled=False)``: an AMP switch left off),
+PROBE_SLOW_INPUT_MS (each batch's loading sleeps that long on the training thread: input_bound fires)."""
 
 import contextlib
 import json
@@ -13,7 +14,7 @@ STARTED = time.time()  # before torch loads: when dlscope try started this run
 
 import torch  # noqa: E402 - after STARTED
 from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset, default_collate  # noqa: E402
 
 torch.manual_seed(0)
 out_path = sys.argv[1]
@@ -40,7 +41,15 @@ class Net(nn.Module):
 
 
 data = TensorDataset(torch.randn(16 * 64, 3, 8, 8), torch.randint(0, 4, (16 * 64,)))
-loader = DataLoader(data, batch_size=16)
+slow_input_s = float(os.environ.get("PROBE_SLOW_INPUT_MS", "0")) / 1000
+
+
+def slow_collate(batch):
+    time.sleep(slow_input_s)  # loading that takes time on the training thread: input_bound fires
+    return default_collate(batch)
+
+
+loader = DataLoader(data, batch_size=16, collate_fn=slow_collate if slow_input_s else None)
 model = Net()
 opt = torch.optim.SGD(model.parameters(), lr=0.5)
 records = []

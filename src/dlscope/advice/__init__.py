@@ -13,6 +13,7 @@ from typing import Any
 from ..analysis.core.context import ProfileData
 from ..vocabulary.names import RuleId
 from . import (
+    alternatives,
     amp_not_enabled,
     below_roofline,
     comm_exposed,
@@ -104,6 +105,7 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
             out.findings.append(f)
     out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
     out.findings = severity_basis.apply(ctx, out.findings)
+    out.findings = alternatives.explain(out.findings)
     return out
 
 

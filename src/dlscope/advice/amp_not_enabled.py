@@ -62,13 +62,24 @@ class AmpNotEnabled(MatrixMathRule):
             + (f", {cap_note}" if cap_note else "")
             + f"; up to {ms(saving)} per step (not additive with no_tensor_cores)"
         )
-        return self.finding(
+        found = self.finding(
             ctx,
             saving,
             Evidence(text, how, rows[:TOP]),
             self._advice(ctx, rows),
             url=URL if ctx.facts.torch else URL_CUDA,
         )
+        found.choice = self._choice(ctx)
+        return found
+
+    def _choice(self, ctx: Context) -> str:
+        """This change in a few words, beside its alternative's (:mod:`.alternatives`)."""
+        dev = ctx.facts.device
+        low = "bf16" if dev is None or dev.has_bf16 else "fp16"
+        if not ctx.facts.torch:
+            return f"{low} inputs with fp32 accumulation: 16-bit math, precision changes more"
+        scaling = "" if low == "bf16" else " and loss scaling"
+        return f"{low} autocast{scaling} around the forward pass and loss: 16-bit math, precision changes more"
 
     def _advice(self, ctx: Context, rows: list[dict[str, Any]]) -> str:
         f = ctx.facts

@@ -33,6 +33,8 @@ KEYS = (
     "bound_ms_per_step",
     "what_if",
     "try",
+    "alternatives",
+    "alternatives_note",
 )
 
 
@@ -131,7 +133,12 @@ class Finding:
     bound_pct: float | None = None
     what_if: WhatIf | None = None
     symptom: bool = False
-    alternative_of: RuleId | None = None  # another finding's fix covers this one's (ranks after the causes)
+    alternative_of: RuleId | None = None  # another finding's fix includes this one's
+    # the findings whose fixes are alternatives to this one's (.alternatives: pick one), in the order shown,
+    # the line that says so, and what this finding's change is in a few words (for that line)
+    alternatives: list[RuleId] = field(default_factory=list)
+    alternatives_note: str | None = None
+    choice: str = ""
     negligible: bool = False  # its fix saves under the floor now and after the fixes above (ranks last)
     untraced: bool = False  # judged from steps measured without the tracer (step times, NVML, hook phases)
     confirmed: bool = True  # False: judged from traced steps that the untraced ones do not confirm (at most LOW)
@@ -157,6 +164,8 @@ class Finding:
             "bound_ms_per_step": self.bound_ms_per_step,
             "what_if": self.what_if.as_dict() if self.what_if is not None else None,
             "try": {"fixes": self.try_fixes, "why_none": self.try_none},
+            "alternatives": self.alternatives,
+            "alternatives_note": self.alternatives_note,
         }
 
     def to_record(self) -> dict[str, Any]:
@@ -177,13 +186,14 @@ class Finding:
         if d.get("alternative_of") is not None:
             fields["alternative_of"] = RuleId(d["alternative_of"])
         fields["try_fixes"] = [FixName(n) for n in d.get("try_fixes", [])]
+        fields["alternatives"] = [RuleId(r) for r in d.get("alternatives", [])]
         fields["evidence"] = Evidence(**d["evidence"])
         fields["what_if"] = WhatIf.from_dict(d["what_if"]) if d.get("what_if") is not None else None
         return cls(**fields)
 
     def sort_key(self) -> tuple[int, float, int, RuleId]:
-        """Causes first, then alternatives to another finding's fix, symptoms, and causes whose fix
-        would hardly show (negligible); within each,
-        the largest saving first; severity breaks ties, then the id (a stable order)."""
-        group = 3 if self.negligible else 2 if self.symptom else 1 if self.alternative_of else 0
+        """Causes first, then symptoms, and causes whose fix would hardly show (negligible); within
+        each, the largest saving first; severity breaks ties, then the id (a stable order).
+        :func:`.alternatives.ranked` then puts each group of alternatives together."""
+        group = 2 if self.negligible else 1 if self.symptom else 0
         return (group, -(self.saving_pct if self.saving_pct is not None else -1.0), self.severity.rank, self.id)

@@ -75,7 +75,17 @@ class NoTensorCores(MatrixMathRule):
             f"{ms(gpu_saving)} less per step" + (f", {cap_note}" if cap_note else "") + f"; up to {ms(saving)} per step"
         )
         advice, url = self._advice(ctx, rows, bool(tf32))
-        return self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=url)
+        found = self.finding(ctx, saving, Evidence(text, how, rows[:TOP]), advice, url=url)
+        found.choice = self._choice(ctx, bool(tf32))
+        return found
+
+    def _choice(self, ctx: Context, tf32: bool) -> str:
+        """This change in a few words, beside its alternative's (:mod:`.alternatives`)."""
+        if not tf32:
+            return "fp16 on tensor cores: this GPU has no TF32"
+        if not ctx.facts.torch:
+            return "TF32: one math-mode setting per cuBLAS/cuDNN handle, fp32's range kept"
+        return "TF32: one line at start-up, fp32's range kept with a 10-bit mantissa"
 
     def _advice(self, ctx: Context, rows: list[dict[str, Any]], tf32: bool) -> tuple[str, str]:
         if not ctx.facts.torch:

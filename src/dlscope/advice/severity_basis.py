@@ -10,6 +10,7 @@ samples of every step, ``Rule.judges_untraced``). ``docs/estimates.md`` has the 
 
 from __future__ import annotations
 
+from . import alternatives
 from .context import Context
 from .finding import Finding, cap_severity
 from .what_if import TRACED_ONLY_CAP
@@ -32,4 +33,4 @@ def apply(ctx: Context, findings: list[Finding]) -> list[Finding]:
             f.severity = capped
             if NOTE not in f.evidence.saving:
                 f.evidence.saving += " " + NOTE
-    return sorted(findings, key=Finding.sort_key)
+    return alternatives.ranked(findings)

@@ -35,6 +35,7 @@ from ..analysis.models.replay import (
     traced_work_ms,
 )
 from ..vocabulary.names import RuleId
+from . import alternatives
 from .context import Context
 from .finding import Finding, Severity, WhatIf, cap_severity, severity_for
 from .rule import MIN_SAVING_PCT, Rule
@@ -107,14 +108,10 @@ def calibrated(calls: Calls, ctx: Context) -> Calibration:
 
 
 def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> list[Finding]:
-    """``findings`` with replayed savings and the chain where rules give a fix, sorted (causes
-    by saving now, then alternatives, symptoms, and findings whose fix saves under the floor now
-    and along the chain)."""
-    present = {f.id for f in findings}
-    for f in findings:
-        rule = rules.get(f.id)
-        if rule is not None and rule.alternative_to in present:
-            f.alternative_of = rule.alternative_to
+    """``findings`` with replayed savings and the chain where rules give a fix, ranked (causes
+    by saving now, each group of alternatives together at its best member's place, then symptoms,
+    and findings whose fix saves under the floor now and along the chain)."""
+    alternatives.link(findings, rules)
     fixes: dict[RuleId, Fix] = {}  # the replay's change of each finding that has one, by its rule
     for f in findings:
         rule = rules.get(f.id)
@@ -122,10 +119,10 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> l
         if fix is not None:
             fixes[f.id] = fix
     if not fixes:
-        return sorted(findings, key=Finding.sort_key)
+        return alternatives.ranked(findings)
     r = Replayer(ctx, waves=any(fix.batch != 1.0 for fix in fixes.values()))
     if not r.usable:
-        return sorted(findings, key=Finding.sort_key)
+        return alternatives.ranked(findings)
     if not r.calibration.matched:
         return _unconfirmed(findings, r)
     unit = ctx.basis.unit_ms or r.base_ms
@@ -149,20 +146,26 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> l
                 " Every step was traced, so no step measured without the tracer confirms the "
                 f"host's timing: at most {TRACED_ONLY_CAP.upper()}."
             )
-    ordered = sorted(findings, key=Finding.sort_key)
-    # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit)
+    ordered = alternatives.ranked(findings)
+    # the chain: each fix after the ones above it (a larger batch goes last: it changes the unit); the
+    # members of a group of alternatives each after the fixes above the group (never after each other:
+    # the user picks one), and the findings below after every member's fix, as when they were steps of
+    # one chain (bf16's change holds TF32's: below the group, what is left after the fuller fix)
     applied: list[Fix] = []
+    above_group: dict[frozenset[RuleId], list[Fix]] = {}
     for f in ordered:
+        group = frozenset((f.id, *f.alternatives))
+        above = above_group.setdefault(group, list(applied))
         fix = fixes.get(f.id)
         if fix is None or f.what_if is None:
             continue
-        before = r.with_fixes(applied)
-        after = r.with_fixes([*applied, fix])
+        before = r.with_fixes(above)
+        after = r.with_fixes([*above, fix])
         w = f.what_if
         w.after_above_ms, w.after_above_fixed_ms = before, after
         w.saving_after_above_ms = max(before - after, 0.0)
-        w.fixed_above = [g.id for g in ordered if g.id in {a.name for a in applied}]
-        if fix.batch == 1.0 and not f.alternative_of:
+        w.fixed_above = [g.id for g in ordered if g.id in {a.name for a in above}]
+        if fix.batch == 1.0:
             applied.append(fix)
     for f in ordered:
         last = f.what_if
@@ -187,7 +190,7 @@ def apply(ctx: Context, findings: list[Finding], rules: dict[RuleId, Rule]) -> l
             f.severity = severity_for(after_pct)
             if r.calibration.basis is CalibrationBasis.NONE:
                 f.severity = cap_severity(f.severity, TRACED_ONLY_CAP)
-    return sorted(ordered, key=Finding.sort_key)
+    return alternatives.ranked(ordered)
 
 
 def _set_saving(f: Finding, saving_ms: float, unit_ms: float, basis: CalibrationBasis) -> None:
@@ -214,7 +217,7 @@ def _unconfirmed(findings: list[Finding], r: Replayer) -> list[Finding]:
             f"measured without tracing took {cal.target_ms or 0:.1f} ms (the traced steps did other "
             "work, e.g. compiling), so no prediction rests on them."
         )
-    return sorted(findings, key=Finding.sort_key)
+    return alternatives.ranked(findings)
 
 
 def _saving_text(r: Replayer, fixed: float, f: Finding, fix: Fix) -> str:

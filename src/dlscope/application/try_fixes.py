@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..vocabulary.names import FixName, RuleId
 
 if TYPE_CHECKING:
+    from ..advice.finding import Finding
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
     from ..capture.launcher import Placement
@@ -44,6 +45,45 @@ def fix_names(text: str) -> FixChoice:
     if unknown:
         raise UsageError(f"unknown fix {unknown[0]!r} (known: auto, {', '.join(BY_NAME)})")
     return FixChoice("auto" in asked, tuple(FixName(f) for f in asked if f != "auto"))
+
+
+@dataclass(frozen=True)
+class GivenAdvice:
+    """``--baseline PROFILE``: a recent profile of the same command, whose advice stands in for the
+    profiled first run's (which fixes ``auto`` tries, the savings predicted). Its step times are not
+    paired with the runs of the rounds: a ``dlscope profile`` run warms up, traces and stops otherwise
+    than a run of ``try``, so round 0's baseline runs unprofiled like every other round's."""
+
+    path: Path
+    predicted: dict[RuleId, float]  # saving per rule that fired (%)
+    fired: list[RuleId]  # the rules whose findings count (not negligible, a saving above zero)
+
+
+def given_advice(path: Path, cmd: list[str]) -> GivenAdvice:
+    """The advice of the profile ``path`` for a try of ``cmd``: refused with one line (exit 2) when it
+    cannot be read, was made from another command, or has no steps."""
+    from ..analysis.core.context import ProfileData
+    from ..errors import UsageError
+    from .advise import advise
+
+    data = ProfileData.open(path)  # a missing or damaged profile: InputError, one line
+    made = data.stored.meta.command
+    if made is None:
+        raise UsageError(f"--baseline {path}: the profile does not record the command it ran (imported?)")
+    if list(made) != list(cmd):
+        raise UsageError(f"--baseline {path}: made from another command ({' '.join(made)}), not {' '.join(cmd)}")
+    if not data.step_count():
+        raise UsageError(f"--baseline {path}: the profile has no steps, so its advice predicts no saving per step")
+    predicted, fired = _advised(advise(data).findings)
+    return GivenAdvice(path, predicted, fired)
+
+
+def _advised(found: list[Finding]) -> tuple[dict[RuleId, float], list[RuleId]]:
+    """Findings as try uses them: saving per rule (%), and the rules that fired."""
+    return (
+        {f.id: f.saving_pct for f in found if f.saving_pct is not None},
+        [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0],
+    )
 
 
 # Steps every run leaves out before measuring: the baseline's first run traces steps 1-5 after
@@ -81,9 +121,11 @@ class Trial:
         quiet: bool = False,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         placements: list[Placement] | None = None,
+        given: GivenAdvice | None = None,
     ) -> None:
         """``placements``: one per GPU when rounds run at once, a round to a GPU (try_placement.py);
-        none or one: the rounds run one after another."""
+        none or one: the rounds run one after another. ``given``: the advice of ``--baseline``, in
+        place of a profiled first run."""
         from ..analysis.compare.sequential import Plan
 
         self.cmd, self.out, self.steps, self.repeat = cmd, out, steps, repeat
@@ -97,6 +139,7 @@ class Trial:
         self.interrupted = False
         self.fix_options: dict[FixName, dict[str, Any]] = {}  # per fix: the advice's predicted saving
         self.placements = placements or []
+        self.given = given
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -107,8 +150,13 @@ class Trial:
         from ..analysis.compare.tries import measure, run_spread_pct
         from ..capture.fixes import BY_NAME, FIXES
 
-        first = self._run("baseline", 0, [], traced=True)
-        predicted, fired = self._advice(first)
+        first: Run | None = None
+        if self.given is None:
+            first = self._run("baseline", 0, [], traced=True)
+            predicted, fired = self._advice(first)
+        else:
+            predicted, fired = self.given.predicted, self.given.fired
+            self.say(f"advice from {self.given.path} (--baseline): the program is not profiled again")
         # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
         self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
         if self.asked.auto:
@@ -157,7 +205,10 @@ class Trial:
             together.agrees = None  # no prediction for the fixes together
         if self.interrupted:
             self.say("interrupted: the runs so far are measured; the rest did not run")
-        self._store(first, outcomes)
+        # the outcomes go into the profiled first run's profile, or (--baseline: the given profile is left
+        # as it is) into round 0's baseline run's
+        home = first or next((r for r in self.runs if r.label == "baseline"), None)
+        self._store(home, outcomes)
         spread = run_spread_pct([r for r in self.runs if r.label == "baseline"])
         result = {
             "command": self.cmd,
@@ -169,6 +220,7 @@ class Trial:
             "interrupted": self.interrupted,
             "baseline_spread_pct": spread,
             "profiles": str(self.out),
+            "advice_from": str(self.given.path) if self.given else first.profile if first else None,
             "fixes": [o.as_dict() for o in outcomes],
             "combined": together.as_dict() if together else None,
             "runs": [
@@ -196,8 +248,9 @@ class Trial:
     def _rounds(self, order: list[str], first: int, fixes: dict[str, list[FixName]]) -> int:
         """Rounds of the runs ``order`` names (``baseline`` and the labels of ``fixes``: label ->
         fixes it applies), rotated by one each round, numbered from ``first``; the baseline's run of
-        round 0 is the profiled one, already made. A label leaves once its look is decided (or its
-        run failed); the rounds end when none is left or after max_rounds. Returns rounds run."""
+        round 0 is the profiled one, already made (unless ``--baseline`` gave the advice). A label
+        leaves once its look is decided (or its run failed); the rounds end when none is left or
+        after max_rounds. Returns rounds run."""
         active = [label for label in order if label in fixes]
         done = 0
         at_once = max(1, len(self.placements))
@@ -209,10 +262,10 @@ class Trial:
                 [
                     label
                     for label in now[k % len(now) :] + now[: k % len(now)]
-                    if not (label == "baseline" and first + k == 0)
+                    if not (label == "baseline" and first + k == 0 and self.given is None)
                 ]
                 for k in batch
-            ]  # (round 0's baseline is the profiled first run)
+            ]  # (round 0's baseline is the profiled first run, unless the advice was given)
             for j in range(max(len(r) for r in runs)):
                 if self.interrupted:
                     break
@@ -316,15 +369,11 @@ class Trial:
 
         if not first.profile or not Path(first.profile, "meta.json").exists():
             return {}, []
-        found = advise(ProfileData.open(first.profile)).findings
-        return (
-            {f.id: f.saving_pct for f in found if f.saving_pct is not None},
-            [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0],
-        )
+        return _advised(advise(ProfileData.open(first.profile)).findings)
 
-    def _store(self, first: Run, outcomes: list[FixOutcome]) -> None:
+    def _store(self, first: Run | None, outcomes: list[FixOutcome]) -> None:
         """The outcomes as the ``tries`` table of the first run's profile."""
-        if not first.profile or not outcomes or not Path(first.profile, "meta.json").exists():
+        if first is None or not first.profile or not outcomes or not Path(first.profile, "meta.json").exists():
             return
         from ..analysis.compare.tries import tries_table
         from ..store.amend import replace_table

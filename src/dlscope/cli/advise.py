@@ -16,10 +16,13 @@ class AdviseCommand(Command):
     dlscope advise PATH [--format text|json] [--verbose] [--what-if]. Findings come largest saving
     first: the saving predicted by replaying the traced steps with the fix applied, calibrated on
     the untraced steps (or the rule's upper bound where no replay models the fix), and what each
-    saves once the findings above it are fixed. --what-if prints the predicted step time after
+    saves once the findings above it are fixed. Findings whose fixes are alternatives (TF32 or bf16
+    autocast: pick one) are shown together where the most costly of them ranks, each with its saving
+    alone, led by a line that says so. --what-if prints the predicted step time after
     each fix and after the chain of fixes. --verbose also lists the rules that found nothing and
     those that could not run, and why. JSON is a list of findings with the keys id, title,
-    severity, evidence, saving_ms_per_step, saving_pct, advice, url, bound_ms_per_step, what_if.
+    severity, evidence, saving_ms_per_step, saving_pct, advice, url, bound_ms_per_step, what_if, try, alternatives
+    (the ids of the findings it is an alternative to) and alternatives_note.
     """
 
     name = "advise"

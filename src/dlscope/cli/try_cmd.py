@@ -15,8 +15,13 @@ DEFAULT_STEPS = 20
 class TryCommand(Command):
     """Measure what each advised fix saves: run the program unchanged and with each fix, alternated.
 
-    dlscope try [--fixes auto|NAME,...] [--steps N] [--max-rounds K | --repeat R] [-o DIR] -- CMD [ARGS...]
+    dlscope try [--fixes auto|NAME,...] [--steps N] [--max-rounds K | --repeat R] [--baseline PROFILE] [-o DIR]
+    -- CMD [ARGS...]
     The first run is profiled (default mode) and advised; 'auto' tries the fixes whose rules fired.
+    --baseline PROFILE takes the advice from a recent profile of the same command instead (refused
+    when it was made from another command or has no steps): nothing is profiled, and round 1's
+    baseline runs like every other round's (the profile's own steps, warmed up and traced otherwise,
+    are not compared with the runs).
     Every fix is applied without changing the program's source (dlscope's bootstrap), each run is
     stopped after the warm-up and N measured steps, and the runs alternate in rounds (the unchanged
     program and each fix once a round). From the second round on, each fix gets a verdict as soon
@@ -71,6 +76,12 @@ class TryCommand(Command):
             help="GPUs to run rounds on at the same time, one round per GPU (CUDA ordinals or UUIDs, e.g. 0,1); "
             "default auto: every visible idle GPU, for a program that is one process",
         )
+        parser.add_argument(
+            "--baseline",
+            metavar="PROFILE",
+            help="a recent profile of the same command (dlscope profile -- CMD): its advice chooses the fixes and "
+            "predicts their savings, and the program is not profiled again (every baseline run is then unprofiled)",
+        )
         parser.add_argument("-o", "--output", metavar="DIR", help="folder for the runs' profiles (default SCRIPT.try)")
         parser.add_argument("-f", "--force", action="store_true", help="overwrite an existing folder")
         parser.add_argument("--no-combined", action="store_true", help="do not measure the helpful fixes together")
@@ -79,7 +90,7 @@ class TryCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from ..application.profile import program_command
-        from ..application.try_fixes import DEFAULT_MAX_ROUNDS, Trial, fix_names
+        from ..application.try_fixes import DEFAULT_MAX_ROUNDS, Trial, fix_names, given_advice
         from ..application.try_placement import parse_gpus, placements
 
         cmd = program_command(list(args.command))
@@ -92,6 +103,7 @@ class TryCommand(Command):
         if args.max_rounds is not None and args.max_rounds < 2:
             raise UsageError("--max-rounds must be at least 2 (a verdict needs the spread of two rounds)")
         asked = fix_names(args.fixes)
+        given = given_advice(Path(args.baseline), cmd) if args.baseline else None  # refused before anything runs
         where = placements(cmd, parse_gpus(args.gpus))
         out = Path(args.output) if args.output else Path(f"{_stem(cmd)}.try")
         if out.exists():
@@ -111,6 +123,7 @@ class TryCommand(Command):
             quiet=args.format == "json",
             max_rounds=args.max_rounds or DEFAULT_MAX_ROUNDS,
             placements=where,
+            given=given,
         ).run()
         if args.format == "json":
             print(json.dumps(result, indent=1, default=str))

@@ -1,5 +1,6 @@
 """Advice findings in the terminal (for ``dlscope advise``): one block per finding, most costly
-first as the rules return them, with its estimated saving and its evidence as a small table.
+first as the rules return them, with its estimated saving and its evidence as a small table; a
+group of alternatives (``Finding.alternatives``: pick one) is led by the line that says so.
 
 A finding is any object with the fields ``id, title, severity, evidence, saving_ms_per_step,
 saving_pct, advice, url`` (the contract of ``dlscope.advice``); evidence may be text, a list of
@@ -57,6 +58,9 @@ def saving_phrase(f: Any, digits: int = 2) -> str:
     if not parts:
         return ""
     head = ("predicted " if what_if else "up to ") + ", ".join(parts)
+    others = getattr(f, "alternatives", None)
+    if others:  # its saving alone: the others are other ways to the same end, not steps after it
+        head += f" alone (or instead: {', '.join(str(o) for o in others)})"
     if what_if and what_if.fixed_above:
         above = what_if.fixed_above
         head += (
@@ -64,6 +68,16 @@ def saving_phrase(f: Any, digits: int = 2) -> str:
             f"{'is' if len(above) == 1 else 'are'} fixed"
         )
     return head
+
+
+def group_note(findings: Sequence[Any], i: int) -> str | None:
+    """The line that says the findings from ``i`` on are alternatives (pick one), where ``i`` is the
+    first of such a group (the others follow it); else None."""
+    f = findings[i]
+    note = getattr(f, "alternatives_note", None)
+    if not note or (i and getattr(findings[i - 1], "id", None) in (getattr(f, "alternatives", None) or ())):
+        return None
+    return str(note)
 
 
 def _what_if(f: Any) -> WhatIf | None:
@@ -101,6 +115,9 @@ def render_findings(findings: Sequence[Any], out: Console) -> None:
     for i, f in enumerate(findings):
         if i:
             out.print()
+        note = group_note(findings, i)
+        if note:
+            out.print(Text.assemble(("ALTERNATIVES", "bold magenta"), " ", note))
         sev = str(getattr(f, "severity", "info")).lower()
         out.print(
             Text.assemble(

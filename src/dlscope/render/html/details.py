@@ -17,7 +17,7 @@ from ...analysis.core.summary import Summary
 from ...analysis.core.tensor_core_kernels import TensorCoreShare
 from ...store.meta import Meta
 from ...vocabulary.severity import SEVERITIES
-from ..findings import evidence_parts, saving_phrase
+from ..findings import evidence_parts, group_note, saving_phrase
 from ..terminal import warmup_excluded_text
 from . import blocks
 from .svg import esc
@@ -233,7 +233,10 @@ def advice_section(findings: list[Any]) -> str:
     if not findings:
         return blocks.section("advice", "Advice", blocks.note("No rule found a problem in this profile."))
     out = []
-    for f in findings:
+    for i, f in enumerate(findings):
+        note = group_note(findings, i)
+        if note:
+            out.append(f'<p class="alternatives"><strong>Alternatives.</strong> {esc(note)}</p>')
         sev = str(getattr(f, "severity", "info")).lower()
         sev_cls = sev if sev in SEVERITIES else "info"
         saving = saving_phrase(f)
