@@ -114,8 +114,8 @@ class Placement:
 
 
 class ProfiledRun:
-    """One command started under the profiler (:func:`start_profiled`); :meth:`finish` after it
-    exits stops what the parent recorded beside it."""
+    """One command started under the profiler (the constructor starts it); :meth:`finish` after it
+    exits stops what the parent recorded beside it. :func:`wait_all` waits for several at once."""
 
     def __init__(
         self,
