@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..advice.finding import Finding
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
-    from ..capture.launcher import Placement
+    from ..capture.launcher import Placement, StderrTail
 
 
 @dataclass(frozen=True)
@@ -342,7 +342,7 @@ class Trial:
         codes = wait_all([s[-1] for s in started])
         return [self._finish(label, rnd, path, tail, rc) for (label, rnd, path, tail, _), rc in zip(started, codes)]
 
-    def _finish(self, label: str, rnd: int, path: Path, tail: Any, rc: int) -> Run:
+    def _finish(self, label: str, rnd: int, path: Path, tail: StderrTail, rc: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""
         from ..analysis.compare.tries import Run, read_run
         from ..capture.finalize import finalize_profile

@@ -14,9 +14,11 @@ command launches several processes itself (torchrun and its kin give each rank i
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..capture.launcher import Placement
 from ..errors import UsageError
@@ -29,10 +31,8 @@ MULTI_PROCESS_RUNNERS = ("mpirun", "mpiexec", "srun", "horovodrun")
 
 def launches_ranks(cmd: Sequence[str]) -> bool:
     """Whether ``cmd`` starts several ranks itself (and so wants every GPU it can see)."""
-    words = [Path(w).name for w in cmd[:4]]
-    return any(w in DISTRIBUTED_LAUNCHERS + MULTI_PROCESS_RUNNERS for w in words) or any(
-        w in DISTRIBUTED_LAUNCHERS for w in cmd[:4]
-    )
+    # the launcher is the program itself (torchrun, mpirun ...) or a module run by Python (-m torch.distributed.run)
+    return any(Path(w).name in DISTRIBUTED_LAUNCHERS + MULTI_PROCESS_RUNNERS for w in cmd[:4])
 
 
 def split_cpus(n: int, cpus: Sequence[int] | None = None) -> list[frozenset[int]]:
@@ -61,11 +61,25 @@ def parse_gpus(text: str) -> list[str] | None:
 
 def idle_gpus(nvml_module: str = "pynvml") -> list[str]:
     """The UUIDs of the GPUs this process can see that NVML shows idle ([] without NVML)."""
-    from ..capture.nvml_api import load, open_gpus
+    from ..capture.nvml_api import load
     from ..errors import CollectorUnavailable
 
     try:
         nvml = load(nvml_module)
+    except CollectorUnavailable:
+        return []
+    try:  # NVML is let go after: the runs' own samplers start and stop it in this process
+        return _idle(nvml)
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+
+
+def _idle(nvml: Any) -> list[str]:
+    from ..capture.nvml_api import open_gpus
+    from ..errors import CollectorUnavailable
+
+    try:
         gpus, _ = open_gpus(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
     except CollectorUnavailable:
         return []
