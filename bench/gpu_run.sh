@@ -68,11 +68,20 @@
 #                    optimizer apart, the advice's module sentence), then bare and profiled runs
 #                    alternated (overhead), then the hooks' cost per module call. ROUNDS [3], STEPS [30].
 #                    -> module_view_gpu.json, modules.log, profiles (not run yet)
+#   roofline_ncu     issue 42: bench/roofline_vs_ncu.py on the suite's gpt and cnn (NCU_MODELS [gpt cnn],
+#                    NCU_VARIANT [fused_opt], NCU_STEP [2]) in fp32 with TF32 off: the roofline model's
+#                    FLOPs and bytes per op against ncu's counters over one step's kernels.
+#                    -> roofline_ncu_MODEL.json/.txt, ncu_MODEL.csv.gz, profiles (2026-11-28)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
 #                    add runs up with bench/fuzz_totals.py (copy fuzz.json to bench/fuzz_results/)
 # Parts, several GPUs of one host (nvidia-h100-x2, or -x4 where GPUS=4 or a job asks for 4):
+#   bert_try         issue 38's acceptance: bench/programs/bert_like.py bare BARE_RUNS [2] times (its own spread),
+#                    then `dlscope try --fixes auto --gpus TRY_GPUS [auto]` timed (3 minutes wanted on 2 GPUs).
+#                    -> bare_N.json, bert_try.json/.log, bert_advise.json, the try's profiles
+#   try_gpus         issue 38: `dlscope try --gpus auto` on the suite's MODEL [mlp] with FIXES [fused_opt,tf32],
+#                    ROUNDS [4] rounds of STEPS [15] steps, no combined round. -> try_gpus.json/.log, profile
 #   dist             run_dist.py: DDP/FSDP2 balanced and with a real straggler (25 ms of Python on rank
 #                    1), truth untraced then profiled and advised. DIST_JOBS [ddp:2 fsdp:2 fsdp:4] as
 #                    KIND:GPUS, STEPS [40]. -> dist_KINDN.json/.log, profiles (dist leases 1-3)
@@ -405,7 +414,38 @@ part_modules() {
 -o $R/prof > $R/modules.log 2>&1; mv $R/prof/module_view_gpu.json $R/"
 }
 
-PARTS="hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+part_roofline_ncu() {
+  part roofline_ncu
+  for m in ${NCU_MODELS:-gpt cnn}; do
+    runsh "roofline vs ncu $m" 300 10 "python3 bench/roofline_vs_ncu.py --model $m --variant ${NCU_VARIANT:-fused_opt} \
+--step ${NCU_STEP:-2} -o $R/prof > $R/roofline_ncu_$m.txt 2>&1; mv $R/prof/roofline_ncu_$m.json $R/; \
+gzip -c $R/prof/ncu_$m.csv > $R/ncu_$m.csv.gz; rm -f $R/prof/ncu_$m.csv"
+  done
+}
+
+part_try_gpus() {
+  part try_gpus
+  hostinfo
+  runsh "try --gpus" 400 10 "$D try --gpus ${TRY_GPUS:-auto} --fixes ${FIXES:-fused_opt,tf32} --repeat ${ROUNDS:-4} \
+--steps ${STEPS:-15} --no-combined --format json -o /tmp/try_gpus_runs -- python3 $TRAIN --model ${MODEL:-mlp} \
+--variant baseline --steps 200 > $R/try_gpus.json 2> $R/try_gpus.log; echo rc=\$? >> $R/try_gpus.log"
+  post files "ls -la /tmp/try_gpus_runs > $R/try_gpus_files.txt"
+}
+
+part_bert_try() {
+  part bert_try
+  for i in $(seq 1 ${BARE_RUNS:-2}); do  # the unchanged program's own spread, untraced
+    run "bare $i" 90 200 python3 bench/programs/bert_like.py --steps 40 --times-out "$R/bare_$i.json"
+  done
+  local t=$(date +%s)
+  runsh "try auto" 420 10 "$D try --fixes auto --gpus ${TRY_GPUS:-auto} --format json -o /tmp/bert_try_runs -- \
+python3 bench/programs/bert_like.py --steps 400 > $R/bert_try.json 2> $R/bert_try.log; echo rc=\$? >> $R/bert_try.log"
+  [ -n "${DRY:-}" ] || { log "try auto: $(( $(date +%s) - t )) s wall"; echo "wall_s=$(( $(date +%s) - t ))" >> "$R/bert_try.log"; }
+  post advise "ls -la /tmp/bert_try_runs > $R/bert_try_files.txt; cp -r /tmp/bert_try_runs/baseline.0.dlscope $R/prof/; \
+$D advise $R/prof/baseline.0.dlscope --format json > $R/bert_advise.json 2>&1"
+}
+
+PARTS="bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
