@@ -418,7 +418,7 @@ part_roofline_ncu() {
   part roofline_ncu
   for m in ${NCU_MODELS:-gpt cnn}; do
     runsh "roofline vs ncu $m" 300 10 "python3 bench/roofline_vs_ncu.py --model $m --variant ${NCU_VARIANT:-fused_opt} \
---step ${NCU_STEP:-2} -o $R/prof > $R/roofline_ncu_$m.txt 2>&1; mv $R/prof/roofline_ncu_$m.json $R/; \
+--step ${NCU_STEP:-2} --ncu-timeout ${NCU_TIMEOUT:-230} -o $R/prof > $R/roofline_ncu_$m.txt 2>&1; mv $R/prof/roofline_ncu_$m.json $R/; \
 gzip -c $R/prof/ncu_$m.csv > $R/ncu_$m.csv.gz; rm -f $R/prof/ncu_$m.csv"
   done
 }
