@@ -46,7 +46,25 @@ FLOP_METRICS = {
     for op in ("add", "mul", "fma")
 }
 GRID = "launch__grid_size"
+# beside dram__bytes: DRAM reads, and the bytes the SMs wrote to L2 (a kernel's output can stay in the
+# 50 MB L2 past its end, so DRAM writes undercount what it wrote); the tensor pipe's instructions
+# (fp32 math that runs as TF32 on tensor cores is not in the SASS FP counters)
+EXTRA = {
+    "dram__bytes_read.sum": "dram_read",
+    "lts__t_sectors_srcunit_tex_op_write.sum": "l2_write_sectors",
+    "sm__inst_executed_pipe_tensor_op_hmma.sum": "tensor_inst",
+    "sm__inst_executed_pipe_tensor_op_gmma.sum": "tensor_inst",
+}
 METRICS = [*FLOP_METRICS, "dram__bytes.sum", GRID]
+
+
+def available(ncu: str, wanted: list[str]) -> list[str]:
+    """The metrics of ``wanted`` that ncu knows on this GPU (one it does not know fails the whole run)."""
+    proc = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120, check=False)
+    known = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    return [m for m in wanted if m.rsplit(".", 1)[0] in known]
+
+
 TOP = 10
 # the ops whose FLOPs the target holds (matrix math, FFMA in fp32 with TF32 off); the others are
 # memory-bound and held to their bytes, their FLOPs shown for information
@@ -76,6 +94,8 @@ class Measured:
     flops: float
     dram_bytes: float
     grid: int
+    moved_bytes: float | None = None  # DRAM reads + bytes written to L2 (None: not measured)
+    tensor_inst: float | None = None
 
 
 @dataclass
@@ -91,6 +111,8 @@ class OpRow:
     ncu_flops: float = 0.0
     model_bytes: float = 0.0
     ncu_bytes: float = 0.0
+    moved_bytes: float | None = None  # DRAM reads + L2 writes, where measured
+    tensor_inst: float | None = None
     top_kernels: list[str] = field(default_factory=list)
     bound: str | None = None
 
@@ -98,6 +120,9 @@ class OpRow:
         return {
             "flop_ratio": self.ncu_flops / self.model_flops if self.model_flops else None,
             "byte_ratio": self.ncu_bytes / self.model_bytes if self.model_bytes else None,
+            "moved_ratio": self.moved_bytes / self.model_bytes
+            if self.model_bytes and self.moved_bytes is not None
+            else None,
         }
 
 
@@ -167,9 +192,9 @@ def step_kernels(profile: Path, step: int) -> tuple[list[Kernel], int, dict[str,
 
 def ncu_window(args: argparse.Namespace, skip: int, count: int, log: Path) -> list[Measured]:
     """Every kernel launched from ``skip`` on, ``count`` of them, measured by ncu in the bare program."""
-    from dlscope.importers.ncu import parse_ncu_csv, read_ncu_file
-
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    extra = available(ncu, list(EXTRA))
+    print(f"ncu: extra metrics known here: {extra}", flush=True)
     cmd = [
         ncu,
         "--csv",
@@ -188,7 +213,7 @@ def ncu_window(args: argparse.Namespace, skip: int, count: int, log: Path) -> li
         "--launch-count",
         str(count),
         "--metrics",
-        ",".join(METRICS),
+        ",".join(METRICS + extra),
         *program(args, args.step + 1),
     ]
     t = time.monotonic()
@@ -196,7 +221,21 @@ def ncu_window(args: argparse.Namespace, skip: int, count: int, log: Path) -> li
     print(f"ncu: rc={proc.returncode} in {time.monotonic() - t:.0f} s", flush=True)
     if not log.exists():
         raise SystemExit(f"ncu wrote nothing: {proc.stdout[-2000:]} {proc.stderr[-2000:]}")
-    table = parse_ncu_csv(read_ncu_file(log), log)
+    return read_window(log)
+
+
+def read_window(log: Path) -> list[Measured]:
+    """ncu's raw CSV (plain or gzip'd) as one record per launch, in launch order."""
+    import gzip
+
+    from dlscope.importers.ncu import parse_ncu_csv, read_ncu_file
+
+    if log.suffix == ".gz":
+        with gzip.open(log, "rt") as f:
+            text = f.read()
+    else:
+        text = read_ncu_file(log)
+    table = parse_ncu_csv(text, log)
     per: dict[int, dict[str, Any]] = defaultdict(lambda: {"flops": 0.0, "bytes": 0.0, "grid": 0, "name": ""})
     for launch, name, metric, value in zip(
         *(table.column(c).to_pylist() for c in ("launch", "name", "metric", "value")), strict=True
@@ -209,7 +248,13 @@ def ncu_window(args: argparse.Namespace, skip: int, count: int, log: Path) -> li
             d["bytes"] += value
         elif metric == GRID and value is not None:
             d["grid"] = int(value)
-    return [Measured(d["name"], d["flops"], d["bytes"], d["grid"]) for _, d in sorted(per.items())]
+        elif metric in EXTRA and value is not None:
+            d[EXTRA[metric]] = d.get(EXTRA[metric], 0.0) + value
+    out = []
+    for _, d in sorted(per.items()):
+        moved = d["dram_read"] + 32 * d["l2_write_sectors"] if "dram_read" in d and "l2_write_sectors" in d else None
+        out.append(Measured(d["name"], d["flops"], d["bytes"], d["grid"], moved, d.get("tensor_inst")))
+    return out
 
 
 def align(prof: list[Kernel], meas: list[Measured]) -> dict[int, int]:
@@ -257,6 +302,12 @@ def compare(prof: list[Kernel], meas: list[Measured], pairs: dict[int, int], inf
         r.model_bytes += k0.bytes
         r.ncu_flops += sum(meas[pairs[i]].flops for i in idx)
         r.ncu_bytes += sum(meas[pairs[i]].dram_bytes for i in idx)
+        moved = [meas[pairs[i]].moved_bytes for i in idx]
+        if all(m is not None for m in moved):
+            r.moved_bytes = (r.moved_bytes or 0.0) + sum(m for m in moved if m is not None)
+        tensor = [meas[pairs[i]].tensor_inst for i in idx if meas[pairs[i]].tensor_inst is not None]
+        if tensor:
+            r.tensor_inst = (r.tensor_inst or 0.0) + sum(t for t in tensor if t is not None)
         for i in idx:
             if prof[i].name in top and prof[i].name[:90] not in r.top_kernels:
                 r.top_kernels.append(prof[i].name[:90])
@@ -272,12 +323,14 @@ def compare(prof: list[Kernel], meas: list[Measured], pairs: dict[int, int], inf
         rt = r.ratios()
         ok_f = rt["flop_ratio"] is not None and abs(rt["flop_ratio"] - 1) <= 0.10
         ok_b = rt["byte_ratio"] is not None and abs(rt["byte_ratio"] - 1) <= 0.30
+        ok_m = rt["moved_ratio"] is not None and abs(rt["moved_ratio"] - 1) <= 0.30
         checks.append(
             {
                 **asdict(r),
                 **rt,
                 "flops_within_10pct": ok_f if r.kind in MATRIX_KINDS else None,
                 "bytes_within_30pct": ok_b if r.bound == "memory" else None,
+                "moved_within_30pct": ok_m if r.bound == "memory" and rt["moved_ratio"] is not None else None,
             }
         )
     return {
@@ -311,6 +364,7 @@ def summary(checks: list[dict[str, Any]]) -> dict[str, Any]:
         "memory_ms_within_30pct_pct": 100
         * sum(c["gpu_ms"] for c in byte if c["bytes_within_30pct"])
         / max(1e-9, sum(c["gpu_ms"] for c in byte)),
+        "moved_within_30pct": sum(bool(c.get("moved_within_30pct")) for c in byte),
     }
 
 
@@ -344,6 +398,7 @@ def main() -> None:
     p.add_argument("--ncu-timeout", type=float, default=400)
     p.add_argument("-o", "--out", type=Path, default=Path("/tmp/roofline_ncu"))
     p.add_argument("--profile", type=Path, help="an existing full-mode profile of the same program")
+    p.add_argument("--ncu-csv", type=Path, help="with --profile: compare again with ncu's stored CSV (runs nothing)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     prof_path = args.profile or args.out / f"{args.model}_strict_fp32.dlscope"
@@ -369,7 +424,10 @@ def main() -> None:
         print(f"profiled in {time.monotonic() - t:.0f} s", flush=True)
     prof, before, info = step_kernels(prof_path, args.step)
     skip = max(0, before - MARGIN)
-    meas = ncu_window(args, skip, len(prof) + 2 * MARGIN, args.out / f"ncu_{args.model}.csv")
+    if args.ncu_csv:
+        meas = read_window(args.ncu_csv)
+    else:
+        meas = ncu_window(args, skip, len(prof) + 2 * MARGIN, args.out / f"ncu_{args.model}.csv")
     pairs = align(prof, meas)
     res = compare(prof, meas, pairs, info)
     res.update(model=args.model, variant=args.variant, step=args.step, kernels_before=before, ncu_skip=skip)

@@ -288,6 +288,31 @@ def test_the_function_name_retry_reads_mangled_names(mangled, bare):
     assert function_name(mangled) == bare
 
 
+@pytest.mark.parametrize(
+    "name, bare",
+    [
+        # CUPTI's names on the H200 (bench/roofline_vs_ncu.py's GPT): a scope in parentheses, a lambda's template
+        (
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, float, "
+            "float const*, float const*, float const*, float*, float*, float*)",
+            "vectorized_layer_norm_kernel",
+        ),
+        (
+            "void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::arange_cuda_out(c10::Scalar "
+            "const&)::{lambda()#1}>(int, int*)",
+            "elementwise_kernel_with_index",
+        ),
+        ("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long)", "vectorized_gather_kernel"),
+    ],
+)
+def test_the_function_name_of_a_kernel_in_an_anonymous_namespace(name, bare):
+    """Found on the H200: ``function_name`` cut '(anonymous namespace)' as if it were the argument list
+    and gave '' for PyTorch's layer-norm kernel, so ncu's retry by function name searched for nothing."""
+    from dlscope.application.ncu import function_name
+
+    assert function_name(name) == bare
+
+
 REGEX_REFUSING_NCU = """#!{python}
 import csv, io, json, sys
 args = sys.argv[1:]

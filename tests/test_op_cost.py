@@ -547,3 +547,56 @@ def test_attention_on_a_real_module_on_the_cpu():
     want = _flop_counts(step)
     got = _model_counts(step, ("aten::mm", "aten::addmm"))
     assert got == {k: v for k, v in want.items() if k in ("aten::mm", "aten::addmm")} and got
+
+
+def test_batch_norm_in_training_reads_its_inputs_twice():
+    """Measured on an H200 (bench/roofline_vs_ncu.py, ResNet-50 step in fp32): cuDNN's batch-norm backward read
+    2 x (input + grad) from DRAM for every shape; PyTorch's own kernels take two passes both ways
+    (Normalization.cuh: collect statistics, then transform; reduce, then elementwise)."""
+    x = 64 * 256 * 44 * 44
+    c = 256
+    bwd = ok(
+        cost(
+            "aten::cudnn_batch_norm_backward",
+            [[64, 256, 44, 44], [64, 256, 44, 44], [c], [c], [c], [c], [c], [], []],
+            ["float"] * 7 + ["Scalar", ""],
+        )
+    )
+    assert bwd.bytes == 2 * (2 * x * 4) + 3 * c * 4 + x * 4 + 2 * c * 4
+    native = ok(
+        cost(
+            "aten::native_batch_norm",
+            [[64, 256, 44, 44], [c], [c], [c], [c], [], [], []],
+            ["float"] * 5 + ["Scalar"] * 3,
+            ["", "", "", "", "", "True", "0.1", "1e-05"],
+        )
+    )
+    assert native.bytes == 3 * x * 4 + 4 * c * 4 + 2 * c * 4
+    inference = ok(
+        cost(
+            "aten::native_batch_norm",
+            [[64, 256, 44, 44], [c], [c], [c], [c], [], [], []],
+            ["float"] * 5 + ["Scalar"] * 3,
+            ["", "", "", "", "", "False", "0.1", "1e-05"],
+        )
+    )
+    assert inference.bytes == 2 * x * 4 + 4 * c * 4
+    args = [[64, 256, 44, 44], [64, 256, 44, 44], [c], [c], [c], [c], [c], [], [], []]
+    types = ["float"] * 7 + ["Scalar", "Scalar", "ScalarList"]
+    train = ok(
+        cost(
+            "aten::native_batch_norm_backward",
+            args,
+            types,
+            ["", "", "", "", "", "", "", "True", "1e-05", "[True, True, True]"],
+        )
+    )
+    evals = ok(
+        cost(
+            "aten::native_batch_norm_backward",
+            args,
+            types,
+            ["", "", "", "", "", "", "", "False", "1e-05", "[True, True, True]"],
+        )
+    )
+    assert train.bytes - evals.bytes == 2 * x * 4  # the second read of input and grad

@@ -186,7 +186,9 @@ def function_name(name: str) -> str:
     bare = mangled_function_name(name)
     if bare:
         return bare
-    head = name.removeprefix("void ").split("(", 1)[0]
+    # '(anonymous namespace)' is a scope, not the argument list: PyTorch's layer norm kernel is
+    # 'void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, ...)'
+    head = name.removeprefix("void ").replace("(anonymous namespace)", "anonymous_namespace").split("(", 1)[0]
     depth, out = 0, []
     for c in head:  # drop template arguments, which may nest and hold '::'
         depth += c == "<"

@@ -692,7 +692,17 @@ def _efficient_op(mask_type_at: int, backward: bool, seqlens_at: tuple[int, int]
 # (_batch_norm_flops_compute). RMS norm: 4 (square, sum, scale by the inverse root, weight), layer
 # norm's count less the mean. Softmax: 5 (max, subtract, exp, sum, divide). A backward pass: twice
 # its forward's count (it recomputes the normalized values and forms two reductions). Bytes: input
-# read and output written once, the per-channel weights and statistics once.
+# read and output written once, the per-channel weights and statistics once, except where a batch
+# norm's kernels read their inputs twice (below, :data:`_BN_TWO_PASS`).
+
+# Batch norm in training reduces each channel over N x H x W, more than stays on chip, so its kernels
+# read the inputs in two passes: PyTorch's own (aten/src/ATen/native/cuda/Normalization.cuh)
+# batch_norm_collect_statistics_kernel then batch_norm_transform_input_kernel forward, and
+# batch_norm_backward_reduce_kernel then batch_norm_backward_elemt_kernel backward; cuDNN's backward
+# (bn_bw_1C11_kernel_new) the same: on an H200 its DRAM reads were 2 x (input + grad) for every shape
+# of a ResNet-50 step (bench/roofline_vs_ncu.py, bench/RESULTS.md). cuDNN's forward in training reads once
+# where its 'singleread' kernel takes the shape (measured: 1.04 x the one-pass bytes), so it keeps one.
+_BN_TWO_PASS = 2
 
 _ACC = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "float64": "float64"}
 
@@ -756,7 +766,7 @@ def _rms_norm_backward(args: list[Arg]) -> OpCost:
     return OpCost(8 * x.numel, read + written, x.dtype or "", False, "norm", f"size={inner}")
 
 
-def _batch_norm(training_at: int, bias_at: int = 2) -> Callable[[list[Arg]], OpCost]:
+def _batch_norm(training_at: int, bias_at: int = 2, two_pass: bool = False) -> Callable[[list[Arg]], OpCost]:
     # native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
     # cudnn_batch_norm and miopen_batch_norm take the same first six
     def model(args: list[Arg]) -> OpCost:
@@ -767,9 +777,10 @@ def _batch_norm(training_at: int, bias_at: int = 2) -> Callable[[list[Arg]], OpC
         channels = (x.shape or (0, 0))[1] if len(x.shape or ()) > 1 else 1
         params = sum(a.nbytes for a in (w, _opt_t(args, bias_at), _opt_t(args, 3), _opt_t(args, 4)) if a)
         stats = 2 * _stats_bytes(x, channels) if training else 0  # the saved mean and inverse std
+        reads = _BN_TWO_PASS if training and two_pass else 1
         return OpCost(
             per * x.numel,
-            2 * x.nbytes + params + stats,
+            (reads + 1) * x.nbytes + params + stats,
             x.dtype or "",
             False,
             "norm",
@@ -784,7 +795,7 @@ def _cudnn_batch_norm_backward(args: list[Arg]) -> OpCost:
     #                           save_var, epsilon, reserveSpace)
     x, g = _t(args, 0, "input"), _t(args, 1, "grad_output")
     w = _opt_t(args, 2)
-    read = x.nbytes + g.nbytes + sum(a.nbytes for a in (w, _opt_t(args, 5), _opt_t(args, 6)) if a)
+    read = _BN_TWO_PASS * (x.nbytes + g.nbytes) + sum(a.nbytes for a in (w, _opt_t(args, 5), _opt_t(args, 6)) if a)
     channels = (x.shape or (0, 0))[1]
     written = x.nbytes + 2 * _nbytes((channels,), w.dtype if w else x.dtype)
     return OpCost(2 * x.numel * (5 if w else 4), read + written, x.dtype or "", False, "norm", "")
@@ -798,7 +809,11 @@ def _native_batch_norm_backward(args: list[Arg]) -> OpCost:
     if not (isinstance(mask, list) and len(mask) == 3):
         raise _Unknown(f"output_mask {mask!r}")
     w = _opt_t(args, 2)
-    read = g.nbytes + x.nbytes + sum(a.nbytes for a in (w, _opt_t(args, 5), _opt_t(args, 6)) if a)
+    try:
+        passes = _BN_TWO_PASS if _flag(args, 7, "train") else 1
+    except _Unknown:  # argument values not recorded: a backward pass is almost always training's
+        passes = _BN_TWO_PASS
+    read = passes * (g.nbytes + x.nbytes) + sum(a.nbytes for a in (w, _opt_t(args, 5), _opt_t(args, 6)) if a)
     channels = (x.shape or (0, 0))[1]
     written = (x.nbytes if mask[0] else 0) + (int(bool(mask[1])) + int(bool(mask[2]))) * _nbytes((channels,), x.dtype)
     return OpCost(2 * x.numel * (5 if w else 4), read + written, x.dtype or "", False, "norm", "")
@@ -1213,7 +1228,7 @@ MODELS: dict[str, Callable[[list[Arg]], OpCost]] = {
     "aten::rms_norm": _rms_norm,
     "aten::_fused_rms_norm": _rms_norm,
     "aten::_fused_rms_norm_backward": _rms_norm_backward,
-    "aten::native_batch_norm": _batch_norm(5),
+    "aten::native_batch_norm": _batch_norm(5, two_pass=True),
     "aten::cudnn_batch_norm": _batch_norm(5),
     "aten::miopen_batch_norm": _batch_norm(5),
     "aten::cudnn_batch_norm_backward": _cudnn_batch_norm_backward,
