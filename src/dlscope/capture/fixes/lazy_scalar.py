@@ -6,8 +6,10 @@ landed. It behaves as that number wherever Python asks for one (``float()``, ``i
 ``__array__``, pickling as the plain number) and waits for the copy only then. Arithmetic with plain numbers
 (``running += loss.item()``, ``sum(losses) / n``) waits for nothing: it gives another lazy number, computed
 with the same Python operators over the same values when it is read, so the result is the one the eager
-program gets, to the bit. Arithmetic with anything else (a tensor, a numpy value) reads the number first
-and leaves the operation to the other operand's type, as with the eager number.
+program gets, to the bit. What could raise is done at once, so that the error comes from the line that
+wrote it: a division reads its divisor (and divides by zero at once), a power is computed at once.
+Arithmetic with anything else (a tensor, a numpy value) reads the number first and leaves the operation to
+the other operand's type, as with the eager number.
 
 What it is not: an instance of ``float`` or ``int`` (``isinstance(x, float)`` is False; it is registered as a
 ``numbers.Real``), nor something C code that wants a Python number accepts (``torch.tensor(x)``,
@@ -76,10 +78,18 @@ class LazyScalar:
         return self._known or (self._pending is not None and self._pending.ready())
 
     # ---- arithmetic: lazy with plain numbers, eager (the other operand's rules) with anything else
-    def _apply(self, op: Callable[..., Any], *others: Any) -> Any:
-        if not all(isinstance(o, (LazyScalar, *_PLAIN)) for o in others):
-            return op(self.value, *(_read(o) for o in others))
-        args = tuple(_fold(a) for a in (self, *others))
+    def _apply(self, op: Callable[..., Any], *other: Any, reflected: bool = False, divides: bool = False) -> Any:
+        """``op`` over this number and ``other`` (``reflected``: ``other`` is the left operand, as in
+        ``1.0 + lazy``): a lazy number, or the result at once where nothing is left to wait for."""
+        if other and not isinstance(other[0], (LazyScalar, *_PLAIN)):
+            return op(other[0], self.value) if reflected else op(self.value, other[0])
+        args = tuple(_fold(a) for a in ((*other, self) if reflected else (self, *other)))
+        if divides:
+            # a division by zero raises where the program divides (inside its own try, if any), not where the
+            # quotient is read: the divisor is read now (a wait only when it is itself still on its way)
+            args = (args[0], _read(args[1]))
+            if args[1] == 0:
+                return op(_read(args[0]), args[1])
         if not any(isinstance(a, LazyScalar) for a in args):
             return op(*args)  # everything has landed: the plain number, as the eager program has it
         return LazyScalar(op=op, args=args)
@@ -88,43 +98,44 @@ class LazyScalar:
         return self._apply(operator.add, o)
 
     def __radd__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.add), o)
+        return self._apply(operator.add, o, reflected=True)
 
     def __sub__(self, o: Any) -> Any:
         return self._apply(operator.sub, o)
 
     def __rsub__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.sub), o)
+        return self._apply(operator.sub, o, reflected=True)
 
     def __mul__(self, o: Any) -> Any:
         return self._apply(operator.mul, o)
 
     def __rmul__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.mul), o)
+        return self._apply(operator.mul, o, reflected=True)
 
     def __truediv__(self, o: Any) -> Any:
-        return self._apply(operator.truediv, o)
+        return self._apply(operator.truediv, o, divides=True)
 
     def __rtruediv__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.truediv), o)
+        return self._apply(operator.truediv, o, reflected=True, divides=True)
 
     def __floordiv__(self, o: Any) -> Any:
-        return self._apply(operator.floordiv, o)
+        return self._apply(operator.floordiv, o, divides=True)
 
     def __rfloordiv__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.floordiv), o)
+        return self._apply(operator.floordiv, o, reflected=True, divides=True)
 
     def __mod__(self, o: Any) -> Any:
-        return self._apply(operator.mod, o)
+        return self._apply(operator.mod, o, divides=True)
 
     def __rmod__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.mod), o)
+        return self._apply(operator.mod, o, reflected=True, divides=True)
 
+    # powers are computed at once: one can overflow (OverflowError), which must raise where it is written
     def __pow__(self, o: Any, mod: Any = None) -> Any:
-        return self._apply(operator.pow, o) if mod is None else pow(self.value, _read(o), _read(mod))
+        return pow(self.value, _read(o)) if mod is None else pow(self.value, _read(o), _read(mod))
 
     def __rpow__(self, o: Any) -> Any:
-        return self._apply(_swap(operator.pow), o)
+        return pow(_read(o), self.value)
 
     def __divmod__(self, o: Any) -> Any:
         return divmod(self.value, _read(o))
@@ -228,11 +239,3 @@ def _fold(x: Any) -> Any:
     if isinstance(x, LazyScalar) and (x._landed() or x._depth >= MAX_DEPTH):
         return x.value
     return x
-
-
-def _swap(op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``op`` with its operands swapped: a reflected operation (``1.0 + lazy``) keeps the eager order."""
-    return _SWAPPED.setdefault(op, lambda a, b: op(b, a))
-
-
-_SWAPPED: dict[Callable[..., Any], Callable[[Any, Any], Any]] = {}
