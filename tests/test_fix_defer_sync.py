@@ -142,6 +142,24 @@ def test_a_sum_never_read_keeps_its_chain_short():
     assert running == 3 * MAX_DEPTH
 
 
+def test_numbers_whose_copies_landed_are_read_at_the_next_deferral():
+    """A list of losses kept unread for a whole run holds no event or pinned buffer past its copy's landing:
+    each deferral first reads the oldest numbers that have landed, in order, up to one still on its way."""
+    import weakref
+
+    fix = DeferSync()
+    copies = [FakeCopy(1.0, landed=True), FakeCopy(2.0, landed=True), FakeCopy(3.0), FakeCopy(4.0, landed=True)]
+    kept = [LazyScalar(c) for c in copies]
+    fix._unread.extend(weakref.ref(v) for v in kept)
+    fix._settle()
+    assert [c.reads for c in copies] == [1, 1, 0, 0] and len(fix._unread) == 2
+    copies[2].landed = True
+    del kept[3]  # a number the program dropped is skipped
+    fix._settle()
+    assert [c.reads for c in copies] == [1, 1, 1, 0] and not fix._unread
+    assert kept == [1.0, 2.0, 3.0]
+
+
 @pytest.fixture
 def torch_restored():
     import torch

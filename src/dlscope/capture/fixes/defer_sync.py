@@ -35,7 +35,8 @@ reported as not applied):
   made to wait for a copy that has not landed.
 
 Nothing is read at the step's end on purpose: waiting there would drain the GPU's queue every step,
-which is the cost the fix removes. A lazy number that is never used is never waited for.
+which is the cost the fix removes. A lazy number that is never used is never waited for; one whose copy
+has landed is read at the next deferral, without waiting, so that its event and pinned buffer go.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ import os
 import site
 import sys
 import sysconfig
-from collections import Counter
+import weakref
+from collections import Counter, deque
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -136,6 +138,19 @@ class DeferSync(InjectedFix):
         self.deferred = 0
         self.left: Counter[str] = Counter()  # one-element device tensors read at once, by why
         self.reads = Reads()
+        # the lazy numbers not read yet, oldest first: those whose copy has landed are read at the next
+        # deferral (waiting for nothing), which frees their events and pinned buffers; a program that keeps
+        # every loss of a long run in a list, unread, would otherwise hold one of each per step
+        self._unread: deque[weakref.ref[LazyScalar]] = deque()
+
+    def _settle(self) -> None:
+        while self._unread:
+            v = self._unread[0]()
+            if v is not None and not v.landed():
+                return  # copies land in the order they were queued: the younger ones are on their way too
+            self._unread.popleft()
+            if v is not None:
+                v.value  # noqa: B018  # read now: it has landed
 
     def install(self, torch: ModuleType, ctx: FixContext) -> None:
         # the device whose numbers are deferred: 'cuda' (dlscope try); a test without a GPU names 'cpu' and
@@ -156,7 +171,10 @@ class DeferSync(InjectedFix):
                 fix.left[why] += 1
                 return None
             fix.deferred += 1
-            return LazyScalar(copy(torch, t, orig_item, fix.reads))
+            fix._settle()
+            v = LazyScalar(copy(torch, t, orig_item, fix.reads))
+            fix._unread.append(weakref.ref(v))
+            return v
 
         orig_item, orig_tolist = torch.Tensor.item, torch.Tensor.tolist
 
@@ -205,11 +223,15 @@ def _left_as_is(torch: ModuleType, t: Any, device: str) -> str:
     """Why a one-element tensor on the device is read at once ('' when it can be deferred)."""
     if t.dtype == torch.bool or t.dtype.is_complex:
         return f"{t.dtype} tensor"
-    if torch.compiler.is_compiling():
+    if getattr(torch.compiler, "is_compiling", _never)():  # (torch.compiler.is_compiling: torch 2.3 on)
         return "while torch.compile traces"
     if device == "cuda" and torch.cuda.is_current_stream_capturing():
         return "during CUDA graph capture"
     return ""
+
+
+def _never() -> bool:
+    return False
 
 
 def _teach_json() -> None:

@@ -48,7 +48,7 @@ class Pending(Protocol):
 class LazyScalar:
     """The number a pending copy brings, or an operation over such numbers, read at first need."""
 
-    __slots__ = ("_pending", "_op", "_args", "_depth", "_known", "_value")
+    __slots__ = ("_pending", "_op", "_args", "_depth", "_known", "_value", "__weakref__")
 
     def __init__(
         self, pending: Pending | None = None, op: Callable[..., Any] | None = None, args: tuple[Any, ...] = ()
@@ -73,7 +73,7 @@ class LazyScalar:
             self._pending, self._op, self._args = None, None, ()  # the copies and the chain are not needed again
         return self._value
 
-    def _landed(self) -> bool:
+    def landed(self) -> bool:
         """Known, or a copy that has landed (reading it now waits for nothing)."""
         return self._known or (self._pending is not None and self._pending.ready())
 
@@ -236,6 +236,6 @@ def _read(x: Any) -> Any:
 def _fold(x: Any) -> Any:
     """``x`` as an operand of a new lazy operation: its number where reading it waits for nothing, or where
     its chain has grown to :data:`MAX_DEPTH` (its copies are the oldest ones: they have landed or soon will)."""
-    if isinstance(x, LazyScalar) and (x._landed() or x._depth >= MAX_DEPTH):
+    if isinstance(x, LazyScalar) and (x.landed() or x._depth >= MAX_DEPTH):
         return x.value
     return x
