@@ -58,7 +58,7 @@ def test_fixes_asked_become_members_at_the_front_door() -> None:
         fix_names("bf16,bf17")
     assert str(e.value) == (
         "unknown fix 'bf17' (known: auto, bf16, tf32, workers, pinned, batch, fused_opt, "
-        "channels_last, cudnn_benchmark, compile, compile_graphs)"
+        "channels_last, cudnn_benchmark, compile, compile_graphs, defer_sync)"
     )
 
 

@@ -302,7 +302,7 @@ def test_the_function_name_retry_reads_mangled_names(mangled, bare):
             "const&)::{lambda()#1}>(int, int*)",
             "elementwise_kernel_with_index",
         ),
-        ("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int, long)", "vectorized_gather_kernel"),
+        ("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)", "vectorized_gather_kernel"),
     ],
 )
 def test_the_function_name_of_a_kernel_in_an_anonymous_namespace(name, bare):

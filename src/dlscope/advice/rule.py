@@ -75,6 +75,11 @@ class Rule:
         when the replay cannot model it (the finding keeps the rule's own bound)."""
         return None
 
+    def untestable(self, finding: Finding) -> str | None:
+        """Why the ``dlscope try`` fixes of this rule cannot test this finding, where its evidence names a
+        cause they do not change (a sync no injected fix can defer), or None: they can."""
+        return None
+
     def finding(
         self,
         ctx: Context,

@@ -30,6 +30,9 @@ from .text import count, ms, pct, steps
 TOP = 5
 URL_TORCH = "https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution"
 URL_CUDA = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html#asynchronous-and-overlapping-transfers-with-computation"
+# the ops of a read of one number (.item()) and of copies to the host (.cpu(), .tolist(), .to("cpu"))
+ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")
+HOST_COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu")
 # ops whose output size depends on the data: they copy a count to the host and wait for it
 DATA_DEPENDENT_OPS = (
     "aten::nonzero",
@@ -44,10 +47,6 @@ DATA_DEPENDENT_OPS = (
 
 class SyncInStep(Rule):
     id = RuleId.SYNC_IN_STEP
-    no_try_fix = (
-        "a source change: drop the host synchronization the evidence names (.item(), .cpu(), .tolist() on a loss) or"
-        " move it to the end of the step"
-    )
     title = "The host waits for the GPU inside the step"
     description = "synchronizing calls (.item(), .cpu(), synchronize, blocking copies) stall the host every step"
     needs = ("api",)
@@ -86,12 +85,42 @@ class SyncInStep(Rule):
             url=URL_TORCH if ctx.facts.torch else URL_CUDA,
         )
 
+    def untestable(self, finding: Finding) -> str | None:
+        """The defer_sync fix postpones the reads of one-number results (.item(), .tolist()): a finding none of
+        whose syncs is such a read (torch.cuda.synchronize, a data-dependent shape) needs a source change."""
+        rows = finding.evidence.rows
+        if not rows or any(_reads_a_number(r) for r in rows):
+            return None
+        top = rows[0]
+        return (
+            f"a source change: the syncs are not reads of a number that a fix can defer; the largest, {_site(top)},"
+            " must leave the step or wait on an event where its result is needed"
+        )
+
     def what_if(self, ctx: Context, finding: Finding) -> Fix:
         return Fix(
             self.id,
             "no synchronizing calls or copies to pageable memory (.item(), .cpu()) in the step",
             unblock=(Blocking.SYNC, Blocking.PAGEABLE_D2H),
         )
+
+
+def _reads_a_number(row: dict[str, Any]) -> bool:
+    """Whether a sync site is a read of a result to the host (.item(), or a copy to the host: .tolist()
+    and .cpu() look alike there); the defer_sync fix tries those (it says when it found none to defer)."""
+    op, inner = row.get("op") or "", row.get("inner_op") or ""
+    return op in ITEM_OPS or inner in ITEM_OPS or op.startswith(HOST_COPY_OPS) or inner.startswith(HOST_COPY_OPS)
+
+
+def _site(row: dict[str, Any]) -> str:
+    """Where a sync was made, as the evidence has it: the call, its op and its phase (the profile keeps no
+    source lines)."""
+    return (
+        str(row["call"])
+        + (f" from '{row['op']}'" if row.get("op") else "")
+        + (f" ('{row['inner_op']}')" if row.get("inner_op") and row.get("inner_op") != row.get("op") else "")
+        + (f" in phase '{row['phase']}'" if row.get("phase") else "")
+    )
 
 
 def _advice(ctx: Context, top: dict[str, Any]) -> str:
@@ -105,7 +134,7 @@ def _advice(ctx: Context, top: dict[str, Any]) -> str:
             "(cudaEventRecord + cudaStreamWaitEvent) and read results back asynchronously "
             "(cudaMemcpyAsync into pinned memory, checked once per several iterations)."
         )
-    if op in ("aten::item", "aten::_local_scalar_dense") or inner == "aten::_local_scalar_dense":
+    if op in ITEM_OPS or inner in ITEM_OPS:
         return (
             f".item(){where} waits for the GPU {per}. Keep the value on the GPU (e.g. total += loss.detach()) "
             "and call .item() once every N steps or after the loop; for logging, copy with "
@@ -117,7 +146,7 @@ def _advice(ctx: Context, top: dict[str, Any]) -> str:
             "Use a fixed-size form (torch.where with a mask, nonzero(..., size=N) or masked arithmetic) or move it "
             "out of the step."
         )
-    if op.startswith(("aten::to", "aten::_to_copy", "aten::copy_", "aten::cpu")) or inner.startswith("aten::copy_"):
+    if op.startswith(HOST_COPY_OPS) or inner.startswith("aten::copy_"):
         return (
             f"A copy to the host ({op or inner}){where} waits for the GPU {per}. Copy into a pinned tensor with "
             "non_blocking=True and read it only after a torch.cuda.Event you synchronize on later (or every N steps)."

@@ -54,20 +54,22 @@ def _cache_of(data: ProfileData) -> ResultsCache | None:
 
 
 def _link_tries(run: AdviceRun) -> None:
-    """Each finding with the ``dlscope try`` fixes that test it, or why no run can (its rule's reason)."""
+    """Each finding with the ``dlscope try`` fixes that test it, or why no run can (its rule's reason, or the
+    reason its own evidence is beyond the rule's fixes)."""
     from .. import advice
     from ..capture.fixes import fixes_for
 
     rules = {r.id: r for r in advice.RULES}
     for f in run.findings:
-        f.try_fixes = fixes_for(f.id)
         rule = rules.get(f.id)
+        beyond = rule.untestable(f) if rule is not None else None  # this finding's cause is not what they change
+        f.try_fixes = [] if beyond else fixes_for(f.id)
         f.try_none = (
             None
             if f.try_fixes
             else (
-                rule.no_try_fix
-                if rule is not None and rule.no_try_fix
-                else "no fix dlscope can inject answers this finding yet"
+                beyond
+                or (rule.no_try_fix if rule is not None and rule.no_try_fix else None)
+                or "no fix dlscope can inject answers this finding yet"
             )
         )

@@ -56,7 +56,8 @@ class GivenAdvice:
 
     path: Path
     predicted: dict[RuleId, float]  # saving per rule that fired (%)
-    fired: list[RuleId]  # the rules whose findings count (not negligible, a saving above zero)
+    # the fixes the findings that count name (not negligible, a saving above zero): what auto tries
+    advised: list[FixName]
 
 
 def given_advice(path: Path, cmd: list[str]) -> GivenAdvice:
@@ -74,15 +75,16 @@ def given_advice(path: Path, cmd: list[str]) -> GivenAdvice:
         raise UsageError(f"--baseline {path}: made from another command ({' '.join(made)}), not {' '.join(cmd)}")
     if not data.step_count():
         raise UsageError(f"--baseline {path}: the profile has no steps, so its advice predicts no saving per step")
-    predicted, fired = _advised(advise(data).findings)
-    return GivenAdvice(path, predicted, fired)
+    predicted, advised = _advised(advise(data).findings)
+    return GivenAdvice(path, predicted, advised)
 
 
-def _advised(found: list[Finding]) -> tuple[dict[RuleId, float], list[RuleId]]:
-    """Findings as try uses them: saving per rule (%), and the rules that fired."""
+def _advised(found: list[Finding]) -> tuple[dict[RuleId, float], list[FixName]]:
+    """Findings as try uses them: saving per rule (%), and the fixes that the findings that count name
+    (each finding's own: a rule's fix is left out where the finding's evidence is beyond it)."""
     return (
         {f.id: f.saving_pct for f in found if f.saving_pct is not None},
-        [f.id for f in found if not f.negligible and (f.saving_pct or 0) > 0],
+        [n for f in found if not f.negligible and (f.saving_pct or 0) > 0 for n in f.try_fixes],
     )
 
 
@@ -153,14 +155,14 @@ class Trial:
         first: Run | None = None
         if self.given is None:
             first = self._run("baseline", 0, [], traced=True)
-            predicted, fired = self._advice(first)
+            predicted, advised = self._advice(first)
         else:
-            predicted, fired = self.given.predicted, self.given.fired
+            predicted, advised = self.given.predicted, self.given.advised
             self.say(f"advice from {self.given.path} (--baseline): the program is not profiled again")
         # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
         self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
         if self.asked.auto:
-            names = [f.name for f in FIXES if not f.on_request_only and set(f.rules) & set(fired)]
+            names = [f.name for f in FIXES if not f.on_request_only and f.name in advised]
             names += [n for n in self.asked.named if n not in names]
         else:
             names = list(self.asked.named)
@@ -362,8 +364,8 @@ class Trial:
         self.runs.append(measured)
         return measured
 
-    def _advice(self, first: Run) -> tuple[dict[RuleId, float], list[RuleId]]:
-        """The first run's findings: saving per rule (%), and the rules that fired."""
+    def _advice(self, first: Run) -> tuple[dict[RuleId, float], list[FixName]]:
+        """The first run's findings: saving per rule (%), and the fixes they name."""
         from ..analysis.core.context import ProfileData
         from .advise import advise
 

@@ -17,7 +17,7 @@ class TryCommand(Command):
 
     dlscope try [--fixes auto|NAME,...] [--steps N] [--max-rounds K | --repeat R] [--baseline PROFILE] [-o DIR]
     -- CMD [ARGS...]
-    The first run is profiled (default mode) and advised; 'auto' tries the fixes whose rules fired.
+    The first run is profiled (default mode) and advised; 'auto' tries the fixes its findings name.
     --baseline PROFILE takes the advice from a recent profile of the same command instead (refused
     when it was made from another command or has no steps): nothing is profiled, and round 1's
     baseline runs like every other round's (the profile's own steps, warmed up and traced otherwise,

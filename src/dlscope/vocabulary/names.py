@@ -61,6 +61,7 @@ class FixName(Name):
     CUDNN_BENCHMARK = "cudnn_benchmark"
     COMPILE = "compile"
     COMPILE_GRAPHS = "compile_graphs"
+    DEFER_SYNC = "defer_sync"
 
 
 class StepSource(Name):

@@ -10,6 +10,7 @@ from .channels_last import ChannelsLast
 from .compile import Compile
 from .compile_graphs import CompileGraphs
 from .cudnn_benchmark import CudnnBenchmark
+from .defer_sync import DeferSync
 from .fused_optimizer import FusedOptimizer
 from .pinned import PinnedMemory
 from .tf32 import Tf32
@@ -26,6 +27,7 @@ FIXES: list[type[InjectedFix]] = [
     CudnnBenchmark,
     Compile,
     CompileGraphs,
+    DeferSync,
 ]
 BY_NAME: dict[FixName, type[InjectedFix]] = {f.name: f for f in FIXES}
 
