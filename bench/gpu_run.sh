@@ -80,6 +80,10 @@
 #   bert_try         issue 38's acceptance: bench/programs/bert_like.py bare BARE_RUNS [2] times (its own spread),
 #                    then `dlscope try --fixes auto --gpus TRY_GPUS [auto]` timed (3 minutes wanted on 2 GPUs).
 #                    -> bare_N.json, bert_try.json/.log, bert_advise.json, the try's profiles
+#   defer_sync       issue 38's defer_sync fix on tests/programs/defer_probe.py (a loop that reads .item() every
+#                    step): `try --fixes auto` (ROUNDS [3]), its advice, then the probe that checks each loss
+#                    for NaN at once (meaning kept: no saving expected). -> defer_auto.json, defer_advise.txt,
+#                    defer_nan.json (2026-11-28)
 #   try_gpus         issue 38: `dlscope try --gpus auto` on the suite's MODEL [mlp] with FIXES [fused_opt,tf32],
 #                    ROUNDS [4] rounds of STEPS [15] steps, no combined round. -> try_gpus.json/.log, profile
 #   dist             run_dist.py: DDP/FSDP2 balanced and with a real straggler (25 ms of Python on rank
@@ -445,7 +449,18 @@ python3 bench/programs/bert_like.py --steps 400 > $R/bert_try.json 2> $R/bert_tr
 $D advise $R/prof/baseline.0.dlscope --format json > $R/bert_advise.json 2>&1"
 }
 
-PARTS="bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+part_defer_sync() {
+  part defer_sync
+  local probe="PROBE_DEVICE=cuda PROBE_STEPS=80 PROBE_PRINT_EVERY=20"
+  runsh "try auto on the probe" 200 10 "env $probe $D try --fixes auto --steps 20 --repeat ${ROUNDS:-3} -o /tmp/defer.try \
+--format json -- python3 tests/programs/defer_probe.py /tmp/p.json > $R/defer_auto.json 2> $R/defer_auto.log"
+  post advise "$D advise /tmp/defer.try/baseline.0.dlscope > $R/defer_advise.txt 2>&1"
+  runsh "defer_sync, NaN check" 150 10 "env $probe PROBE_NAN_CHECK=1 $D try --fixes defer_sync --steps 20 --repeat 3 \
+-o /tmp/defer_nan.try --format json -- python3 tests/programs/defer_probe.py /tmp/p.json > $R/defer_nan.json \
+2> $R/defer_nan.log"
+}
+
+PARTS="defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
