@@ -96,19 +96,30 @@ def kernel_sequences(data: ProfileData, min_run: int) -> tuple[KernelSequence, .
     rows_in = np.flatnonzero(fusible)
     _, first, sizes = np.unique(run[rows_in], return_index=True, return_counts=True)
     names = {r["name_id"]: r["name"] for r in data.rows(f"SELECT name_id, name FROM {kernel_names(data)}")}
-    ns = np.asarray(k["ns"], dtype=np.int64)
-    ops = k["op"].tolist()  # None where NULL (a masked array's tolist)
+    keep = sizes >= min_run
+    starts, lens = first[keep], sizes[keep]
+    # the kept runs' rows, run after run (a run's fusible rows are consecutive), and where each run begins
+    # among them: the sums per run are reductions over those offsets, not a numpy call per run
+    offsets = np.cumsum(lens) - lens
+    rows = rows_in[np.repeat(starts, lens) + np.arange(int(lens.sum())) - np.repeat(offsets, lens)]
+    ns = np.asarray(k["ns"], dtype=np.int64)[rows]
+    run_ns = np.add.reduceat(ns, offsets) if len(rows) else np.zeros(0, np.int64)
+    run_max = np.maximum.reduceat(ns, offsets) if len(rows) else np.zeros(0, np.int64)
+    seq_names = [names[i] for i in k["name_id"][rows].tolist()]
+    ops = k["op"][rows].tolist()  # None where NULL (a masked array's tolist)
+    first_rows = rows[offsets]
+    run_steps = [None if null else s for null, s in zip(step_null[first_rows].tolist(), step[first_rows].tolist())]
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
-    for start, size in zip(first[sizes >= min_run].tolist(), sizes[sizes >= min_run].tolist()):
-        rows = rows_in[start : start + size]  # a run's fusible rows are consecutive
-        seq = tuple(names[i] for i in k["name_id"][rows].tolist())
+    for lo, n, total, longest, run_step in zip(
+        offsets.tolist(), lens.tolist(), run_ns.tolist(), run_max.tolist(), run_steps
+    ):
+        seq = tuple(seq_names[lo : lo + n])
         g = groups.setdefault(seq, {"runs": 0, "ns": 0, "fusable": 0, "ops": set(), "steps": set()})
-        run_ns = ns[rows]
         g["runs"] += 1
-        g["ns"] += int(run_ns.sum())
-        g["fusable"] += int(run_ns.sum() - run_ns.max())
-        g["ops"].update(o for o in (ops[i] for i in rows.tolist()) if o is not None)
-        g["steps"].add(None if step_null[rows[0]] else int(step[rows[0]]))
+        g["ns"] += total
+        g["fusable"] += total - longest
+        g["ops"].update(o for o in ops[lo : lo + n] if o is not None)
+        g["steps"].add(run_step)
     out = [
         KernelSequence(
             seq,
