@@ -144,8 +144,9 @@ class Trial:
         self.given = given
 
     def say(self, msg: str) -> None:
-        if not self.quiet:
-            print(f"dlscope try: {msg}", file=sys.stderr, flush=True)
+        # on stderr whatever the format: with --format json stdout is the result alone, and a run of
+        # minutes that says nothing, or is stopped before its JSON, leaves nothing to read
+        print(f"dlscope try: {msg}", file=sys.stderr, flush=True)
 
     def run(self) -> dict[str, Any]:
         from ..analysis.compare.sequential import Verdict
@@ -153,7 +154,11 @@ class Trial:
         from ..capture.fixes import BY_NAME, FIXES
 
         first: Run | None = None
-        if self.given is None:
+        if self.given is None and len(self.placements) > 1 and self.max_rounds > 1:
+            # the second GPU would wait for the profiled run: round 1's baseline runs there meanwhile
+            first = self._run_together([("baseline", 0, [], 0), ("baseline", 1, [], 1)], traced={0})[0]
+            predicted, advised = self._advice(first)
+        elif self.given is None:
             first = self._run("baseline", 0, [], traced=True)
             predicted, advised = self._advice(first)
         else:
@@ -261,13 +266,10 @@ class Trial:
             batch = range(done, min(done + at_once, self.max_rounds))
             now = [label for label in order if label == "baseline" or label in active]
             runs = [
-                [
-                    label
-                    for label in now[k % len(now) :] + now[: k % len(now)]
-                    if not (label == "baseline" and first + k == 0 and self.given is None)
-                ]
+                [label for label in now[k % len(now) :] + now[: k % len(now)] if not self._made(label, first + k)]
                 for k in batch
-            ]  # (round 0's baseline is the profiled first run, unless the advice was given)
+            ]  # (round 0's baseline is the profiled first run, unless the advice was given; round 1's may
+            # have run beside it)
             for j in range(max(len(r) for r in runs)):
                 if self.interrupted:
                     break
@@ -290,6 +292,10 @@ class Trial:
             self.say(f"{', '.join(active)}: undecided after {done} rounds (--max-rounds)")
         return done
 
+    def _made(self, label: str, rnd: int) -> bool:
+        """Whether the run ``label`` of round ``rnd`` was made already (the first runs, before the rounds)."""
+        return any(r.label == label and r.round == rnd for r in self.runs)
+
     def _stops(self, label: str, first: int) -> str:
         """Why ``label`` needs no more runs ('' while it does): a failed or unapplied run, or a
         decided look of the sequential plan over its rounds since ``first``."""
@@ -311,15 +317,19 @@ class Trial:
     # ---- one run ------------------------------------------------------------------------------
     def _run(self, label: str, rnd: int, fixes: list[FixName], traced: bool = False) -> Run:
         """One run on the first GPU (or wherever the program goes, without placements)."""
-        return self._run_together([(label, rnd, fixes, 0)], traced)[0]
+        return self._run_together([(label, rnd, fixes, 0)], {0} if traced else set())[0]
 
-    def _run_together(self, jobs: list[tuple[str, int, list[FixName], int]], traced: bool = False) -> list[Run]:
-        """Runs at the same time, each ``(label, round, fixes, placement index)`` on its own GPU."""
+    def _run_together(
+        self, jobs: list[tuple[str, int, list[FixName], int]], traced: set[int] | None = None
+    ) -> list[Run]:
+        """Runs at the same time, each ``(label, round, fixes, placement index)`` on its own GPU; the
+        jobs whose index is in ``traced`` are profiled (the first run, whose advice chooses the fixes)."""
         from ..capture.base import Settings, TryRun
         from ..capture.launcher import ProfiledRun, StderrTail, wait_all
 
         started: list[tuple[str, int, Path, StderrTail, ProfiledRun]] = []
-        for label, rnd, fixes, where in jobs:
+        for j, (label, rnd, fixes, where) in enumerate(jobs):
+            profiled_run = j in (traced or set())
             path = self.out / f"{label}.{rnd}.dlscope"
             asks = TryRun(
                 fixes=fixes,
@@ -327,15 +337,17 @@ class Trial:
                 stop_after_step=WARMUP_STEPS + self.steps,
                 record_loss=True,
             )
-            settings = Settings(try_run=asks) if traced else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
-            if len(jobs) > 1:
-                # runs at once: no GPU counter sampler in each (they would be several NVML samplers in
-                # this one process, which crashed it on a 2-GPU host; an untraced try run reads only
-                # its step times)
+            settings = (
+                Settings(try_run=asks) if profiled_run else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
+            )
+            if len(jobs) > 1 and not profiled_run:
+                # runs at once: no GPU counter sampler in each but the profiled one (several NVML samplers
+                # in this one process crashed it on a 2-GPU host; an untraced try run reads only its
+                # step times)
                 settings.nvml = "off"
             placement = self.placements[where] if self.placements else None
             on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
-            profiled = " (profiled)" if traced else ""
+            profiled = " (profiled)" if profiled_run else ""
             self.say(f"run {len(self.runs) + len(started) + 1}: {label}{profiled}, round {rnd + 1}{on}")
             # with --format json our stdout is the result: the program's own output goes to stderr
             tail = StderrTail()
