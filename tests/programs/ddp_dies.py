@@ -33,6 +33,12 @@ ap.add_argument("--timeout-s", type=float, default=3.0)
 ap.add_argument("--step-s", type=float, default=0.0, help="sleep this long in each step's data phase")
 ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
 ap.add_argument("--spawn", type=int, default=0, metavar="N", help="start N ranks with torch.multiprocessing.spawn")
+ap.add_argument(
+    "--item",
+    action="store_true",
+    help="read the loss with .item() each step (the host then waits in the step's "
+    "all-reduce, where NCCL's watchdog can time it out)",
+)
 args = ap.parse_args()
 
 
@@ -66,6 +72,8 @@ def train(local: int) -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if args.item:
+            loss.item()  # waits for the step's kernels, the all-reduce among them
         if rank == args.die_rank and step == args.die_at:
             os.kill(os.getpid(), signal.SIGKILL)
         if prof is not None:
