@@ -48,3 +48,25 @@ def test_the_names_are_the_registries() -> None:
     assert sorted(f.name for f in FIXES) == sorted(FixName) and all(isinstance(f.name, FixName) for f in FIXES)
     assert all(isinstance(r, RuleId) for f in FIXES for r in f.rules)
     assert json.dumps([RuleId.GPU_IDLE, FixName.BF16]) == '["gpu_idle", "bf16"]' and f"{FixName.BF16}" == "bf16"
+
+
+def test_every_finding_of_5pct_on_the_suites_gpu_profiles_has_a_fix_or_a_reason(cli) -> None:
+    """Issue 38's acceptance on the suite's programs as profiled on the GPU hosts (the stored profiles
+    of bench/advice_truth's baselines, default and full mode, and the held-out ViT): every finding of 5% or
+    more names the `try` fix that tests it or says why none can exist, and most of them have a fix."""
+    profiles = sorted((DATA / "advice_truth").glob("*_default.dlscope")) + sorted(
+        (DATA / "advice_truth").glob("*_full.dlscope")
+    )
+    profiles += sorted((DATA / "heldout").glob("*.dlscope"))
+    assert len(profiles) >= 8
+    with_fix = without = 0
+    for p in profiles:
+        r = cli("advise", p, "--format", "json")
+        assert r.code == 0, p
+        for f in json.loads(r.out):
+            if (f["saving_pct"] or 0) < 5:
+                continue
+            assert f["try"]["fixes"] or f["try"]["why_none"], (p.name, f["id"])
+            with_fix += bool(f["try"]["fixes"])
+            without += not f["try"]["fixes"]
+    assert with_fix >= 30 and with_fix > 3 * without
