@@ -571,22 +571,10 @@ def test_batch_norm_in_training_reads_its_inputs_twice():
 
     assert native("True") == 3 * x * 4 + 4 * c * 4 + 2 * c * 4  # read twice, the saved statistics written
     assert native("False") == 2 * x * 4 + 4 * c * 4
-    args = [[64, 256, 44, 44], [64, 256, 44, 44], [c], [c], [c], [c], [c], [], [], []]
-    types = ["float"] * 7 + ["Scalar", "Scalar", "ScalarList"]
-    train = ok(
-        cost(
-            "aten::native_batch_norm_backward",
-            args,
-            types,
-            ["", "", "", "", "", "", "", "True", "1e-05", "[True, True, True]"],
-        )
-    )
-    evals = ok(
-        cost(
-            "aten::native_batch_norm_backward",
-            args,
-            types,
-            ["", "", "", "", "", "", "", "False", "1e-05", "[True, True, True]"],
-        )
-    )
-    assert train.bytes - evals.bytes == 2 * x * 4  # the second read of input and grad
+
+    def backward(train: str) -> int:
+        shapes = [[64, 256, 44, 44], [64, 256, 44, 44], [c], [c], [c], [c], [c], [], [], []]
+        values = [""] * 7 + [train, "1e-05", "[True, True, True]"]
+        return ok(cost("aten::native_batch_norm_backward", shapes, ["float"] * 7 + ["Scalar"] * 3, values)).bytes
+
+    assert backward("True") - backward("False") == 2 * x * 4  # the second read of input and grad
