@@ -245,5 +245,5 @@ def _teach_json() -> None:
     def default(encoder: json.JSONEncoder, o: Any) -> Any:
         return o.value if isinstance(o, LazyScalar) else orig(encoder, o)
 
-    default._dlscope_lazy = True  # type: ignore[attr-defined]
-    json.JSONEncoder.default = default  # type: ignore[method-assign,assignment]
+    default._dlscope_lazy = True  # type: ignore[attr-defined]  # a mark on the function: installed once
+    json.JSONEncoder.default = default  # type: ignore[method-assign,assignment]  # patched on the class, as intended
