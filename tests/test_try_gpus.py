@@ -105,3 +105,26 @@ def test_rounds_run_at_once_one_per_gpu_and_pair_on_their_gpu(tmp_path):
     assert min(life["tf32.0"][0], life["tf32.1"][0]) > max(life["baseline.0"][1], life["baseline.1"][1])
     out = json.loads(r.stdout)
     assert out["rounds"] == 3 and [f["name"] for f in out["fixes"]] == ["tf32"]
+
+
+def test_each_gpu_takes_its_next_run_when_free(tmp_path, monkeypatch):
+    """The rounds on two GPUs do not wait for each other run by run: with the fix's runs 3 s slower, rounds
+    2 (baseline, then tf32, on the first GPU) and 3 (tf32, then baseline, on the second) overlap their
+    tf32 runs (in step, round 2's tf32 run would wait for round 3's to end)."""
+    records = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("PROBE_SLOW_LABEL", "tf32")
+    monkeypatch.setenv("PROBE_SLOW_S", "3")
+    r = run_dlscope(
+        "try", "--gpus", "0,1", "--fixes", "tf32", "--steps", "3", "--repeat", "4", "--no-combined",
+        "-o", tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    runs: dict[str, list[dict]] = defaultdict(list)
+    for line in records.read_text().splitlines():
+        rec = json.loads(line)
+        runs[rec["run"].removesuffix(".dlscope")].append(rec)
+    assert len(runs) == 8
+    life = {run: (recs[0]["started"], max(x["t"] for x in recs)) for run, recs in runs.items()}
+    assert {x["gpus"] for x in runs["tf32.2"]} == {"0"} and {x["gpus"] for x in runs["tf32.3"]} == {"1"}
+    assert life["tf32.2"][0] < life["tf32.3"][1]  # started while the other GPU's slow run still ran
+    assert "dlscope try: run 1: baseline (profiled)" in r.stderr  # progress on stderr with --format json

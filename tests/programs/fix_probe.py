@@ -2,7 +2,9 @@
 file). Environment: PROBE_STEPS (steps to run, default 40), PROBE_FAIL_UNDER_AUTOCAST=1 (raise
 when a forward runs under autocast: a fix that breaks the program), PROBE_AMP_SWITCH=1 (forward
 and loss inside the program's own ``torch.autocast(enabled=False)``: an AMP switch left off),
-PROBE_SLOW_INPUT_MS (each batch's loading sleeps that long on the training thread: input_bound fires)."""
+PROBE_SLOW_INPUT_MS (each batch's loading sleeps that long on the training thread: input_bound fires),
+PROBE_SLOW_LABEL=NAME (the runs of try's NAME, e.g. tf32, sleep PROBE_SLOW_S, default 3, before they start:
+a slower kind of run)."""
 
 import contextlib
 import json
@@ -21,6 +23,8 @@ out_path = sys.argv[1]
 run = json.loads(os.environ.get("DLSCOPE_SESSION", "{}")).get("profile_dir", "")
 run = os.path.basename(run)
 steps = int(os.environ.get("PROBE_STEPS", "40"))
+if os.environ.get("PROBE_SLOW_LABEL") and run.startswith(os.environ["PROBE_SLOW_LABEL"] + "."):
+    time.sleep(float(os.environ.get("PROBE_SLOW_S", "3")))
 seen: dict = {}
 
 

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 from ..vocabulary.names import FixName, RuleId
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..advice.finding import Finding
     from ..analysis.compare.sequential import Plan
     from ..analysis.compare.tries import FixOutcome, Run
-    from ..capture.launcher import Placement, StderrTail
+    from ..capture.launcher import Placement, ProfiledRun, StderrTail
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,17 @@ WARMUP_STEPS = 6
 DEFAULT_MAX_ROUNDS = 8
 
 
+@dataclass
+class _Started:
+    """A run under way: its label and round, profile, stderr tail and process."""
+
+    label: str
+    round: int
+    path: Path
+    tail: StderrTail
+    run: ProfiledRun
+
+
 def _stderr_file() -> Any:
     """Our standard error as a file a child can write to (a notebook's stream has no descriptor:
     then the process's own)."""
@@ -141,6 +154,7 @@ class Trial:
         self.interrupted = False
         self.fix_options: dict[FixName, dict[str, Any]] = {}  # per fix: the advice's predicted saving
         self.placements = placements or []
+        self.launched = 0  # runs started, for the progress lines
         self.given = given
 
     def say(self, msg: str) -> None:
@@ -270,18 +284,15 @@ class Trial:
                 for k in batch
             ]  # (round 0's baseline is the profiled first run, unless the advice was given; round 1's may
             # have run beside it)
-            for j in range(max(len(r) for r in runs)):
-                if self.interrupted:
-                    break
-                jobs = [
-                    (labels[j], first + k, fixes.get(labels[j], []), i)
-                    for i, (k, labels) in enumerate(zip(batch, runs))
-                    if j < len(labels)
-                ]
-                if len(jobs) == 1 and jobs[0][3] == 0:  # one run, on the first GPU (or one GPU only)
-                    self._run(*jobs[0][:3])
-                else:
-                    self._run_together(jobs)
+            if len(batch) > 1:  # one queue per GPU, each taking its next run as soon as it is free
+                self._run_queues(
+                    [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in zip(batch, runs)]
+                )
+            else:
+                for label in runs[0]:
+                    if self.interrupted:
+                        break
+                    self._run(label, first + batch[0], fixes.get(label, []))
             done += len(batch)
             for label in list(active):
                 stop = self._stops(label, first)
@@ -324,37 +335,67 @@ class Trial:
     ) -> list[Run]:
         """Runs at the same time, each ``(label, round, fixes, placement index)`` on its own GPU; the
         jobs whose index is in ``traced`` are profiled (the first run, whose advice chooses the fixes)."""
-        from ..capture.base import Settings, TryRun
-        from ..capture.launcher import ProfiledRun, StderrTail, wait_all
+        from ..capture.launcher import wait_all
 
-        started: list[tuple[str, int, Path, StderrTail, ProfiledRun]] = []
-        for j, (label, rnd, fixes, where) in enumerate(jobs):
-            profiled_run = j in (traced or set())
-            path = self.out / f"{label}.{rnd}.dlscope"
-            asks = TryRun(
-                fixes=fixes,
-                fix_options={n: self.fix_options.get(n, {}) for n in fixes},
-                stop_after_step=WARMUP_STEPS + self.steps,
-                record_loss=True,
-            )
-            settings = (
-                Settings(try_run=asks) if profiled_run else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
-            )
-            if len(jobs) > 1 and not profiled_run:
-                # runs at once: no GPU counter sampler in each but the profiled one (several NVML samplers
-                # in this one process crashed it on a 2-GPU host; an untraced try run reads only its
-                # step times)
-                settings.nvml = "off"
-            placement = self.placements[where] if self.placements else None
-            on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
-            profiled = " (profiled)" if profiled_run else ""
-            self.say(f"run {len(self.runs) + len(started) + 1}: {label}{profiled}, round {rnd + 1}{on}")
-            # with --format json our stdout is the result: the program's own output goes to stderr
-            tail = StderrTail()
-            stdout = _stderr_file() if self.quiet else None
-            started.append((label, rnd, path, tail, ProfiledRun(self.cmd, path, settings, stdout, tail, placement)))
-        codes = wait_all([s[-1] for s in started])
-        return [self._finish(label, rnd, path, tail, rc) for (label, rnd, path, tail, _), rc in zip(started, codes)]
+        started = [
+            self._start(label, rnd, fixes, where, j in (traced or set()), len(jobs) > 1)
+            for j, (label, rnd, fixes, where) in enumerate(jobs)
+        ]
+        codes = wait_all([s.run for s in started])
+        return [self._finish(s.label, s.round, s.path, s.tail, rc) for s, rc in zip(started, codes)]
+
+    def _run_queues(self, queues: list[list[tuple[str, int, list[FixName]]]]) -> None:
+        """Queue q's runs ``(label, round, fixes)`` one after another on GPU q, the queues side by side:
+        a GPU starts its next run when its last one ends, not when the other's does."""
+        from ..capture.launcher import run_queues
+
+        started: dict[tuple[int, int], _Started] = {}
+
+        def starter(q: int, j: int) -> Callable[[], ProfiledRun]:
+            def start() -> ProfiledRun:
+                label, rnd, fixes = queues[q][j]
+                started[q, j] = self._start(label, rnd, fixes, q, False, True)
+                return started[q, j].run
+
+            return start
+
+        def done(q: int, j: int, run: ProfiledRun, rc: int) -> None:
+            s = started.pop((q, j))
+            self._finish(s.label, s.round, s.path, s.tail, rc)
+
+        run_queues([[starter(q, j) for j in range(len(queue))] for q, queue in enumerate(queues)], done)
+
+    def _start(
+        self, label: str, rnd: int, fixes: list[FixName], where: int, profiled_run: bool, beside_others: bool
+    ) -> _Started:
+        """Start one run (its profile ``LABEL.ROUND.dlscope``) on placement ``where``."""
+        from ..capture.base import Settings, TryRun
+        from ..capture.launcher import ProfiledRun, StderrTail
+
+        path = self.out / f"{label}.{rnd}.dlscope"
+        asks = TryRun(
+            fixes=fixes,
+            fix_options={n: self.fix_options.get(n, {}) for n in fixes},
+            stop_after_step=WARMUP_STEPS + self.steps,
+            record_loss=True,
+        )
+        settings = (
+            Settings(try_run=asks) if profiled_run else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
+        )
+        if beside_others and not profiled_run:
+            # runs at once: no GPU counter sampler in each but the profiled one (several NVML samplers
+            # in this one process crashed it on a 2-GPU host; an untraced try run reads only its
+            # step times)
+            settings.nvml = "off"
+        placement = self.placements[where] if self.placements else None
+        on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
+        profiled = " (profiled)" if profiled_run else ""
+        self.launched += 1
+        self.say(f"run {self.launched}: {label}{profiled}, round {rnd + 1}{on}")
+        # with --format json our stdout is the result: the program's own output goes to stderr
+        tail = StderrTail()
+        stdout = _stderr_file() if self.quiet else None
+        return _Started(label, rnd, path, tail, ProfiledRun(self.cmd, path, settings, stdout, tail, placement))
 
     def _finish(self, label: str, rnd: int, path: Path, tail: StderrTail, rc: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""

@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
@@ -209,6 +211,60 @@ def wait_all(runs: list[ProfiledRun]) -> list[int]:
         for run in runs:
             run.finish()
     return codes
+
+
+def run_queues(
+    queues: list[list[Callable[[], ProfiledRun]]], done: Callable[[int, int, ProfiledRun, int], None]
+) -> None:
+    """Each queue's runs one after another, the queues side by side: a queue starts its next run as
+    soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
+    early does not wait for the other's). ``queues[q][j]()`` starts run j of queue q; ``done(q, j,
+    run, rc)`` hears of each as it ends (finished: its parent's records closed). Termination signals
+    are forwarded to the running programs as :func:`wait_all` does; a queue stops starting runs once
+    one was interrupted (Ctrl-C), the others finish what runs."""
+    forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+    interactive = _interactive()
+    running: dict[int, tuple[int, ProfiledRun]] = {}
+    stopped = False
+
+    def forward(signum: int, frame: object) -> None:
+        nonlocal stopped
+        stopped = stopped or signum == signal.SIGINT
+        if signum == signal.SIGINT and interactive:
+            return  # the terminal already delivered it to the programs
+        for _, run in running.values():
+            try:
+                run.proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    old = {s: signal.signal(s, forward) for s in (*forwarded, signal.SIGINT)}
+    try:
+        for q, queue in enumerate(queues):
+            if queue:
+                running[q] = (0, queue[0]())
+        while running:
+            for q, (j, run) in list(running.items()):
+                rc = run.proc.poll()
+                if rc is None:
+                    continue
+                del running[q]
+                run.finish()
+                done(q, j, run, rc)
+                stopped = stopped or rc in (-signal.SIGINT, 130)
+                if j + 1 < len(queues[q]) and not stopped:
+                    running[q] = (j + 1, queues[q][j + 1]())
+            if running:
+                time.sleep(POLL_S)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for _, run in running.values():  # left by an exception: not waited for, but their records closed
+            run.finish()
+
+
+# how often run_queues looks for a run that ended: small against a run's seconds of start-up
+POLL_S = 0.05
 
 
 def run_profiled(
