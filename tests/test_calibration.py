@@ -38,6 +38,31 @@ def test_the_launch_queue_by_hand():
     assert R.host_work(c).sum() + r.wait_ns.sum() == pytest.approx(21e6)
 
 
+def test_fused_launches_leave_the_queue():
+    """A backlog of two 10 ms model kernels (launched at 1 and 2), then four optimizer launches of
+    1 ms each (1 ms of host work each), then the next step: 15 ms of input, one 1 ms kernel and a
+    sync; a queue of 3. The third optimizer launch waits for the first model kernel (to 11), the
+    fourth for the second (to 21), the last for the first optimizer kernel (to 22): the next step's
+    input starts at 22 and the step ends at 38. Cutting the optimizer's host work tenfold alone
+    changes nothing (the same launches wait at the queue); fusing them into one launch at 2.4 lets
+    the input run under the backlog (GPU 1-25): the next kernel runs 25-26."""
+    c = replay_input(
+        wid=[1] * 6 + [2, 2],
+        gap_model=[1e6, 1e6, 0, 0, 0, 0, 0, 0],
+        gap_optimizer=[0, 0, 1e6, 1e6, 1e6, 1e6, 0, 0],
+        gap_input=[0] * 6 + [15e6, 0],
+        cls=[2, 2, 1, 1, 1, 1, 0, 0],
+        blocking=[0] * 7 + [1],
+        gpu_ns=[10e6, 10e6, 1e6, 1e6, 1e6, 1e6, 1e6, 0],
+    )
+    assert R.replay_detail(c, queue_depth=3).total_ns == pytest.approx(38e6)
+    cheaper = R.Fix("x", host={HostClass.OPTIMIZER: 0.1})
+    assert R.replay_detail(cheaper.apply(c), queue_depth=3).total_ns == pytest.approx(38e6)
+    fused = R.Fix("x", host={HostClass.OPTIMIZER: 0.1}, fuse_launches_in=(HostClass.OPTIMIZER,)).apply(c)
+    assert list(fused["gpu_ns"]) == [10e6, 10e6, 0, 0, 0, 4e6, 1e6, 0]  # one launch, at the last, with all the work
+    assert R.replay_detail(fused, queue_depth=3).total_ns == pytest.approx(26e6)
+
+
 def _queue_replay_call_by_call(
     work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray, depth: int
 ) -> tuple[float, np.ndarray]:

@@ -118,6 +118,8 @@ class UnfusedOptimizer(Rule):
             f"one fused pass instead of {passes}, dispatching a few ops instead of one per parameter",
             host={HostClass.OPTIMIZER: host},
             gpu_in={HostClass.OPTIMIZER: 1 / passes},
+            # a few launches instead of one per parameter and pass: they no longer fill the GPU's queue
+            fuse_launches_in=(HostClass.OPTIMIZER,),
         )
 
 
