@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -72,11 +73,12 @@ def test_auto_takes_the_visible_idle_gpus_by_uuid(monkeypatch):
     assert placements([sys.executable, "train.py"], None, nvml_module="no_such_nvml_module") == []
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
-def test_rounds_run_at_once_one_per_gpu_and_pair_on_their_gpu(tmp_path):
+def _try_on_two_gpus(tmp_path: Path, rounds: int) -> tuple[subprocess.CompletedProcess[str], dict[str, list[dict]]]:
+    """`dlscope try --gpus 0,1 --fixes tf32` on the probe, exactly ``rounds`` rounds; its result and the
+    probe's records per run (``LABEL.ROUND``)."""
     records = tmp_path / "probe.jsonl"
     r = run_dlscope(
-        "try", "--gpus", "0,1", "--fixes", "tf32", "--steps", "3", "--repeat", "3", "--no-combined",
+        "try", "--gpus", "0,1", "--fixes", "tf32", "--steps", "3", "--repeat", str(rounds), "--no-combined",
         "-o", tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -84,6 +86,12 @@ def test_rounds_run_at_once_one_per_gpu_and_pair_on_their_gpu(tmp_path):
     for line in records.read_text().splitlines():
         rec = json.loads(line)
         runs[rec["run"].removesuffix(".dlscope")].append(rec)
+    return r, runs
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to split")
+def test_rounds_run_at_once_one_per_gpu_and_pair_on_their_gpu(tmp_path):
+    r, runs = _try_on_two_gpus(tmp_path, 3)
     assert sorted(runs) == ["baseline.0", "baseline.1", "baseline.2", "tf32.0", "tf32.1", "tf32.2"]
     gpu = {run: {x["gpus"] for x in recs} for run, recs in runs.items()}
     # round 0 (the profiled baseline with its fix) and round 2 on the first GPU, round 1 on the second
@@ -111,18 +119,9 @@ def test_each_gpu_takes_its_next_run_when_free(tmp_path, monkeypatch):
     """The rounds on two GPUs do not wait for each other run by run: with the fix's runs 3 s slower, rounds
     2 (baseline, then tf32, on the first GPU) and 3 (tf32, then baseline, on the second) overlap their
     tf32 runs (in step, round 2's tf32 run would wait for round 3's to end)."""
-    records = tmp_path / "probe.jsonl"
     monkeypatch.setenv("PROBE_SLOW_LABEL", "tf32")
     monkeypatch.setenv("PROBE_SLOW_S", "3")
-    r = run_dlscope(
-        "try", "--gpus", "0,1", "--fixes", "tf32", "--steps", "3", "--repeat", "4", "--no-combined",
-        "-o", tmp_path / "t.try", "--format", "json", "--", sys.executable, PROBE, records, cwd=tmp_path,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    runs: dict[str, list[dict]] = defaultdict(list)
-    for line in records.read_text().splitlines():
-        rec = json.loads(line)
-        runs[rec["run"].removesuffix(".dlscope")].append(rec)
+    r, runs = _try_on_two_gpus(tmp_path, 4)
     assert len(runs) == 8
     life = {run: (recs[0]["started"], max(x["t"] for x in recs)) for run, recs in runs.items()}
     assert {x["gpus"] for x in runs["tf32.2"]} == {"0"} and {x["gpus"] for x in runs["tf32.3"]} == {"1"}
