@@ -84,6 +84,10 @@
 #                    step): `try --fixes auto` (ROUNDS [3]), its advice, then the probe that checks each loss
 #                    for NaN at once (meaning kept: no saving expected). -> defer_auto.json, defer_advise.txt,
 #                    defer_nan.json (2026-11-28)
+#   nccl_timeout     issue 40: a rank hangs in a 2-GPU NCCL job whose other rank waits in the all-reduce
+#                    (`ddp_dies.py --how hang --item`, a 10 s timeout), under `dlscope profile`, for each
+#                    TORCH_NCCL_ASYNC_ERROR_HANDLING in HANDLING [1 3]. -> run_N.log, summary_N.txt, profiles
+#                    (2026-11-28, as bench/nccl_timeout.sh then)
 #   try_gpus         issue 38: `dlscope try --gpus auto` on the suite's MODEL [mlp] with FIXES [fused_opt,tf32],
 #                    ROUNDS [4] rounds of STEPS [15] steps, no combined round. -> try_gpus.json/.log, profile
 #   dist             run_dist.py: DDP/FSDP2 balanced and with a real straggler (25 ms of Python on rank
@@ -460,7 +464,20 @@ part_defer_sync() {
 2> $R/defer_nan.log"
 }
 
-PARTS="defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+part_nccl_timeout() {
+  part nccl_timeout
+  # rank 1 hangs in step 15; rank 0 reads its loss each step (--item), so its host waits in that step's
+  # all-reduce, where NCCL's watchdog times it out after --timeout-s and ends the process
+  for eh in ${HANDLING:-1 3}; do
+    runsh "hang, TORCH_NCCL_ASYNC_ERROR_HANDLING=$eh" 150 10 "TORCH_NCCL_ASYNC_ERROR_HANDLING=$eh $P \
+-o $R/prof/nccl_to_$eh.dlscope -- $(trn 2) tests/programs/ddp_dies.py --backend nccl --steps 40 --die-at 15 --how hang \
+--item --timeout-s 10 --step-s 0.05 > $R/run_$eh.log 2>&1; echo exit=\$? >> $R/run_$eh.log"
+    post "summary $eh" "$D summary $R/prof/nccl_to_$eh.dlscope > $R/summary_$eh.txt 2>&1; $D sql $R/prof/nccl_to_$eh.dlscope \
+'SELECT rank, count(*) AS steps, min(step), max(step) FROM steps GROUP BY rank ORDER BY rank' >> $R/summary_$eh.txt 2>&1"
+  done
+}
+
+PARTS="nccl_timeout defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do

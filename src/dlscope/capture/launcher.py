@@ -8,6 +8,7 @@ never hold its GIL, waits, and finalizes, even when the program crashed or was k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TextIO
@@ -179,35 +180,47 @@ class ProfiledRun:
             self._parent.stop("exit")
 
 
-def wait_all(runs: list[ProfiledRun]) -> list[int]:
-    """Wait for every run's program, forwarding the termination signals we get to each (Ctrl-C
-    too, unless the terminal delivered it to them already); then finish each. Returns their raw
-    return codes (negative: killed by that signal), in order."""
+@contextlib.contextmanager
+def forwarding_signals(running: Callable[[], Iterable[ProfiledRun]]) -> Iterator[Callable[[], bool]]:
+    """While inside, the termination signals we get go to the programs ``running()`` names (Ctrl-C
+    too, unless the terminal delivered it to them already). Yields a test: whether a Ctrl-C came."""
     forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
     interactive = _interactive()
+    interrupted = False
 
     def forward(signum: int, frame: object) -> None:
+        nonlocal interrupted
+        interrupted = interrupted or signum == signal.SIGINT
         if signum == signal.SIGINT and interactive:
             return  # the terminal already delivered it to the programs
-        for run in runs:
+        for run in running():
             try:
                 run.proc.send_signal(signum)
             except ProcessLookupError:
                 pass
 
-    codes: list[int] = []
     old = {s: signal.signal(s, forward) for s in (*forwarded, signal.SIGINT)}
     try:
-        for run in runs:
-            while True:
-                try:
-                    codes.append(run.proc.wait())
-                    break
-                except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled above
-                    continue
+        yield lambda: interrupted
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def wait_all(runs: list[ProfiledRun]) -> list[int]:
+    """Wait for every run's program, forwarding the termination signals we get to each; then finish
+    each. Returns their raw return codes (negative: killed by that signal), in order."""
+    codes: list[int] = []
+    try:
+        with forwarding_signals(lambda: runs):
+            for run in runs:
+                while True:
+                    try:
+                        codes.append(run.proc.wait())
+                        break
+                    except KeyboardInterrupt:  # pragma: no cover - SIGINT is handled above
+                        continue
+    finally:
         for run in runs:
             run.finish()
     return codes
@@ -220,45 +233,29 @@ def run_queues(
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j]()`` starts run j of queue q; ``done(q, j,
     run, rc)`` hears of each as it ends (finished: its parent's records closed). Termination signals
-    are forwarded to the running programs as :func:`wait_all` does; a queue stops starting runs once
+    are forwarded to the running programs as :func:`wait_all` does; no queue starts another run once
     one was interrupted (Ctrl-C), the others finish what runs."""
-    forwarded = {signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
-    interactive = _interactive()
     running: dict[int, tuple[int, ProfiledRun]] = {}
     stopped = False
-
-    def forward(signum: int, frame: object) -> None:
-        nonlocal stopped
-        stopped = stopped or signum == signal.SIGINT
-        if signum == signal.SIGINT and interactive:
-            return  # the terminal already delivered it to the programs
-        for _, run in running.values():
-            try:
-                run.proc.send_signal(signum)
-            except ProcessLookupError:
-                pass
-
-    old = {s: signal.signal(s, forward) for s in (*forwarded, signal.SIGINT)}
     try:
-        for q, queue in enumerate(queues):
-            if queue:
-                running[q] = (0, queue[0]())
-        while running:
-            for q, (j, run) in list(running.items()):
-                rc = run.proc.poll()
-                if rc is None:
-                    continue
-                del running[q]
-                run.finish()
-                done(q, j, run, rc)
-                stopped = stopped or rc in (-signal.SIGINT, 130)
-                if j + 1 < len(queues[q]) and not stopped:
-                    running[q] = (j + 1, queues[q][j + 1]())
-            if running:
-                time.sleep(POLL_S)
+        with forwarding_signals(lambda: [run for _, run in running.values()]) as interrupted:
+            for q, queue in enumerate(queues):
+                if queue:
+                    running[q] = (0, queue[0]())
+            while running:
+                for q, (j, run) in list(running.items()):
+                    rc = run.proc.poll()
+                    if rc is None:
+                        continue
+                    del running[q]
+                    run.finish()
+                    done(q, j, run, rc)
+                    stopped = stopped or interrupted() or rc in (-signal.SIGINT, 130)
+                    if j + 1 < len(queues[q]) and not stopped:
+                        running[q] = (j + 1, queues[q][j + 1]())
+                if running:
+                    time.sleep(POLL_S)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         for _, run in running.values():  # left by an exception: not waited for, but their records closed
             run.finish()
 
