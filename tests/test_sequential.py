@@ -219,12 +219,15 @@ def test_trial_stops_each_fix_at_its_verdict(tmp_path, monkeypatch):
     bf = fixes["bf16"]
     assert bf["significant"] and bf["alpha"] < 0.05 and bf["p_value"] < bf["alpha"]
     assert bf["measured_interval_pct"][0] > 0
-    # the baseline ran every main round (6, the undecided fix kept them going), then the combined
-    # rounds of the two fixes that saved, themselves stopped at their verdict
+    # the baseline ran every round (6, the undecided fix kept them going); the two fixes that saved
+    # joined the rounds together from the round after the second one's verdict, compared with the
+    # same rounds' baseline runs (none of their own), and stopped at their own verdict
     combined = [r for r in trial.runs if r.label == "combined"]
+    joined = max(fixes["bf16"]["rounds"], fixes["tf32"]["rounds"])
     assert result["rounds"] == 6 and result["combined"]["reason"] == "bf16+tf32"
     assert result["combined"]["verdict"] == "saves" and len(combined) == result["combined"]["rounds"] < 6
-    assert [r.round for r in combined] == list(range(6, 6 + len(combined)))
+    assert [r.round for r in combined] == list(range(joined, joined + len(combined)))
+    assert sorted(r.round for r in trial.runs if r.label == "baseline") == list(range(6))
 
 
 def test_a_fix_that_grows_the_batch_is_looked_at_per_sample(tmp_path, monkeypatch):
@@ -365,3 +368,26 @@ def test_the_intervals_of_all_looks_hold_the_true_saving_at_once():
     assert 0.04 < missed.mean() <= 0.05
     verdicts, _ = sequence(plan, logs)
     assert _shares(verdicts)[Verdict.NO_EFFECT] < 0.05
+
+
+def test_combined_runs_are_compared_per_sample_when_one_of_their_fixes_grows_the_batch():
+    from dlscope.analysis.compare.tries import samples_factor
+
+    both = Run("combined", 3, 0, [190.0], fixes={"bf16": {"applied": True}, "batch": {"detail": {"samples_factor": 2}}})
+    assert samples_factor("combined", [both]) == 2.0
+    assert samples_factor("bf16", [Run("bf16", 1, 0, [90.0], fixes={"bf16": {"applied": True}})]) == 1.0
+    assert samples_factor("batch", [Run("batch", 1, 0, [1.0], fixes={"batch": {"detail": {"samples_factor": 3}}})]) == 3
+
+
+def test_a_runs_clock_splits_its_wall_time_at_its_profiles_marks():
+    from dlscope.application.try_fixes import run_clock
+
+    s = 1_000_000_000
+    run = Run("baseline", 1, 0, [100.0], capture_ns=(102 * s, 120 * s), steps_ns=(110 * s, 118 * s))
+    clock = run_clock(run, launched_ns=100 * s, exited_ns=121 * s, read_ns=122 * s, try_start_ns=90 * s)
+    assert (clock.started_s, clock.to_capture_s, clock.to_first_step_s) == (10.0, 2.0, 8.0)
+    assert (clock.steps_s, clock.to_exit_s, clock.finalize_s) == (8.0, 3.0, 1.0)
+    bare = run_clock(
+        Run("baseline", 1, 2, []), launched_ns=100 * s, exited_ns=101 * s, read_ns=101 * s, try_start_ns=100 * s
+    )
+    assert bare.to_capture_s is None and bare.steps_s is None and bare.to_exit_s is None

@@ -14,7 +14,8 @@ or did not apply is not run again either: more rounds cannot change that."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +110,37 @@ class _Started:
     path: Path
     tail: StderrTail
     run: ProfiledRun
+    launched_ns: int  # wall clock, as the profile's times
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """Where one run's wall time went (s), for ``--format json``'s ``runs``: what a run costs
+    beyond its measured steps is what bounds the rounds a try fits in its minutes."""
+
+    started_s: float  # after the try's start
+    to_capture_s: float | None  # the interpreter and dlscope's bootstrap, until the capture started
+    to_first_step_s: float | None  # the program's own set-up (imports, model, device), to its first step
+    steps_s: float | None  # its steps, the warm-up included
+    to_exit_s: float | None  # from its last step until its process was seen to end
+    finalize_s: float  # its profile written and read, in dlscope try's process
+
+
+def run_clock(run: Run, launched_ns: int, exited_ns: int, read_ns: int, try_start_ns: int) -> RunClock:
+    """A finished run's :class:`RunClock` from its launch, exit and read times and its profile's spans."""
+
+    def s(a: int | None, b: int | None) -> float | None:
+        return round((b - a) / 1e9, 3) if a is not None and b is not None else None
+
+    cap, steps = run.capture_ns or (None, None), run.steps_ns or (None, None)
+    return RunClock(
+        started_s=round((launched_ns - try_start_ns) / 1e9, 3),
+        to_capture_s=s(launched_ns, cap[0]),
+        to_first_step_s=s(cap[0], steps[0]),
+        steps_s=s(steps[0], steps[1]),
+        to_exit_s=s(steps[1] if steps[1] is not None else cap[1], exited_ns),
+        finalize_s=round((read_ns - exited_ns) / 1e9, 3),
+    )
 
 
 def _stderr_file() -> Any:
@@ -156,6 +188,8 @@ class Trial:
         self.placements = placements or []
         self.launched = 0  # runs started, for the progress lines
         self.given = given
+        self.started_ns = time.time_ns()
+        self.clocks: dict[tuple[str, int], RunClock] = {}  # (label, round) -> where its time went
 
     def say(self, msg: str) -> None:
         # on stderr whatever the format: with --format json stdout is the result alone, and a run of
@@ -186,7 +220,8 @@ class Trial:
         else:
             names = list(self.asked.named)
         self.say(f"fixes to try: {', '.join(names) or 'none (no finding has a fix dlscope can apply)'}")
-        self.rounds_run = self._rounds(["baseline", *names], 0, {n: [n] for n in names})
+        labels: dict[str, list[FixName]] = {n: [n] for n in names}  # gains "combined" once two fixes saved
+        self.rounds_run = self._rounds(["baseline", *names], 0, labels)
         base = [r for r in self.runs if r.label == "baseline"]
         outcomes = [
             measure(
@@ -210,8 +245,11 @@ class Trial:
             and not o.loss_diverged
         ]
         together = None
-        if self.combined and len(helped) > 1 and not self.interrupted:
-            self._rounds(["combined", "baseline"], self.rounds_run, {"combined": helped})
+        if self.combined and "combined" not in labels and len(helped) > 1 and not self.interrupted:
+            # the fixes saved only at the rounds' end (or with fixed rounds): their own rounds after
+            labels["combined"] = list(helped)
+            self._rounds(["combined", "baseline"], self.rounds_run, {"combined": labels["combined"]})
+        if "combined" in labels:
             base = [r for r in self.runs if r.label == "baseline"]
             together = measure(
                 "combined",
@@ -219,10 +257,10 @@ class Trial:
                 base,
                 [r for r in self.runs if r.label == "combined"],
                 None,
-                any(BY_NAME[n].changes_precision for n in helped),
+                any(BY_NAME[n].changes_precision for n in labels["combined"]),
                 self.plan,
             )
-            together.reason = "+".join(helped)
+            together.reason = "+".join(labels["combined"])
             together.agrees = None  # no prediction for the fixes together
         if self.interrupted:
             self.say("interrupted: the runs so far are measured; the rest did not run")
@@ -252,6 +290,7 @@ class Trial:
                     "median_ms": r.median_ms,
                     "steps": len(r.steps_ms),
                     "profile": r.profile,
+                    "clock": asdict(self.clocks[r.label, r.round]) if (r.label, r.round) in self.clocks else None,
                 }
                 for r in self.runs
             ],
@@ -270,60 +309,86 @@ class Trial:
         """Rounds of the runs ``order`` names (``baseline`` and the labels of ``fixes``: label ->
         fixes it applies), rotated by one each round, numbered from ``first``; the baseline's run of
         round 0 is the profiled one, already made (unless ``--baseline`` gave the advice). A label
-        leaves once its look is decided (or its run failed); the rounds end when none is left or
-        after max_rounds. Returns rounds run."""
+        leaves once its look is decided (or its run failed), or after max_rounds of its own; the
+        rounds end when none is left. With ``combined``, as soon as two fixes have saved, the fixes
+        that saved join the rounds together as one more label (``combined``), compared with the same
+        baseline runs as the others rather than with baseline runs of its own after them. Returns
+        rounds run."""
         active = [label for label in order if label in fixes]
+        joined = dict.fromkeys(active, 0)  # the round (counted from first) each label's rounds start at
+        saved: list[str] = []
         done = 0
         at_once = max(1, len(self.placements))
-        while active and done < self.max_rounds and not self.interrupted:
+        while active and not self.interrupted:
             # the next rounds, one per GPU: each round's runs in its rotated order on its own GPU
-            batch = range(done, min(done + at_once, self.max_rounds))
-            now = [label for label in order if label == "baseline" or label in active]
-            runs = [
-                [label for label in now[k % len(now) :] + now[: k % len(now)] if not self._made(label, first + k)]
-                for k in batch
-            ]  # (round 0's baseline is the profiled first run, unless the advice was given; round 1's may
-            # have run beside it)
-            if len(batch) > 1:  # one queue per GPU, each taking its next run as soon as it is free
+            rounds: list[tuple[int, list[str]]] = []
+            for k in range(done, done + at_once):
+                now = [
+                    label
+                    for label in order
+                    if label == "baseline" or (label in active and k - joined[label] < self.max_rounds)
+                ]
+                if len(now) < 2:
+                    break
+                rotated = now[k % len(now) :] + now[: k % len(now)]
+                # (round 0's baseline is the profiled first run, unless the advice was given; round 1's
+                # may have run beside it)
+                rounds.append((k, [label for label in rotated if not self._made(label, first + k)]))
+            if len(rounds) > 1:  # one queue per GPU, each taking its next run as soon as it is free
                 self._run_queues(
-                    [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in zip(batch, runs)]
+                    [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in rounds]
                 )
             else:
-                for label in runs[0]:
+                for label in rounds[0][1]:
                     if self.interrupted:
                         break
-                    self._run(label, first + batch[0], fixes.get(label, []))
-            done += len(batch)
+                    self._run(label, first + rounds[0][0], fixes.get(label, []))
+            done += len(rounds)
             for label in list(active):
-                stop = self._stops(label, first)
+                stop, saves = self._stops(label, first + joined[label])
                 if stop:
                     active.remove(label)
+                    saved += [label] if saves and label != "combined" else []
                     self.say(f"{label}: {stop}")
-        if active and self.sequential and not self.interrupted:
-            self.say(f"{', '.join(active)}: undecided after {done} rounds (--max-rounds)")
+                elif done - joined[label] >= self.max_rounds:
+                    active.remove(label)
+                    if self.sequential:
+                        self.say(f"{label}: undecided after {self.max_rounds} rounds (--max-rounds)")
+            if self.combined and "combined" not in fixes and len(saved) >= 2 and not self.interrupted:
+                fixes["combined"] = [f for label in saved for f in fixes[label]]
+                order.append("combined")
+                active.append("combined")
+                joined["combined"] = done
+                self.say(f"combined: {'+'.join(saved)} saved; tried together from round {first + done + 1}")
         return done
 
     def _made(self, label: str, rnd: int) -> bool:
         """Whether the run ``label`` of round ``rnd`` was made already (the first runs, before the rounds)."""
         return any(r.label == label and r.round == rnd for r in self.runs)
 
-    def _stops(self, label: str, first: int) -> str:
-        """Why ``label`` needs no more runs ('' while it does): a failed or unapplied run, or a
-        decided look of the sequential plan over its rounds since ``first``."""
-        from ..analysis.compare.tries import look_at, round_pairs, samples_factor
+    def _stops(self, label: str, first: int) -> tuple[str, bool]:
+        """Why ``label`` needs no more runs ('' while it does), and whether it saved: a failed or
+        unapplied run, or a decided look of the sequential plan over its rounds since ``first`` (a
+        saving whose losses diverged from the baseline's does not count as one)."""
+        from ..analysis.compare.sequential import Verdict
+        from ..analysis.compare.tries import look_at, loss_check, loss_scale, round_pairs, samples_factor
 
         runs = [r for r in self.runs if r.label == label and r.round >= first]
         if any(r.exit_code != 0 for r in runs):
-            return "its run failed; not run again"
+            return "its run failed; not run again", False
         if any(label in r.fixes and not r.fixes[label].get("applied") for r in runs):
-            return "it did not apply; not run again"
+            return "it did not apply; not run again", False
         if not self.sequential or self.plan is None:
-            return ""
+            return "", False
         base = [r for r in self.runs if r.label == "baseline" and r.round >= first]
         seen = look_at(self.plan, round_pairs(base, runs, samples_factor(label, runs)))
         if seen is None or not seen.verdict.decided:
-            return ""
-        return f"{seen.verdict.value} after {seen.rounds} rounds ({seen.low_pct:+.1f}..{seen.high_pct:+.1f}%)"
+            return "", False
+        factor = samples_factor(label, runs)
+        diverged = loss_check(base, runs)[0] and not (factor != 1.0 and loss_scale(base, runs, factor))
+        saves = seen.verdict == Verdict.SAVES and not diverged
+        why = f"{seen.verdict.value} after {seen.rounds} rounds ({seen.low_pct:+.1f}..{seen.high_pct:+.1f}%)"
+        return why, saves
 
     # ---- one run ------------------------------------------------------------------------------
     def _run(self, label: str, rnd: int, fixes: list[FixName], traced: bool = False) -> Run:
@@ -342,7 +407,8 @@ class Trial:
             for j, (label, rnd, fixes, where) in enumerate(jobs)
         ]
         codes = wait_all([s.run for s in started])
-        return [self._finish(s.label, s.round, s.path, s.tail, rc) for s, rc in zip(started, codes)]
+        exited = time.time_ns()  # the last to end's: wait_all waits for them all
+        return [self._finish(s, rc, exited) for s, rc in zip(started, codes)]
 
     def _run_queues(self, queues: list[list[tuple[str, int, list[FixName]]]]) -> None:
         """Queue q's runs ``(label, round, fixes)`` one after another on GPU q, the queues side by side:
@@ -359,9 +425,8 @@ class Trial:
 
             return start
 
-        def done(q: int, j: int, run: ProfiledRun, rc: int) -> None:
-            s = started.pop((q, j))
-            self._finish(s.label, s.round, s.path, s.tail, rc)
+        def done(q: int, j: int, run: ProfiledRun, rc: int, exited_ns: int) -> None:
+            self._finish(started.pop((q, j)), rc, exited_ns)
 
         run_queues([[starter(q, j) for j in range(len(queue))] for q, queue in enumerate(queues)], done)
 
@@ -395,10 +460,19 @@ class Trial:
         # with --format json our stdout is the result: the program's own output goes to stderr
         tail = StderrTail()
         stdout = _stderr_file() if self.quiet else None
-        return _Started(label, rnd, path, tail, ProfiledRun(self.cmd, path, settings, stdout, tail, placement))
+        launched = time.time_ns()
+        run = ProfiledRun(self.cmd, path, settings, stdout, tail, placement)
+        return _Started(label, rnd, path, tail, run, launched)
 
-    def _finish(self, label: str, rnd: int, path: Path, tail: StderrTail, rc: int) -> Run:
+    def _finish(self, started: _Started, rc: int, exited_ns: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""
+        run = self._read(started.label, started.round, started.path, started.tail, rc)
+        self.clocks[run.label, run.round] = run_clock(
+            run, started.launched_ns, exited_ns, time.time_ns(), self.started_ns
+        )
+        return run
+
+    def _read(self, label: str, rnd: int, path: Path, tail: StderrTail, rc: int) -> Run:
         from ..analysis.compare.tries import Run, read_run
         from ..capture.finalize import finalize_profile
         from ..capture.launcher import exit_status, run_end

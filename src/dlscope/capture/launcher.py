@@ -227,12 +227,14 @@ def wait_all(runs: list[ProfiledRun]) -> list[int]:
 
 
 def run_queues(
-    queues: list[list[Callable[[], ProfiledRun]]], done: Callable[[int, int, ProfiledRun, int], None]
+    queues: list[list[Callable[[], ProfiledRun]]], done: Callable[[int, int, ProfiledRun, int, int], None]
 ) -> None:
     """Each queue's runs one after another, the queues side by side: a queue starts its next run as
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j]()`` starts run j of queue q; ``done(q, j,
-    run, rc)`` hears of each as it ends (finished: its parent's records closed). Termination signals
+    run, rc, exited_ns)`` hears of each as it ends (finished: its parent's records closed; the wall
+    clock when its exit was seen), after the queue's next run has started: what ``done`` does with
+    the run that ended (its profile written) overlaps the next one's start-up. Termination signals
     are forwarded to the running programs as :func:`wait_all` does; no queue starts another run once
     one was interrupted (Ctrl-C), the others finish what runs."""
     running: dict[int, tuple[int, ProfiledRun]] = {}
@@ -247,12 +249,13 @@ def run_queues(
                     rc = run.proc.poll()
                     if rc is None:
                         continue
+                    exited = time.time_ns()
                     del running[q]
                     run.finish()
-                    done(q, j, run, rc)
                     stopped = stopped or interrupted() or rc in (-signal.SIGINT, 130)
                     if j + 1 < len(queues[q]) and not stopped:
                         running[q] = (j + 1, queues[q][j + 1]())
+                    done(q, j, run, rc, exited)
                 if running:
                     time.sleep(POLL_S)
     finally:

@@ -75,6 +75,10 @@ class Run:
     losses: list[float] = field(default_factory=list)
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> applied, reason, ...
     profile: str = ""
+    # where its time went (wall clock, ns): the capture's start and end, and its first step's start
+    # and last step's end (warm-up included); None where the profile holds no steps
+    capture_ns: tuple[int, int] | None = None
+    steps_ns: tuple[int, int] | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -250,10 +254,15 @@ def look_at(plan: Plan, pairs: list[tuple[float, float]]) -> Look | None:
 
 
 def samples_factor(name: str, fixed: list[Run]) -> float:
-    """How many times the samples of a step fix ``name`` made its runs process (its detail's
-    ``samples_factor``: a larger batch), 1 for the others: the runs are compared per sample."""
-    info = next((r.fixes[name] for r in fixed if isinstance(r.fixes.get(name), dict)), {})
-    return float((info.get("detail") or {}).get("samples_factor") or 1.0)
+    """How many times the samples of a step the fixes of ``name``'s runs made them process (each
+    fix's detail's ``samples_factor``: a larger batch; 1 for the others), multiplied: the runs are
+    compared per sample. ``name`` is one fix, or ``combined`` whose runs apply several."""
+    first = next((r for r in fixed if r.fixes), None)
+    if first is None:
+        return 1.0
+    applied = [first.fixes[name]] if name in first.fixes else list(first.fixes.values())
+    factors = [(i.get("detail") or {}).get("samples_factor") or 1.0 for i in applied if isinstance(i, dict)]
+    return math.prod(float(f) for f in factors)
 
 
 def round_pairs(base: list[Run], fixed: list[Run], per_sample: float = 1.0) -> list[tuple[float, float]]:
@@ -378,9 +387,21 @@ def read_run(path: Path, label: str, rnd: int, status: int, first_measured: int)
             "ORDER BY step"
         ).fetchall()
     ]
+    span = data.con.execute("SELECT min(start_ns), max(end_ns) FROM steps").fetchone()
+    meta = data.meta
     st = data.meta.collectors.get("fixes")
     settings = st.settings if st is not None else {}
     losses = [float(v) for s, v in settings.get("losses") or [] if s >= first_measured and isinstance(v, (int, float))]
     bad = [v for s, v in settings.get("losses") or [] if s >= first_measured and not isinstance(v, (int, float))]
     losses += [float(v) for v in bad]  # 'nan' / 'inf' as floats: the numerics check flags them
-    return Run(label, rnd, status, steps, losses, settings.get("fixes") or {}, str(path))
+    return Run(
+        label,
+        rnd,
+        status,
+        steps,
+        losses,
+        settings.get("fixes") or {},
+        str(path),
+        (meta.start_ns, meta.end_ns) if meta.start_ns and meta.end_ns else None,
+        (int(span[0]), int(span[1])) if span and span[0] is not None else None,
+    )
