@@ -192,7 +192,13 @@ def _fake_trial(
         self.runs.append(r)
         return r
 
+    def queues(self, queues):
+        for queue in queues:
+            for label, rnd, fixes in queue:
+                run(self, label, rnd, fixes)
+
     monkeypatch.setattr(Trial, "_run", run)
+    monkeypatch.setattr(Trial, "_run_queues", queues)
     monkeypatch.setattr(Trial, "_advice", lambda self, first: ({}, []))
     trial = Trial(["prog"], tmp_path, 5, repeat, fix_names(asked), True, quiet=True, max_rounds=max_rounds)
     return trial, trial.run()
@@ -383,11 +389,11 @@ def test_a_runs_clock_splits_its_wall_time_at_its_profiles_marks():
     from dlscope.application.try_fixes import run_clock
 
     s = 1_000_000_000
-    run = Run("baseline", 1, 0, [100.0], capture_ns=(102 * s, 120 * s), steps_ns=(110 * s, 118 * s))
+    run = Run("baseline", 1, 0, [100.0], capture_ns=(100 * s, 120 * s), steps_ns=(110 * s, 118 * s))
     clock = run_clock(run, launched_ns=100 * s, exited_ns=121 * s, read_ns=122 * s, try_start_ns=90 * s)
-    assert (clock.started_s, clock.to_capture_s, clock.to_first_step_s) == (10.0, 2.0, 8.0)
+    assert (clock.started_s, clock.waited_s, clock.to_first_step_s) == (10.0, None, 10.0)
     assert (clock.steps_s, clock.to_exit_s, clock.finalize_s) == (8.0, 3.0, 1.0)
-    bare = run_clock(
-        Run("baseline", 1, 2, []), launched_ns=100 * s, exited_ns=101 * s, read_ns=101 * s, try_start_ns=100 * s
-    )
-    assert bare.to_capture_s is None and bare.steps_s is None and bare.to_exit_s is None
+    ahead = run_clock(run, 100 * s, 121 * s, 122 * s, 90 * s, went_ns=106 * s)  # let go 6 s after its start
+    assert (ahead.waited_s, ahead.to_first_step_s) == (6.0, 4.0)
+    bare = run_clock(Run("baseline", 1, 2, []), 100 * s, 101 * s, 101 * s, 100 * s)
+    assert bare.waited_s is None and bare.steps_s is None and bare.to_exit_s is None

@@ -127,3 +127,41 @@ def test_each_gpu_takes_its_next_run_when_free(tmp_path, monkeypatch):
     assert {x["gpus"] for x in runs["tf32.2"]} == {"0"} and {x["gpus"] for x in runs["tf32.3"]} == {"1"}
     assert life["tf32.2"][0] < life["tf32.3"][1]  # started while the other GPU's slow run still ran
     assert "dlscope try: run 1: baseline (profiled)" in r.stderr  # progress on stderr with --format json
+
+
+def test_a_gpus_next_run_starts_ahead_and_waits_for_the_last_to_end(tmp_path):
+    """Each queue's next run is started while the last one runs (its interpreter up, torch imported)
+    and goes on into its program only once that one has ended: on one GPU, never two programs at once."""
+    r, runs = _try_on_two_gpus(tmp_path, 3)
+    out = json.loads(r.stdout)
+    clocks = {f"{x['label']}.{x['round']}": x["clock"] for x in out["runs"]}
+    life = {
+        run: (recs[0]["process_started"], recs[0]["started"], max(x["t"] for x in recs)) for run, recs in runs.items()
+    }
+    ahead = [run for run, c in clocks.items() if c["waited_s"] is not None]
+    # the first two rounds' runs each start a queue (round 1's baseline beside the profiled run); round
+    # 2, the last round, alone in its batch: its second run is started ahead
+    assert len(ahead) == 1 and ahead[0].endswith(".2")
+    run = ahead[0]
+    gpu = runs[run][0]["gpus"]
+    # the run of the same GPU just before it: it started before that one ended, its program after
+    prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and life[o][2] < life[run][2]), key=lambda o: life[o][2])
+    assert life[run][0] < life[prev][2] < life[run][1], (run, prev)
+    assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_s"] is not None
+    assert "started ahead" in r.stderr
+
+
+def test_a_run_called_off_before_its_turn_runs_nothing_and_leaves_nothing(tmp_path):
+    from dlscope.capture.base import Settings
+    from dlscope.capture.launcher import ProfiledRun
+
+    marker = tmp_path / "ran"
+    prog = tmp_path / "prog.py"
+    prog.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    run = ProfiledRun([sys.executable, str(prog)], tmp_path / "p.dlscope", Settings(), ahead=())
+    run.call_off()
+    assert run.proc.returncode == 0 and not marker.exists() and not (tmp_path / "p.dlscope").exists()
+    went = ProfiledRun([sys.executable, str(prog)], tmp_path / "q.dlscope", Settings(), ahead=())
+    went.go()
+    assert went.proc.wait(timeout=60) == 0 and marker.read_text() == "ran"
+    went.finish()

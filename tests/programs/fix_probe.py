@@ -12,7 +12,20 @@ import os
 import sys
 import time
 
-STARTED = time.time()  # before torch loads: when dlscope try started this run
+STARTED = time.time()  # before torch loads: when this program's own code started
+
+
+def _process_started() -> float:
+    """When this process started (wall clock): earlier than STARTED for a run dlscope try started
+    ahead of its turn (its interpreter waited, torch imported, before the program ran)."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, after the command
+    with open("/proc/stat") as f:
+        boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+PROCESS_STARTED = _process_started()
 
 import torch  # noqa: E402 - after STARTED
 from torch import nn  # noqa: E402
@@ -96,6 +109,7 @@ while step < steps:
                 "cpus": sorted(os.sched_getaffinity(0)),
                 "t": time.time(),
                 "started": STARTED,
+                "process_started": PROCESS_STARTED,
             }
         )
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records

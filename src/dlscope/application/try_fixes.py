@@ -119,26 +119,29 @@ class RunClock:
     beyond its measured steps is what bounds the rounds a try fits in its minutes."""
 
     started_s: float  # after the try's start
-    to_capture_s: float | None  # the interpreter and dlscope's bootstrap, until the capture started
+    waited_s: float | None  # started ahead of its turn: how long it waited, its imports done (else None)
     to_first_step_s: float | None  # the program's own set-up (imports, model, device), to its first step
     steps_s: float | None  # its steps, the warm-up included
     to_exit_s: float | None  # from its last step until its process was seen to end
     finalize_s: float  # its profile written and read, in dlscope try's process
 
 
-def run_clock(run: Run, launched_ns: int, exited_ns: int, read_ns: int, try_start_ns: int) -> RunClock:
-    """A finished run's :class:`RunClock` from its launch, exit and read times and its profile's spans."""
+def run_clock(
+    run: Run, launched_ns: int, exited_ns: int, read_ns: int, try_start_ns: int, went_ns: int | None = None
+) -> RunClock:
+    """A finished run's :class:`RunClock` from its launch, exit and read times, when it was let go
+    (``went_ns``: one started ahead) and its profile's steps."""
 
     def s(a: int | None, b: int | None) -> float | None:
         return round((b - a) / 1e9, 3) if a is not None and b is not None else None
 
-    cap, steps = run.capture_ns or (None, None), run.steps_ns or (None, None)
+    first, last = run.steps_ns or (None, None)
     return RunClock(
         started_s=round((launched_ns - try_start_ns) / 1e9, 3),
-        to_capture_s=s(launched_ns, cap[0]),
-        to_first_step_s=s(cap[0], steps[0]),
-        steps_s=s(steps[0], steps[1]),
-        to_exit_s=s(steps[1] if steps[1] is not None else cap[1], exited_ns),
+        waited_s=s(launched_ns, went_ns),
+        to_first_step_s=s(went_ns or launched_ns, first),
+        steps_s=s(first, last),
+        to_exit_s=s(last, exited_ns),
         finalize_s=round((read_ns - exited_ns) / 1e9, 3),
     )
 
@@ -189,6 +192,8 @@ class Trial:
         self.launched = 0  # runs started, for the progress lines
         self.given = given
         self.started_ns = time.time_ns()
+        # what a run started ahead imports (None: runs start at their turn): the first run's frameworks
+        self.preimport: tuple[str, ...] | None = None
         self.clocks: dict[tuple[str, int], RunClock] = {}  # (label, round) -> where its time went
 
     def say(self, msg: str) -> None:
@@ -212,6 +217,8 @@ class Trial:
         else:
             predicted, advised = self.given.predicted, self.given.advised
             self.say(f"advice from {self.given.path} (--baseline): the program is not profiled again")
+        advised_from = Path(first.profile) if first else self.given.path if self.given else None
+        self.preimport = _frameworks(advised_from, self.cmd)
         # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
         self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
         if self.asked.auto:
@@ -334,15 +341,8 @@ class Trial:
                 # (round 0's baseline is the profiled first run, unless the advice was given; round 1's
                 # may have run beside it)
                 rounds.append((k, [label for label in rotated if not self._made(label, first + k)]))
-            if len(rounds) > 1:  # one queue per GPU, each taking its next run as soon as it is free
-                self._run_queues(
-                    [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in rounds]
-                )
-            else:
-                for label in rounds[0][1]:
-                    if self.interrupted:
-                        break
-                    self._run(label, first + rounds[0][0], fixes.get(label, []))
+            # one queue per GPU, each taking its next run as soon as it is free
+            self._run_queues([[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in rounds])
             done += len(rounds)
             for label in list(active):
                 stop, saves = self._stops(label, first + joined[label])
@@ -412,15 +412,17 @@ class Trial:
 
     def _run_queues(self, queues: list[list[tuple[str, int, list[FixName]]]]) -> None:
         """Queue q's runs ``(label, round, fixes)`` one after another on GPU q, the queues side by side:
-        a GPU starts its next run when its last one ends, not when the other's does."""
+        a GPU starts its next run when its last one ends, not when the other's does; each run after a
+        queue's first is started ahead of its turn where the program is Python's (:mod:`..capture.turn`)."""
         from ..capture.launcher import run_queues
 
         started: dict[tuple[int, int], _Started] = {}
+        beside = len(queues) > 1
 
-        def starter(q: int, j: int) -> Callable[[], ProfiledRun]:
-            def start() -> ProfiledRun:
+        def starter(q: int, j: int) -> Callable[[bool], ProfiledRun]:
+            def start(early: bool) -> ProfiledRun:
                 label, rnd, fixes = queues[q][j]
-                started[q, j] = self._start(label, rnd, fixes, q, False, True)
+                started[q, j] = self._start(label, rnd, fixes, q, False, beside, self.preimport if early else None)
                 return started[q, j].run
 
             return start
@@ -428,12 +430,24 @@ class Trial:
         def done(q: int, j: int, run: ProfiledRun, rc: int, exited_ns: int) -> None:
             self._finish(started.pop((q, j)), rc, exited_ns)
 
-        run_queues([[starter(q, j) for j in range(len(queue))] for q, queue in enumerate(queues)], done)
+        run_queues(
+            [[starter(q, j) for j in range(len(queue))] for q, queue in enumerate(queues)],
+            done,
+            ahead=self.preimport is not None,
+        )
 
     def _start(
-        self, label: str, rnd: int, fixes: list[FixName], where: int, profiled_run: bool, beside_others: bool
+        self,
+        label: str,
+        rnd: int,
+        fixes: list[FixName],
+        where: int,
+        profiled_run: bool,
+        beside_others: bool,
+        ahead: tuple[str, ...] | None = None,
     ) -> _Started:
-        """Start one run (its profile ``LABEL.ROUND.dlscope``) on placement ``where``."""
+        """Start one run (its profile ``LABEL.ROUND.dlscope``) on placement ``where``; ``ahead``: before
+        its turn, importing these frameworks, until its queue lets it go on."""
         from ..capture.base import Settings, TryRun
         from ..capture.launcher import ProfiledRun, StderrTail
 
@@ -455,20 +469,21 @@ class Trial:
         placement = self.placements[where] if self.placements else None
         on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""
         profiled = " (profiled)" if profiled_run else ""
+        early = ", started ahead" if ahead is not None else ""
         self.launched += 1
-        self.say(f"run {self.launched}: {label}{profiled}, round {rnd + 1}{on}")
+        self.say(f"run {self.launched}: {label}{profiled}, round {rnd + 1}{on}{early}")
         # with --format json our stdout is the result: the program's own output goes to stderr
         tail = StderrTail()
         stdout = _stderr_file() if self.quiet else None
         launched = time.time_ns()
-        run = ProfiledRun(self.cmd, path, settings, stdout, tail, placement)
+        run = ProfiledRun(self.cmd, path, settings, stdout, tail, placement, ahead)
         return _Started(label, rnd, path, tail, run, launched)
 
     def _finish(self, started: _Started, rc: int, exited_ns: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""
         run = self._read(started.label, started.round, started.path, started.tail, rc)
         self.clocks[run.label, run.round] = run_clock(
-            run, started.launched_ns, exited_ns, time.time_ns(), self.started_ns
+            run, started.launched_ns, exited_ns, time.time_ns(), self.started_ns, started.run.went_ns
         )
         return run
 
@@ -510,6 +525,19 @@ class Trial:
 
         path = Path(first.profile)
         replace_table(path, load_meta(path / "meta.json"), "tries", tries_table(outcomes))
+
+
+def _frameworks(profile: Path | None, cmd: list[str]) -> tuple[str, ...] | None:
+    """The frameworks a run started ahead imports: those the profile of the same command recorded;
+    None (no run starts ahead) unless the command is a Python interpreter's, the process whose start
+    dlscope's bootstrap can hold (a shell script's Python would start its program at once)."""
+    from ..capture.turn import PREIMPORTED
+    from ..store.meta import load_meta
+
+    if profile is None or not Path(cmd[0]).name.startswith("python") or not (profile / "meta.json").exists():
+        return None
+    recorded = load_meta(profile / "meta.json").frameworks
+    return tuple(f for f in PREIMPORTED if f in recorded)
 
 
 def _predicted(predicted: dict[RuleId, float], rules: tuple[RuleId, ...]) -> float | None:

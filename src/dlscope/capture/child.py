@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import distributed, handle
+from . import distributed, handle, turn
 from .base import Settings
 from .session import Session
 
@@ -27,6 +27,8 @@ def start_from_env(cfg_text: str) -> None:
         distributed.on_process_group(lambda rank, world: _start(cfg, (rank, world)))
         return
     _start(cfg)
+    # dlscope try's next run, started ahead: waits here, recording, until the GPU is its own
+    turn.wait_for_turn()
 
 
 def _start(cfg: dict[str, Any], rank: tuple[int, int] | None = None) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from typing import IO, TextIO
 
 from ..errors import UsageError
 from ..store.meta import RunEnd
+from . import turn
 from .base import Settings
 from .child_exits import exit_status as exit_status  # used by the profile and try use cases
 from .session import Session
@@ -128,7 +130,10 @@ class ProfiledRun:
         stdout: TextIO | None = None,
         stderr_tail: StderrTail | None = None,
         placement: Placement | None = None,
+        ahead: tuple[str, ...] | None = None,
     ) -> None:
+        """``ahead``: started before its turn (:mod:`.turn`): the program imports these frameworks,
+        then waits for :meth:`go` (or :meth:`call_off`)."""
         from . import COLLECTORS
 
         host_collectors = [c for c in COLLECTORS if c.scope == "host"]
@@ -146,6 +151,13 @@ class ProfiledRun:
         if where.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = where.gpus
         cpus = where.cpus
+        self.profile_dir = profile_dir
+        self._go: int | None = None  # the pipe's end a run started ahead waits on
+        self.went_ns: int | None = None  # when a run started ahead was let go (wall clock)
+        wait_fd = None
+        if ahead is not None:
+            wait_fd, self._go = os.pipe()
+            env[turn.ENV] = turn.turn_env(wait_fd, ahead)
         try:
             self._run_range.__enter__()
             self.proc = subprocess.Popen(
@@ -153,10 +165,14 @@ class ProfiledRun:
                 env=env,
                 stdout=stdout,
                 stderr=subprocess.PIPE if stderr_tail is not None else None,
+                pass_fds=(wait_fd,) if wait_fd is not None else (),
             )
         except OSError as e:
             self.finish()
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
+        finally:
+            if wait_fd is not None:
+                os.close(wait_fd)
         if cpus:
             # the child's CPUs, set from here as it starts (its threads, made later, inherit them): not
             # in a preexec_fn, which is unsafe in a process with threads (ours: DuckDB's, the stderr tees)
@@ -167,6 +183,25 @@ class ProfiledRun:
         if stderr_tail is not None:
             assert self.proc.stderr is not None
             stderr_tail.start(self.proc.stderr)
+
+    def go(self) -> None:
+        """Let a run started ahead go on into its program (nothing for one that was not)."""
+        if self._go is not None:
+            self.went_ns = time.time_ns()
+            with contextlib.suppress(OSError):  # it ended already: its exit is seen as any other
+                os.write(self._go, turn.GO)
+            os.close(self._go)
+            self._go = None
+
+    def call_off(self) -> None:
+        """A run started ahead that will not have its turn: it exits without running its program;
+        its records closed and its profile folder removed."""
+        if self._go is not None:
+            os.close(self._go)
+            self._go = None
+        self.proc.wait()
+        self.finish()
+        shutil.rmtree(self.profile_dir, ignore_errors=True)
 
     def finish(self) -> None:
         """After the program exited: its last words, then the parent's records closed."""
@@ -227,23 +262,44 @@ def wait_all(runs: list[ProfiledRun]) -> list[int]:
 
 
 def run_queues(
-    queues: list[list[Callable[[], ProfiledRun]]], done: Callable[[int, int, ProfiledRun, int, int], None]
+    queues: list[list[Callable[[bool], ProfiledRun]]],
+    done: Callable[[int, int, ProfiledRun, int, int], None],
+    ahead: bool = False,
 ) -> None:
     """Each queue's runs one after another, the queues side by side: a queue starts its next run as
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
-    early does not wait for the other's). ``queues[q][j]()`` starts run j of queue q; ``done(q, j,
-    run, rc, exited_ns)`` hears of each as it ends (finished: its parent's records closed; the wall
-    clock when its exit was seen), after the queue's next run has started: what ``done`` does with
-    the run that ended (its profile written) overlaps the next one's start-up. Termination signals
-    are forwarded to the running programs as :func:`wait_all` does; no queue starts another run once
-    one was interrupted (Ctrl-C), the others finish what runs."""
+    early does not wait for the other's). ``queues[q][j](early)`` starts run j of queue q, ahead of
+    its turn when ``early`` (:mod:`.turn`: with ``ahead``, each queue's next run starts as its last
+    one starts, and is let go when that one exits). ``done(q, j, run, rc, exited_ns)`` hears of each
+    as it ends (finished: its parent's records closed; the wall clock when its exit was seen), after
+    the queue's next run has gone on: what ``done`` does with the run that ended (its profile
+    written) overlaps the next one's start-up. Termination signals are forwarded to the running
+    programs as :func:`wait_all` does; no queue lets another run go once one was interrupted
+    (Ctrl-C; the runs started ahead are called off), the others finish what runs."""
     running: dict[int, tuple[int, ProfiledRun]] = {}
+    waiting: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's next run, started ahead
     stopped = False
+
+    def start(q: int, j: int) -> None:
+        if j < len(queues[q]):
+            running[q] = (j, queues[q][j](False))
+            if ahead and j + 1 < len(queues[q]):
+                waiting[q] = (j + 1, queues[q][j + 1](True))
+
+    def next_of(q: int, j: int) -> None:
+        if q in waiting:
+            jn, run = waiting.pop(q)
+            run.go()
+            running[q] = (jn, run)
+            if jn + 1 < len(queues[q]):
+                waiting[q] = (jn + 1, queues[q][jn + 1](True))
+        else:
+            start(q, j + 1)
+
     try:
-        with forwarding_signals(lambda: [run for _, run in running.values()]) as interrupted:
-            for q, queue in enumerate(queues):
-                if queue:
-                    running[q] = (0, queue[0]())
+        with forwarding_signals(lambda: [run for _, run in [*running.values(), *waiting.values()]]) as interrupted:
+            for q in range(len(queues)):
+                start(q, 0)
             while running:
                 for q, (j, run) in list(running.items()):
                     rc = run.proc.poll()
@@ -253,14 +309,20 @@ def run_queues(
                     del running[q]
                     run.finish()
                     stopped = stopped or interrupted() or rc in (-signal.SIGINT, 130)
-                    if j + 1 < len(queues[q]) and not stopped:
-                        running[q] = (j + 1, queues[q][j + 1]())
+                    if stopped:
+                        for _, early in waiting.values():
+                            early.call_off()
+                        waiting.clear()
+                    else:
+                        next_of(q, j)
                     done(q, j, run, rc, exited)
                 if running:
                     time.sleep(POLL_S)
     finally:
         for _, run in running.values():  # left by an exception: not waited for, but their records closed
             run.finish()
+        for _, run in waiting.values():
+            run.call_off()
 
 
 # how often run_queues looks for a run that ended: small against a run's seconds of start-up
