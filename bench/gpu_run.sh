@@ -72,6 +72,14 @@
 #                    NCU_VARIANT [fused_opt], NCU_STEP [2]) in fp32 with TF32 off: the roofline model's
 #                    FLOPs and bytes per op against ncu's counters over one step's kernels.
 #                    -> roofline_ncu_MODEL.json/.txt, ncu_MODEL.csv.gz, profiles (2026-11-28)
+#   jax_unannotated  issue 40's acceptance: bench/programs/jax_unannotated.py (a flax + optax transformer LM, no
+#                    step annotations) bare, then under `dlscope profile` (every call of its jit step traced:
+#                    no annotation, no detail window), its own timer beside each; bench/jax_steps_check.py
+#                    compares the median derived step with the program's (within 5%), then summary, advice
+#                    and step_sum as JSON. Needs jax, flax, optax on the host. STEPS [60], SKIP [5],
+#                    SMALL [unset; 1: the tiny model, for a check on a CPU].
+#                    -> versions.txt, bare_times.json, prof_times.json, check.json, summary.json,
+#                    advise.json, step_sum.json, *.log, profile (not run yet)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
@@ -464,6 +472,25 @@ part_defer_sync() {
 2> $R/defer_nan.log"
 }
 
+part_jax_unannotated() {
+  part jax_unannotated
+  # JAX takes 75% of the GPU's memory at its first array unless told not to (bench/gpu_jaxncu.py's ENV)
+  local env="XLA_PYTHON_CLIENT_PREALLOCATE=false" prog="python3 bench/programs/jax_unannotated.py --steps ${STEPS:-60}${SMALL:+ --small}"
+  local prof=$R/prof/jax.dlscope
+  post versions "python3 -c 'import jax, jaxlib, flax, optax; print(\"jax\", jax.__version__, \"jaxlib\", \
+jaxlib.__version__, \"flax\", flax.__version__, \"optax\", optax.__version__, jax.devices())' > $R/versions.txt 2>&1; \
+tail -n 3 $R/versions.txt"
+  # the program untraced: its own steps without dlscope (the first ones compile)
+  runsh bare 150 200 "$env $prog --times-out $R/bare_times.json > $R/bare.log 2>&1; tail -n 2 $R/bare.log"
+  # no step annotation: the JAX layer traces the whole run, every call of the step (no --mode full needed)
+  runsh profiled 300 20 "$env $P -o $prof -- $prog --times-out $R/prof_times.json > $R/prof.log 2>&1; tail -n 2 $R/prof.log"
+  post check "python3 bench/jax_steps_check.py $prof $R/prof_times.json --bare $R/bare_times.json --skip ${SKIP:-5} \
+-o $R/check.json"
+  post reports "$D summary $prof --format json > $R/summary.json 2> $R/summary.err; $D advise $prof --format json \
+> $R/advise.json 2> $R/advise.err; $D stats $prof --report step_sum --format json > $R/step_sum.json 2> $R/step_sum.err; \
+$D summary $prof | head -30"
+}
+
 part_nccl_timeout() {
   part nccl_timeout
   # rank 1 hangs in step 15; rank 0 reads its loss each step (--item), so its host waits in that step's
@@ -477,7 +504,7 @@ part_nccl_timeout() {
   done
 }
 
-PARTS="nccl_timeout defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+PARTS="jax_unannotated nccl_timeout defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
