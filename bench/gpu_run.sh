@@ -79,7 +79,7 @@
 #                    and step_sum as JSON. Needs jax, flax, optax on the host. STEPS [60], SKIP [5],
 #                    SMALL [unset; 1: the tiny model, for a check on a CPU].
 #                    -> versions.txt, bare_times.json, prof_times.json, check.json, summary.json,
-#                    advise.json, step_sum.json, *.log, profile (not run yet)
+#                    advise.json, step_sum.json, *.log, profile (one GPU, ~3 min expected; on a CPU only so far)
 #   fuzz             bench/fuzz.py for the rest of the budget on the host's CPUs (run it last).
 #                    SEED [183] (take a new one per run), FUZZ_JOBS [nproc], FUZZ_TMP [unset: TMPDIR
 #                    as is; /dev/shm keeps the inputs in memory]. -> fuzz.json, fuzz.log, crashes/;
