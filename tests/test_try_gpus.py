@@ -165,3 +165,22 @@ def test_a_run_called_off_before_its_turn_runs_nothing_and_leaves_nothing(tmp_pa
     went.go()
     assert went.proc.wait(timeout=60) == 0 and marker.read_text() == "ran"
     went.finish()
+
+
+def test_the_next_run_goes_on_once_the_last_has_measured_its_steps_not_at_its_exit(tmp_path, monkeypatch):
+    """A run that takes 3 s to end after its last measured step (as a CUDA context's teardown does) does
+    not hold its GPU's next run, started ahead, for those seconds: that one goes on at its mark."""
+    exits = tmp_path / "exits.jsonl"
+    monkeypatch.setenv("PROBE_SLOW_EXIT_S", "3")
+    monkeypatch.setenv("PROBE_EXIT_RECORDS", str(exits))
+    r, runs = _try_on_two_gpus(tmp_path, 3)
+    exited = {
+        rec["run"].removesuffix(".dlscope"): rec["exited"] for rec in map(json.loads, exits.read_text().splitlines())
+    }
+    out = json.loads(r.stdout)
+    run = next(f"{x['label']}.{x['round']}" for x in out["runs"] if x["clock"]["waited_s"] is not None)
+    gpu = runs[run][0]["gpus"]
+    last = {o: max(x["t"] for x in recs) for o, recs in runs.items()}
+    prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and last[o] < last[run]), key=lambda o: last[o])
+    assert last[prev] < runs[run][0]["started"] < exited[prev]  # after its steps, before its exit
+    assert not list(tmp_path.glob("t.try/*.dlscope/measured"))  # the mark is not left in the profiles

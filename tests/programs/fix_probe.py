@@ -26,6 +26,15 @@ def _process_started() -> float:
 
 
 PROCESS_STARTED = _process_started()
+if os.environ.get("PROBE_SLOW_EXIT_S"):  # a run slow to end after its last step (a CUDA context's teardown)
+    import atexit
+
+    def _slow_exit() -> None:
+        time.sleep(float(os.environ["PROBE_SLOW_EXIT_S"]))
+        with open(os.environ["PROBE_EXIT_RECORDS"], "a") as f:
+            f.write(json.dumps({"run": run, "exited": time.time()}) + "\n")
+
+    atexit.register(_slow_exit)
 
 import torch  # noqa: E402 - after STARTED
 from torch import nn  # noqa: E402

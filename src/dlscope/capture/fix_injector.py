@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CollectorUnavailable
 from ..vocabulary.names import FixName
+from . import turn
 from .base import Collector, Settings, TryRun
 from .import_hooks import cancel, when_imported
 from .schedule import Action
@@ -145,6 +146,8 @@ class FixInjector(Collector):
             for f in self._ctx.on_step_start:
                 f()
         if self.stop_after is not None and step >= self.stop_after:
+            if self.session is not None:
+                turn.mark_measured(self.session.profile_dir)
             raise SystemExit(0)  # the measured steps are done: end the run here (dlscope try)
 
     def stop(self) -> None:

@@ -193,6 +193,10 @@ class ProfiledRun:
             os.close(self._go)
             self._go = None
 
+    def measured(self) -> bool:
+        """Whether the program said its measured steps are done (dlscope try's runs; it ends now)."""
+        return (self.profile_dir / turn.MEASURED).exists()
+
     def call_off(self) -> None:
         """A run started ahead that will not have its turn: it exits without running its program;
         its records closed and its profile folder removed."""
@@ -205,6 +209,7 @@ class ProfiledRun:
 
     def finish(self) -> None:
         """After the program exited: its last words, then the parent's records closed."""
+        (self.profile_dir / turn.MEASURED).unlink(missing_ok=True)  # said to us; not part of the profile
         try:
             if self._tail is not None:
                 self._tail.join()  # the program's last words before anything dlscope prints
@@ -270,14 +275,16 @@ def run_queues(
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j](early)`` starts run j of queue q, ahead of
     its turn when ``early`` (:mod:`.turn`: with ``ahead``, each queue's next run starts as its last
-    one starts, and is let go when that one exits). ``done(q, j, run, rc, exited_ns)`` hears of each
-    as it ends (finished: its parent's records closed; the wall clock when its exit was seen), after
-    the queue's next run has gone on: what ``done`` does with the run that ended (its profile
-    written) overlaps the next one's start-up. Termination signals are forwarded to the running
-    programs as :func:`wait_all` does; no queue lets another run go once one was interrupted
-    (Ctrl-C; the runs started ahead are called off), the others finish what runs."""
-    running: dict[int, tuple[int, ProfiledRun]] = {}
+    one starts, and is let go when that one has measured its steps (its mark) or exited).
+    ``done(q, j, run, rc, exited_ns)`` hears of each as it ends (finished: its parent's records
+    closed; the wall clock when its exit was seen), after the queue's next run has gone on: what
+    ``done`` does with the run that ended (its profile written) overlaps the next one's start-up.
+    Termination signals are forwarded to the running programs as :func:`wait_all` does; no queue
+    lets another run go once one was interrupted (Ctrl-C; the runs started ahead are called off),
+    the others finish what runs."""
+    running: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's run whose turn it is
     waiting: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's next run, started ahead
+    ending: list[tuple[int, int, ProfiledRun]] = []  # measured, their next let go, not yet exited
     stopped = False
 
     def start(q: int, j: int) -> None:
@@ -287,6 +294,8 @@ def run_queues(
                 waiting[q] = (j + 1, queues[q][j + 1](True))
 
     def next_of(q: int, j: int) -> None:
+        """Queue q's run after run j goes on: the one waiting let go (and the one after started
+        ahead), or started now."""
         if q in waiting:
             jn, run = waiting.pop(q)
             run.go()
@@ -296,30 +305,53 @@ def run_queues(
         else:
             start(q, j + 1)
 
+    def call_off_waiting() -> None:
+        for _, early in waiting.values():
+            early.call_off()
+        waiting.clear()
+
+    def everyone() -> list[ProfiledRun]:
+        return [run for _, run in [*running.values(), *waiting.values()]] + [run for _, _, run in ending]
+
     try:
-        with forwarding_signals(lambda: [run for _, run in [*running.values(), *waiting.values()]]) as interrupted:
+        with forwarding_signals(everyone) as interrupted:
             for q in range(len(queues)):
                 start(q, 0)
-            while running:
+            while running or ending:
+                for q, j, run in list(ending):
+                    rc = run.proc.poll()
+                    if rc is not None:
+                        exited = time.time_ns()
+                        ending.remove((q, j, run))
+                        run.finish()
+                        stopped = stopped or interrupted() or rc in (-signal.SIGINT, 130)
+                        if stopped:
+                            call_off_waiting()
+                        done(q, j, run, rc, exited)
                 for q, (j, run) in list(running.items()):
                     rc = run.proc.poll()
                     if rc is None:
+                        if q in waiting and not stopped and run.measured():
+                            # its steps are measured: the GPU's next run goes on while it ends
+                            del running[q]
+                            ending.append((q, j, run))
+                            next_of(q, j)
                         continue
                     exited = time.time_ns()
                     del running[q]
                     run.finish()
                     stopped = stopped or interrupted() or rc in (-signal.SIGINT, 130)
                     if stopped:
-                        for _, early in waiting.values():
-                            early.call_off()
-                        waiting.clear()
+                        call_off_waiting()
                     else:
                         next_of(q, j)
                     done(q, j, run, rc, exited)
-                if running:
+                if running or ending:
                     time.sleep(POLL_S)
     finally:
         for _, run in running.values():  # left by an exception: not waited for, but their records closed
+            run.finish()
+        for _, _, run in ending:
             run.finish()
         for _, run in waiting.values():
             run.call_off()

@@ -17,12 +17,18 @@ having run nothing of the program."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+from pathlib import Path
 
 ENV = "DLSCOPE_TURN"
 GO = b"g"
+# a run's mark in its profile folder once its measured steps are done (it ends then): the GPU's next
+# run may go on while it tears down (its CUDA context, its writes), which takes about 0.9 s on the
+# H200 host against 4 s or more before the next run's first step (bench/RESULTS.md, 2026-11-28)
+MEASURED = "measured"
 # the frameworks whose import makes up most of a deep-learning program's start-up, as named in a
 # profile's meta.frameworks: a run started ahead imports those its first run recorded
 PREIMPORTED = ("torch", "jax", "tensorflow")
@@ -31,6 +37,12 @@ PREIMPORTED = ("torch", "jax", "tensorflow")
 def turn_env(read_fd: int, preimport: tuple[str, ...]) -> str:
     """The value of :data:`ENV` for a child that waits on ``read_fd`` (ours: its parent's pid)."""
     return json.dumps({"fd": read_fd, "parent": os.getpid(), "preimport": list(preimport)})
+
+
+def mark_measured(profile_dir: Path) -> None:
+    """In the run, as its measured steps are done: say so to dlscope try (a file, :data:`MEASURED`)."""
+    with contextlib.suppress(OSError):  # no mark: its next run waits for its exit, as before
+        (profile_dir / MEASURED).touch()
 
 
 def wait_for_turn() -> None:
