@@ -89,9 +89,12 @@
 #                    then `dlscope try --fixes auto --gpus TRY_GPUS [auto]` timed (3 minutes wanted on 2 GPUs).
 #                    -> bare_N.json, bert_try.json/.log, bert_advise.json, the try's profiles
 #   defer_sync       issue 38's defer_sync fix on tests/programs/defer_probe.py (a loop that reads .item() every
-#                    step): `try --fixes auto` (ROUNDS [3]), its advice, then the probe that checks each loss
+#                    step after HOST_MS [4] of Python, an MLP of WIDTH [2048]): `try --fixes auto,defer_sync`
+#                    (--max-rounds ROUNDS [4]), its advice; NAN_CHECK=1 adds the probe that checks each loss
 #                    for NaN at once (meaning kept: no saving expected). -> defer_auto.json, defer_advise.txt,
 #                    defer_nan.json (2026-11-28)
+#   try_one_gpu      `dlscope try --fixes bf16 --repeat 3` on the suite's GPT on one GPU (its runs in one queue,
+#                    each started ahead): issue 37's before/after try again. -> try_one.json/.log (2026-11-28)
 #   nccl_timeout     issue 40: a rank hangs in a 2-GPU NCCL job whose other rank waits in the all-reduce
 #                    (`ddp_dies.py --how hang --item`, a 10 s timeout), under `dlscope profile`, for each
 #                    TORCH_NCCL_ASYNC_ERROR_HANDLING in HANDLING [1 3]. -> run_N.log, summary_N.txt, profiles
@@ -463,13 +466,24 @@ $D advise $R/prof/baseline.0.dlscope --format json > $R/bert_advise.json 2>&1"
 
 part_defer_sync() {
   part defer_sync
-  local probe="PROBE_DEVICE=cuda PROBE_STEPS=80 PROBE_PRINT_EVERY=20"
-  runsh "try auto on the probe" 200 10 "env $probe $D try --fixes auto --steps 20 --repeat ${ROUNDS:-3} -o /tmp/defer.try \
---format json -- python3 tests/programs/defer_probe.py /tmp/p.json > $R/defer_auto.json 2> $R/defer_auto.log"
+  # HOST_MS of Python a step before the GPU's work (WIDTH x 8 layers, batch 1024): the host work that a sync
+  # every step keeps from running under the GPU's (the probe of 2026-11-28 14:04 had none: no finding)
+  local probe="PROBE_DEVICE=cuda PROBE_STEPS=80 PROBE_PRINT_EVERY=20 PROBE_HOST_MS=${HOST_MS:-4} PROBE_WIDTH=${WIDTH:-2048}"
+  runsh "try auto + defer_sync on the probe" 240 10 "env $probe $D try --fixes auto,defer_sync --steps 20 \
+--max-rounds ${ROUNDS:-4} --no-combined -o /tmp/defer.try --format json -- python3 tests/programs/defer_probe.py /tmp/p.json \
+> $R/defer_auto.json 2> $R/defer_auto.log"
   post advise "$D advise /tmp/defer.try/baseline.0.dlscope > $R/defer_advise.txt 2>&1"
-  runsh "defer_sync, NaN check" 150 10 "env $probe PROBE_NAN_CHECK=1 $D try --fixes defer_sync --steps 20 --repeat 3 \
--o /tmp/defer_nan.try --format json -- python3 tests/programs/defer_probe.py /tmp/p.json > $R/defer_nan.json \
-2> $R/defer_nan.log"
+  [ -z "${NAN_CHECK:-}" ] || runsh "defer_sync, NaN check" 150 10 "env $probe PROBE_NAN_CHECK=1 $D try --fixes defer_sync \
+--steps 20 --repeat 3 -o /tmp/defer_nan.try --format json -- python3 tests/programs/defer_probe.py /tmp/p.json \
+> $R/defer_nan.json 2> $R/defer_nan.log"
+}
+
+part_try_one_gpu() {
+  part try_one_gpu
+  # the runs of one GPU in one queue, each started ahead (2026-11-28): the same try as issue 37's
+  # before/after check (results/gpu_try_move), its intervals to overlap those
+  runsh "try bf16 on one GPU" 300 10 "$D try --fixes bf16 --no-combined --repeat 3 --steps 20 -f --format json \
+-o /tmp/try_one -- python3 bench/advice_truth/train.py --model gpt --steps 100000 > $R/try_one.json 2> $R/try_one.log"
 }
 
 part_jax_unannotated() {
@@ -504,7 +518,7 @@ part_nccl_timeout() {
   done
 }
 
-PARTS="jax_unannotated nccl_timeout defer_sync bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+PARTS="jax_unannotated nccl_timeout defer_sync try_one_gpu bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do

@@ -5,7 +5,9 @@ Environment: PROBE_STEPS (default 12), PROBE_PRINT_EVERY (default 4), PROBE_DEVI
 cuda: an MLP of PROBE_DEPTH (8) layers of PROBE_WIDTH (1024) over a batch of PROBE_BATCH (1024), whose
 GPU time and launches are of a size, so that a sync every step costs the step), PROBE_NAN_CHECK=1 (the
 program checks each loss for NaN at once: control flow on the number, which defer_sync must keep, and
-so waits every step as before).
+so waits every step as before), PROBE_HOST_MS (default 0: each step first spends this long in Python on
+the training thread, as a batch made by the program would: the host work a sync every step keeps from
+running under the GPU's).
 
 What it writes: the type each ``.item()`` returned, the running sum's type before it was printed, the
 numbers as the program computed them (``json.dumps`` of the lazy ones) and as ``float()`` of the loss
@@ -16,6 +18,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import torch
 from torch import nn
@@ -35,7 +38,19 @@ else:
     x, y = torch.randn(batch, width, device=device), torch.randn(batch, 1, device=device)
 opt = torch.optim.SGD(model.parameters(), lr=0.05 if device == "cpu" else 1e-4)
 running, losses, eager_t, kinds, running_kinds = 0.0, [], [], [], []
+host_s = float(os.environ.get("PROBE_HOST_MS", "0")) / 1000
+
+
+def host_work() -> None:
+    """The next batch made in Python (busy, holding the GIL, as a tokenizer would)."""
+    end, acc = time.perf_counter() + host_s, 0
+    while time.perf_counter() < end:
+        acc += sum(range(200))
+
+
 for step in range(steps):
+    if host_s:
+        host_work()
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
