@@ -87,7 +87,8 @@
 # Parts, several GPUs of one host (nvidia-h100-x2, or -x4 where GPUS=4 or a job asks for 4):
 #   bert_try         issue 38's acceptance: bench/programs/bert_like.py bare BARE_RUNS [2] times (its own spread),
 #                    then `dlscope try --fixes auto --gpus TRY_GPUS [auto]` timed (3 minutes wanted on 2 GPUs).
-#                    -> bare_N.json, bert_try.json/.log, bert_advise.json, the try's profiles
+#                    -> bare_N.json, bert_try.json/.log, bert_advise.json, bert_try_phases.json (each run's host
+#                    phases, bench/try_run_phases.py), the first run's profile
 #   defer_sync       issue 38's defer_sync fix on tests/programs/defer_probe.py (a loop that reads .item() every
 #                    step after HOST_MS [4] of Python, an MLP of WIDTH [2048]): `try --fixes auto,defer_sync`
 #                    (--max-rounds ROUNDS [4]), its advice; NAN_CHECK=1 adds the probe that checks each loss
@@ -461,7 +462,8 @@ part_bert_try() {
 python3 bench/programs/bert_like.py --steps 400 > $R/bert_try.json 2> $R/bert_try.log; echo rc=\$? >> $R/bert_try.log"
   [ -n "${DRY:-}" ] || { log "try auto: $(( $(date +%s) - t )) s wall"; echo "wall_s=$(( $(date +%s) - t ))" >> "$R/bert_try.log"; }
   post advise "ls -la /tmp/bert_try_runs > $R/bert_try_files.txt; cp -r /tmp/bert_try_runs/baseline.0.dlscope $R/prof/; \
-$D advise $R/prof/baseline.0.dlscope --format json > $R/bert_advise.json 2>&1"
+$D advise $R/prof/baseline.0.dlscope --format json > $R/bert_advise.json 2>&1; \
+python3 bench/try_run_phases.py /tmp/bert_try_runs -o $R/bert_try_phases.json > $R/bert_try_phases.log 2>&1"
 }
 
 part_defer_sync() {
