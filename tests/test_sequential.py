@@ -397,3 +397,33 @@ def test_a_runs_clock_splits_its_wall_time_at_its_profiles_marks():
     assert (ahead.waited_s, ahead.to_first_step_s) == (6.0, 4.0)
     bare = run_clock(Run("baseline", 1, 2, []), 100 * s, 101 * s, 101 * s, 100 * s)
     assert bare.waited_s is None and bare.steps_s is None and bare.to_exit_s is None
+
+
+def test_looks_after_each_batch_of_rounds_spend_alpha_where_they_look():
+    """With two GPUs the rounds come two at a time and are looked at after each pair: the plan's looks
+    are those rounds, its boundaries tighter than a plan that spends at rounds nobody looks at, and a fix
+    that does nothing is still called a saving or a cost at most 5% of the time."""
+    assert Plan(8, every=2).looks == (2, 4, 6, 8)
+    assert Plan(5, every=2).looks == (2, 4, 5)
+    assert Plan(8, 3, every=3).looks == (3, 6, 8)
+    every_round, pairs = Plan(8), Plan(8, every=2)
+    for n in (4, 6, 8):
+        assert pairs.critical_t(n) < every_round.critical_t(n)
+    base, fixed = _tries(200_000, 0.0, 0.09, seed=90)
+    verdicts, took = sequence(pairs, np.log(fixed / base))
+    share = _shares(verdicts)
+    assert 0.04 < share[Verdict.SAVES] + share[Verdict.COSTS] <= 0.05
+    assert set(np.unique(took)) <= {2, 4, 6, 8}
+    with pytest.raises(ValueError):
+        Plan(8, every=0)
+
+
+def test_trial_looks_after_each_batch_of_rounds_on_several_gpus(tmp_path):
+    from dlscope.application.try_fixes import Trial, fix_names
+    from dlscope.capture.launcher import Placement
+
+    two = [Placement("0"), Placement("1")]
+    assert Trial(["p"], tmp_path, 5, None, fix_names("tf32"), False, placements=two).plan.looks == (2, 4, 6, 8)
+    assert Trial(["p"], tmp_path, 5, None, fix_names("tf32"), False).plan.looks == tuple(range(2, 9))
+    three = [*two, Placement("2")]
+    assert Trial(["p"], tmp_path, 5, None, fix_names("tf32"), False, placements=three).plan.looks == (3, 6, 8)

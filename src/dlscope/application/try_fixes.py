@@ -182,7 +182,15 @@ class Trial:
         # repeat: exactly that many rounds and one look at the end; None: a look after every round
         self.max_rounds = repeat if repeat is not None else max_rounds
         self.sequential = repeat is None
-        self.plan: Plan | None = Plan(max_rounds) if repeat is None else Plan(repeat, repeat) if repeat >= 2 else None
+        # sequential: a look after each batch of rounds, one round per GPU (Plan.every)
+        every = max(1, len(placements or []))
+        self.plan: Plan | None = (
+            Plan(max_rounds, min(max(2, every), max_rounds), every=every)
+            if repeat is None
+            else Plan(repeat, repeat)
+            if repeat >= 2
+            else None
+        )
         self.rounds_run = 0
         self.asked, self.combined, self.quiet = asked, combined, quiet
         self.runs: list[Run] = []

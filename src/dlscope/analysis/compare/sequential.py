@@ -70,21 +70,28 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Plan:
-    """Looks after rounds ``min_rounds .. max_rounds``; ``alpha`` spent over them in all."""
+    """Looks after rounds ``min_rounds``, ``min_rounds + every``, ... and ``max_rounds``; ``alpha``
+    spent over them in all. ``every``: the rounds between two looks, where rounds come in batches
+    (``dlscope try`` on k GPUs runs k rounds at once and looks after each batch): alpha spent at a
+    round never looked at would be lost to the looks that are made."""
 
     max_rounds: int
     min_rounds: int = MIN_ROUNDS
     alpha: float = ALPHA
     margin_pct: float = MARGIN_PCT
+    every: int = 1
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_rounds <= self.max_rounds:
             raise ValueError(f"looks need 2 <= min_rounds <= max_rounds (got {self.min_rounds}, {self.max_rounds})")
+        if self.every < 1:
+            raise ValueError(f"looks need every >= 1 (got {self.every})")
 
     @property
     def looks(self) -> tuple[int, ...]:
         """The rounds after which the plan looks."""
-        return tuple(range(self.min_rounds, self.max_rounds + 1))
+        looks = tuple(range(self.min_rounds, self.max_rounds + 1, self.every))
+        return looks if looks[-1] == self.max_rounds else (*looks, self.max_rounds)
 
     def critical_t(self, rounds: int) -> float:
         """The |t| boundary of the look after ``rounds`` rounds: its interval is the mean log ratio
