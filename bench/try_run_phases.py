@@ -26,7 +26,7 @@ def run_phases(profile: Path, first_step: int) -> dict[str, object]:
     ).fetchall()
     step = data.con.execute(
         "SELECT median(end_ns - start_ns) / 1e6 FROM steps WHERE step >= ? AND rank = 0", [first_step]
-    ).fetchone()
+    ).fetchall()[0]
     return {
         "step_ms": round(step[0], 3) if step and step[0] is not None else None,
         "phases_ms": {name: round(ms, 3) for name, ms, _ in rows},

@@ -391,10 +391,10 @@ def test_a_runs_clock_splits_its_wall_time_at_its_profiles_marks():
     s = 1_000_000_000
     run = Run("baseline", 1, 0, [100.0], capture_ns=(100 * s, 120 * s), steps_ns=(110 * s, 118 * s))
     clock = run_clock(run, launched_ns=100 * s, exited_ns=121 * s, read_ns=122 * s, try_start_ns=90 * s)
-    assert (clock.started_s, clock.waited_s, clock.to_first_step_s) == (10.0, None, 10.0)
+    assert (clock.started_s, clock.waited_s, clock.to_first_step_end_s) == (10.0, None, 10.0)
     assert (clock.steps_s, clock.to_exit_s, clock.finalize_s) == (8.0, 3.0, 1.0)
     ahead = run_clock(run, 100 * s, 121 * s, 122 * s, 90 * s, went_ns=106 * s)  # let go 6 s after its start
-    assert (ahead.waited_s, ahead.to_first_step_s) == (6.0, 4.0)
+    assert (ahead.waited_s, ahead.to_first_step_end_s) == (6.0, 4.0)
     bare = run_clock(Run("baseline", 1, 2, []), 100 * s, 101 * s, 101 * s, 100 * s)
     assert bare.waited_s is None and bare.steps_s is None and bare.to_exit_s is None
 

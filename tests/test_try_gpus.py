@@ -147,7 +147,7 @@ def test_a_gpus_next_run_starts_ahead_and_waits_for_the_last_to_end(tmp_path):
     # the run of the same GPU just before it: it started before that one ended, its program after
     prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and life[o][2] < life[run][2]), key=lambda o: life[o][2])
     assert life[run][0] < life[prev][2] < life[run][1], (run, prev)
-    assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_s"] is not None
+    assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_end_s"] is not None
     assert "started ahead" in r.stderr
 
 

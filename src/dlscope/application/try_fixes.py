@@ -120,8 +120,8 @@ class RunClock:
 
     started_s: float  # after the try's start
     waited_s: float | None  # started ahead of its turn: how long it waited, its imports done (else None)
-    to_first_step_s: float | None  # the program's own set-up (imports, model, device), to its first step
-    steps_s: float | None  # its steps, the warm-up included
+    to_first_step_end_s: float | None  # the program's own set-up (imports, model, device) and first step
+    steps_s: float | None  # its other steps, the rest of the warm-up included
     to_exit_s: float | None  # from its last step until its process was seen to end
     finalize_s: float  # its profile written and read, in dlscope try's process
 
@@ -139,7 +139,7 @@ def run_clock(
     return RunClock(
         started_s=round((launched_ns - try_start_ns) / 1e9, 3),
         waited_s=s(launched_ns, went_ns),
-        to_first_step_s=s(went_ns or launched_ns, first),
+        to_first_step_end_s=s(went_ns or launched_ns, first),
         steps_s=s(first, last),
         to_exit_s=s(last, exited_ns),
         finalize_s=round((read_ns - exited_ns) / 1e9, 3),

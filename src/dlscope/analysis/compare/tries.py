@@ -75,8 +75,9 @@ class Run:
     losses: list[float] = field(default_factory=list)
     fixes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> applied, reason, ...
     profile: str = ""
-    # where its time went (wall clock, ns): the capture's start and end, and its first step's start
-    # and last step's end (warm-up included); None where the profile holds no steps
+    # where its time went (wall clock, ns): the capture's start and end, and its first step's end and
+    # last step's end (warm-up included; step 0 starts with the capture, so its end marks the program's
+    # set-up and first iteration done); None where the profile holds no steps
     capture_ns: tuple[int, int] | None = None
     steps_ns: tuple[int, int] | None = None
 
@@ -387,7 +388,7 @@ def read_run(path: Path, label: str, rnd: int, status: int, first_measured: int)
             "ORDER BY step"
         ).fetchall()
     ]
-    span = data.con.execute("SELECT min(start_ns), max(end_ns) FROM steps").fetchone()
+    span = data.con.execute("SELECT min(end_ns), max(end_ns) FROM steps").fetchall()[0]  # one row, read whole
     meta = data.meta
     st = data.meta.collectors.get("fixes")
     settings = st.settings if st is not None else {}
