@@ -230,6 +230,8 @@ class ProfileData:
         gives: the same function of the opened profile."""
         if name in self._computed or name in self._pending:
             return
+        if self.selection.key_node:  # its steps are temp tables of this connection, which a second one cannot read
+            return
         worker = self._worker()
         self._pending[name] = Prefetch(worker.con, lambda: make(worker))
 
