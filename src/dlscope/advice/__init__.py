@@ -109,7 +109,7 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
                 out.findings.append(f)
     finally:
         data.cancel_prefetches()  # what a rule that could not run would have read
-    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
+    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in chosen})
     out.findings = severity_basis.apply(ctx, out.findings)
     out.findings = alternatives.explain(out.findings)
     return out

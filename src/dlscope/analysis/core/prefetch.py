@@ -3,10 +3,12 @@
 DuckDB releases the GIL while a query runs, and a command mostly runs Python (the rules, the
 models) between its queries on one core: a result that is needed later (the roofline the
 ``below_roofline`` rule reads: 130-180 ms of queries on the 504k-event profile) can be queried
-on the other core meanwhile. The worker gets its own cursor (``con.cursor()``: one database
-queried from two threads) and its own temp tables; it sees what the opened profile's connection
-created in the database (the tables, their views, the selected steps), not that connection's
-temp tables.
+on the other core meanwhile (0.12 s off the first ``advise`` on that profile, bench/RESULTS.md).
+It pays only where a core is idle, and DuckDB's client takes the GIL back between a query's
+tasks (to check for signals), so a worker's query runs at about half speed beside Python.
+The worker gets its own cursor (``con.cursor()``: one database queried from two threads) and its
+own temp tables; it sees what the opened profile's connection created in the database (the tables,
+their views, the selected steps), not that connection's temp tables.
 
 A prefetch never decides a result: the value is the same function's on the same database, and
 whatever goes wrong in the worker (an error, a table it cannot see) leaves the caller to compute
