@@ -93,17 +93,23 @@ def run(data: ProfileData, rules: list[Rule] | None = None) -> AdviceRun:
     """Run ``rules`` (all of :data:`RULES` by default) on ``data``."""
     ctx = Context(data)
     out = AdviceRun()
-    for rule in rules if rules is not None else RULES:
-        why = rule.missing(data, ctx)
-        if why:
-            out.skipped[rule.id] = why
-            continue
-        f = rule.check(ctx)
-        if f is None:
-            out.clean.append(rule.id)
-        else:
-            out.findings.append(f)
-    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in (rules if rules is not None else RULES)})
+    chosen = rules if rules is not None else RULES
+    for rule in chosen:
+        rule.prefetch(data)
+    try:
+        for rule in chosen:
+            why = rule.missing(data, ctx)
+            if why:
+                out.skipped[rule.id] = why
+                continue
+            f = rule.check(ctx)
+            if f is None:
+                out.clean.append(rule.id)
+            else:
+                out.findings.append(f)
+    finally:
+        data.cancel_prefetches()  # what a rule that could not run would have read
+    out.findings = apply_what_if(ctx, out.findings, {r.id: r for r in chosen})
     out.findings = severity_basis.apply(ctx, out.findings)
     out.findings = alternatives.explain(out.findings)
     return out

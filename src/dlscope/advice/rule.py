@@ -63,6 +63,10 @@ class Rule:
             )
         return self.precondition(ctx)
 
+    def prefetch(self, data: ProfileData) -> None:
+        """Start, in the background, a measure this rule will read (:meth:`ProfileData.prefetch`):
+        called for every rule before the first one runs. Nothing by default."""
+
     def precondition(self, ctx: Context) -> str | None:
         """A rule-specific reason not to run (checked after ``needs``), or None."""
         return None

@@ -291,7 +291,9 @@ def attach(
                 listed = _list_strings(con)
                 continue
             if in_memory and profile.files[spec.name] and not no_rows:
-                con.execute(f"CREATE OR REPLACE TEMP TABLE mem_{spec.name} AS {src}")
+                # in the database, not the connection's temp schema: a second cursor (analysis's
+                # prefetch) reads the views over them too
+                con.execute(f"CREATE OR REPLACE TABLE mem_{spec.name} AS {src}")
                 con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS SELECT * FROM mem_{spec.name}")
             else:
                 con.execute(f"CREATE OR REPLACE VIEW raw_{spec.name} AS {src}")
@@ -312,7 +314,7 @@ def _list_strings(con: duckdb.DuckDBPyConnection) -> bool:
     query over the 420k ops of the 504k-event profile, four names each); a lookup in the list is
     computed only where a query reads the name."""
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE string_list AS SELECT list(value ORDER BY id) AS names, "
+        "CREATE OR REPLACE TABLE string_list AS SELECT list(value ORDER BY id) AS names, "
         "coalesce(min(id) = 0 AND max(id) = count(*) - 1 AND count(DISTINCT id) = count(*), TRUE) AS dense "
         "FROM strings"
     )

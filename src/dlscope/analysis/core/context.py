@@ -21,6 +21,7 @@ from ...store import db
 from ...store.meta import Meta
 from ...store.reader import StoredProfile, attach, corrupt_table, open_profile
 from ...store.schema import TABLES
+from .prefetch import FAILED, Prefetch
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class ProfileData:
         self.selection = selection or Selection()
         self._shared: dict[str, str] = {}
         self._computed: dict[str, Any] = {}
+        self._pending: dict[str, Prefetch] = {}  # values computed ahead (see prefetch())
         self._counts: dict[str, int] = {}
         self.traced_excluded: list[int] = []
         # steps left out because not every rank completed them (a rank of the job died)
@@ -164,8 +166,9 @@ class ProfileData:
         src = "" if self.selection.key_node else "raw_"
         recorded = [f"SELECT DISTINCT rank, step FROM {src}{t} WHERE step IS NOT NULL" for t in tables]
         holds = f"OR (traced AND (rank, step) IN ({' UNION '.join(recorded)}))" if recorded else ""
+        # a table of the database, not a temp one: a prefetch's cursor (see prefetch()) reads it too
         self.con.execute(
-            f"CREATE OR REPLACE TEMP TABLE detail_steps AS SELECT * FROM sel_steps WHERE traced IS NULL {holds}"
+            f"CREATE OR REPLACE TABLE detail_steps AS SELECT * FROM sel_steps WHERE traced IS NULL {holds}"
         )
 
     def _select_user_steps(self) -> None:
@@ -214,8 +217,39 @@ class ProfileData:
         """``make()``'s result, computed on first use and kept for this opened profile: a Python
         value several rules read (the untraced steps' host time per class)."""
         if name not in self._computed:
-            self._computed[name] = make()
+            pending = self._pending.pop(name, None)
+            value = pending.take() if pending is not None else FAILED
+            self._computed[name] = make() if value is FAILED else value
         return self._computed[name]
+
+    def prefetch(self, name: str, make: Callable[[ProfileData], Any]) -> None:
+        """Start computing :meth:`computed`'s value of ``name`` now, as ``make(worker)`` in a
+        background thread, where ``worker`` is this profile on a second DuckDB connection
+        (:mod:`.prefetch`); ``computed(name, ...)`` then takes it, waiting if need be, or computes
+        it itself where the worker failed. ``make`` must give what ``computed``'s own ``make``
+        gives: the same function of the opened profile."""
+        if name in self._computed or name in self._pending:
+            return
+        if self.selection.key_node:  # its steps are temp tables of this connection, which a second one cannot read
+            return
+        worker = self._worker()
+        self._pending[name] = Prefetch(worker.con, lambda: make(worker))
+
+    def cancel_prefetches(self) -> None:
+        """Stop the values computed ahead that nothing took (a rule that could not run)."""
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            p.cancel()
+
+    def _worker(self) -> ProfileData:
+        """This profile on a new cursor of its database: the same views and selected steps, its
+        own temp tables and results (none shared with this object: another thread uses them)."""
+        worker = object.__new__(ProfileData)
+        worker.__dict__.update(self.__dict__)
+        worker.con = self.con.cursor()
+        worker._shared, worker._computed, worker._pending = {}, dict(self._computed), {}
+        worker._counts = dict(self._counts)
+        return worker
 
     def shared_islands(self, name: str, source: Callable[[], str], keys: tuple[str, ...] = ("rank",)) -> str:
         """``name``, a temp table (keys..., start_ns, end_ns) of the disjoint islands covering

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.context import ProfileData
-from ..reports.roofline import REPORT, TARGET_PCT, roofline
+from ..reports.roofline import REPORT, TARGET_PCT, prefetch, roofline
 from . import measured
 
 
@@ -85,3 +85,9 @@ def roofline_gaps(data: ProfileData, target_pct: float = TARGET_PCT) -> Roofline
         r.modelled_ns / 1e6 / per_step,
         tuple(gaps),
     )
+
+
+def prefetch_roofline_gaps(data: ProfileData, target_pct: float = TARGET_PCT) -> None:
+    """Start the roofline :func:`roofline_gaps` reads in the background, for a caller that will
+    read it later (the advice run, before its first rule)."""
+    prefetch(data, target_pct)

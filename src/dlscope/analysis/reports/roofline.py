@@ -340,6 +340,18 @@ def roofline(data: ProfileData, target_pct: float = TARGET_PCT) -> Roofline:
     return result
 
 
+def prefetch(data: ProfileData, target_pct: float = TARGET_PCT) -> None:
+    """Start computing :func:`roofline` in the background (:meth:`ProfileData.prefetch`), where
+    the report can run: its queries then overlap the work done before it is read."""
+
+    def make(worker: ProfileData) -> Roofline:
+        if REPORT.missing(worker) is not None:
+            raise LookupError("no roofline here: nothing takes it")
+        return _roofline(worker, target_pct)
+
+    data.prefetch(f"roofline {target_pct}", make)
+
+
 def _roofline(data: ProfileData, target_pct: float) -> Roofline:
     gpu = profile_gpu(data)
     launch, chain = _tables(data)
