@@ -184,3 +184,23 @@ def test_the_next_run_goes_on_once_the_last_has_measured_its_steps_not_at_its_ex
     prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and last[o] < last[run]), key=lambda o: last[o])
     assert last[prev] < runs[run][0]["started"] < exited[prev]  # after its steps, before its exit
     assert not list(tmp_path.glob("t.try/*.dlscope/measured"))  # the mark is not left in the profiles
+
+
+def test_only_a_python_programs_runs_start_ahead(tmp_path):
+    """A run starts ahead only where dlscope's bootstrap holds the process it starts: a Python program,
+    not a shell script (its Python would run at once) nor a launcher of ranks run by Python."""
+    from dlscope.application.try_fixes import _frameworks
+
+    profile = tmp_path / "p.dlscope"
+    profile.mkdir()
+    (profile / "meta.json").write_text(
+        json.dumps(
+            {"format": "dlscope-profile", "format_version": 1, "frameworks": {"python": "3.11", "torch": "2.13"}}
+        )
+    )
+    assert _frameworks(profile, [sys.executable, "train.py"]) == ("torch",)
+    assert _frameworks(profile, ["bash", "train.sh"]) is None
+    assert (
+        _frameworks(profile, [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"]) is None
+    )
+    assert _frameworks(None, [sys.executable, "train.py"]) is None

@@ -538,11 +538,15 @@ class Trial:
 def _frameworks(profile: Path | None, cmd: list[str]) -> tuple[str, ...] | None:
     """The frameworks a run started ahead imports: those the profile of the same command recorded;
     None (no run starts ahead) unless the command is a Python interpreter's, the process whose start
-    dlscope's bootstrap can hold (a shell script's Python would start its program at once)."""
+    dlscope's bootstrap can hold (a shell script's Python would start its program at once), and not a
+    launcher of ranks run by Python (``python -m torch.distributed.run``: its ranks are not held)."""
     from ..capture.turn import PREIMPORTED
     from ..store.meta import load_meta
+    from .try_placement import launches_ranks
 
-    if profile is None or not Path(cmd[0]).name.startswith("python") or not (profile / "meta.json").exists():
+    if profile is None or not Path(cmd[0]).name.startswith("python") or launches_ranks(cmd):
+        return None
+    if not (profile / "meta.json").exists():
         return None
     recorded = load_meta(profile / "meta.json").frameworks
     return tuple(f for f in PREIMPORTED if f in recorded)

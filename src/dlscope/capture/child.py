@@ -19,6 +19,8 @@ def start_from_env(cfg_text: str) -> None:
         from .child_exits import watch
 
         watch(cfg["profile_dir"])  # it records nothing, but says how each rank ended
+        # a launcher started ahead (dlscope try does not start one so): no rank before its turn
+        turn.wait_for_turn()
         return
     from .child_exits import watch_multiprocessing
 
