@@ -411,7 +411,7 @@ class Trial:
         from ..capture.launcher import wait_all
 
         started = [
-            self._start(label, rnd, fixes, where, j in (traced or set()), len(jobs) > 1)
+            self._start(label, rnd, fixes, where, j in (traced or set()))
             for j, (label, rnd, fixes, where) in enumerate(jobs)
         ]
         codes = wait_all([s.run for s in started])
@@ -425,12 +425,11 @@ class Trial:
         from ..capture.launcher import run_queues
 
         started: dict[tuple[int, int], _Started] = {}
-        beside = len(queues) > 1
 
         def starter(q: int, j: int) -> Callable[[bool], ProfiledRun]:
             def start(early: bool) -> ProfiledRun:
                 label, rnd, fixes = queues[q][j]
-                started[q, j] = self._start(label, rnd, fixes, q, False, beside, self.preimport if early else None)
+                started[q, j] = self._start(label, rnd, fixes, q, False, self.preimport if early else None)
                 return started[q, j].run
 
             return start
@@ -451,7 +450,6 @@ class Trial:
         fixes: list[FixName],
         where: int,
         profiled_run: bool,
-        beside_others: bool,
         ahead: tuple[str, ...] | None = None,
     ) -> _Started:
         """Start one run (its profile ``LABEL.ROUND.dlscope``) on placement ``where``; ``ahead``: before
@@ -469,10 +467,10 @@ class Trial:
         settings = (
             Settings(try_run=asks) if profiled_run else Settings(warmup=WARMUP_STEPS, detail_steps=0, try_run=asks)
         )
-        if beside_others and not profiled_run:
-            # runs at once: no GPU counter sampler in each but the profiled one (several NVML samplers
-            # in this one process crashed it on a 2-GPU host; an untraced try run reads only its
-            # step times)
+        if not profiled_run:
+            # no GPU counter sampler but the profiled run's: an untraced try run reads only its step
+            # times, and runs overlap in this process (one per GPU, and the next one started ahead);
+            # several NVML samplers in one process crashed it on a 2-GPU host
             settings.nvml = "off"
         placement = self.placements[where] if self.placements else None
         on = f" on GPU {placement.gpus}" if placement is not None and placement.gpus is not None else ""

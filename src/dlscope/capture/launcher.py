@@ -168,6 +168,9 @@ class ProfiledRun:
                 pass_fds=(wait_fd,) if wait_fd is not None else (),
             )
         except OSError as e:
+            if self._go is not None:
+                os.close(self._go)
+                self._go = None
             self.finish()
             raise UsageError(f"cannot run {cmd[0]!r}: {e.strerror or e}") from None
         finally:

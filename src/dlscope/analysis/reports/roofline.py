@@ -336,7 +336,7 @@ COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
 
 def roofline(data: ProfileData, target_pct: float = TARGET_PCT) -> Roofline:
     """The roofline of the selected steps' ops (computed once per opened profile and target)."""
-    result: Roofline = data.computed(f"roofline {target_pct}", lambda: _roofline(data, target_pct))
+    result: Roofline = data.computed(_key(target_pct), lambda: _roofline(data, target_pct))
     return result
 
 
@@ -349,7 +349,12 @@ def prefetch(data: ProfileData, target_pct: float = TARGET_PCT) -> None:
             raise LookupError("no roofline here: nothing takes it")
         return _roofline(worker, target_pct)
 
-    data.prefetch(f"roofline {target_pct}", make)
+    data.prefetch(_key(target_pct), make)
+
+
+def _key(target_pct: float) -> str:
+    """The name the roofline is kept under in the opened profile (computed or prefetched)."""
+    return f"roofline {target_pct}"
 
 
 def _roofline(data: ProfileData, target_pct: float) -> Roofline:
