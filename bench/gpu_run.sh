@@ -94,6 +94,8 @@
 #                    (--max-rounds ROUNDS [4]), its advice; NAN_CHECK=1 adds the probe that checks each loss
 #                    for NaN at once (meaning kept: no saving expected). -> defer_auto.json, defer_advise.txt,
 #                    defer_nan.json (2026-11-28)
+#   startup          bench/startup_probe.py: the BERT-like program's start-up stage by stage (imports, model, CUDA
+#                    context, first step, every step), bare twice and profiled once. -> startup_*.json (2026-11-28)
 #   try_one_gpu      `dlscope try --fixes bf16 --repeat 3` on the suite's GPT on one GPU (its runs in one queue,
 #                    each started ahead): issue 37's before/after try again. -> try_one.json/.log (2026-11-28)
 #   nccl_timeout     issue 40: a rank hangs in a 2-GPU NCCL job whose other rank waits in the all-reduce
@@ -480,6 +482,17 @@ part_defer_sync() {
 > $R/defer_nan.json 2> $R/defer_nan.log"
 }
 
+part_startup() {
+  part startup
+  # where a run's start-up goes (issue 38: what try can do ahead of a run's turn): the BERT-like program's
+  # set-up stage by stage, bare twice, then under `dlscope profile` (default mode) once
+  for r in 1 2; do
+    run "startup bare $r" 60 10 python3 bench/startup_probe.py -o "$R/startup_bare_$r.json"
+  done
+  runsh "startup profiled" 90 10 "$P -o /tmp/startup.dlscope -- python3 bench/startup_probe.py -o $R/startup_prof.json \
+> $R/startup_prof.log 2>&1"
+}
+
 part_try_one_gpu() {
   part try_one_gpu
   # the runs of one GPU in one queue, each started ahead (2026-11-28): the same try as issue 37's
@@ -520,7 +533,7 @@ part_nccl_timeout() {
   done
 }
 
-PARTS="jax_unannotated nccl_timeout defer_sync try_one_gpu bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+PARTS="startup jax_unannotated nccl_timeout defer_sync try_one_gpu bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
