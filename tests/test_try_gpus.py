@@ -140,15 +140,22 @@ def test_a_gpus_next_run_starts_ahead_and_waits_for_the_last_to_end(tmp_path):
     }
     ahead = [run for run, c in clocks.items() if c["waited_s"] is not None]
     # the first two rounds' runs each start a queue (round 1's baseline beside the profiled run); round
-    # 2, the last round, alone in its batch: its second run is started ahead
-    assert len(ahead) == 1 and ahead[0].endswith(".2")
-    run = ahead[0]
-    gpu = runs[run][0]["gpus"]
-    # the run of the same GPU just before it: it started before that one ended, its program after
-    prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and life[o][2] < life[run][2]), key=lambda o: life[o][2])
-    assert life[run][0] < life[prev][2] < life[run][1], (run, prev)
-    assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_end_s"] is not None
-    assert "started ahead" in r.stderr
+    # 2, the last round, alone in its batch after a look: its first run started ahead as the first GPU's
+    # last run of rounds 0-1 went on, held through the look, its second as its first went on
+    assert sorted(ahead) == ["baseline.2", "tf32.2"]
+    for run in ahead:
+        gpu = runs[run][0]["gpus"]
+        # the run of the same GPU just before it: it started before that one ended, its program after
+        prev = max(
+            (o for o in runs if runs[o][0]["gpus"] == gpu and life[o][2] < life[run][2]), key=lambda o: life[o][2]
+        )
+        assert life[run][0] < life[prev][2] < life[run][1], (run, prev)
+        assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_end_s"] is not None
+    assert "started ahead" in r.stderr and "called off" not in r.stderr
+    # they imported ahead what the first runs had imported by their last step, a module of the
+    # interpreter's library the probe imports only after its first step among them; those had not
+    assert all(runs[o][0]["wave_at_start"] == (o in ahead) for o in runs)
+    assert not list(tmp_path.glob("t.try/*.dlscope/.preimport"))  # its list is not left in the profile
 
 
 def test_a_run_called_off_before_its_turn_runs_nothing_and_leaves_nothing(tmp_path):
@@ -178,9 +185,11 @@ def test_the_next_run_goes_on_once_the_last_has_measured_its_steps_not_at_its_ex
         rec["run"].removesuffix(".dlscope"): rec["exited"] for rec in map(json.loads, exits.read_text().splitlines())
     }
     out = json.loads(r.stdout)
-    run = next(f"{x['label']}.{x['round']}" for x in out["runs"] if x["clock"]["waited_s"] is not None)
-    gpu = runs[run][0]["gpus"]
     last = {o: max(x["t"] for x in recs) for o, recs in runs.items()}
+    # the later of round 2's two runs, both started ahead: the first went on after the look between
+    # batches, this one at the first's mark
+    run = max((f"{x['label']}.{x['round']}" for x in out["runs"] if x["clock"]["waited_s"] is not None), key=last.get)
+    gpu = runs[run][0]["gpus"]
     prev = max((o for o in runs if runs[o][0]["gpus"] == gpu and last[o] < last[run]), key=lambda o: last[o])
     assert last[prev] < runs[run][0]["started"] < exited[prev]  # after its steps, before its exit
     assert not list(tmp_path.glob("t.try/*.dlscope/measured"))  # the mark is not left in the profiles
@@ -204,3 +213,36 @@ def test_only_a_python_programs_runs_start_ahead(tmp_path):
         _frameworks(profile, [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"]) is None
     )
     assert _frameworks(None, [sys.executable, "train.py"]) is None
+
+
+def test_a_run_foreseen_for_the_next_batch_waits_through_the_look_or_is_called_off(tmp_path):
+    """run_queues across batches: as each queue's last run goes on, the next batch's first run is started
+    ahead and handed back waiting; the next call lets it go at once where its queue begins with it, and
+    calls it off (its program never runs) where the look left that queue without runs."""
+    from dlscope.capture.base import Settings
+    from dlscope.capture.launcher import ProfiledRun, run_queues
+
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys, time\nopen(sys.argv[1], 'w').write(str(time.time()))\n")
+
+    def starter(name: str):
+        def start(early: bool) -> ProfiledRun:
+            cmd = [sys.executable, str(prog), str(tmp_path / name)]
+            return ProfiledRun(cmd, tmp_path / f"{name}.p", Settings(), ahead=() if early else None)
+
+        return start
+
+    ended: list[str] = []
+
+    def done(q, j, run, rc, exited_ns):
+        assert rc == 0
+        ended.append(run.profile_dir.stem)
+
+    kept = run_queues([[starter("a0")], [starter("b0")]], done, ahead=True, after=lambda q: starter(f"next{q}")(True))
+    assert sorted(kept) == [0, 1] and sorted(ended) == ["a0", "b0"]
+    assert not (tmp_path / "next0").exists() and kept[0].proc.poll() is None  # waiting, not run
+    kept_again = run_queues([[starter("a1"), starter("a2")], []], done, ahead=True, held=kept)
+    assert kept_again == {}
+    assert "a1" not in ended and ended[-2:] == ["next0", "a2"]  # queue 0 began with the run held for it
+    assert (tmp_path / "next0").exists() and not (tmp_path / "next1").exists()  # queue 1's: called off
+    assert kept[1].proc.returncode == 0 and not (tmp_path / "next1.p").exists()

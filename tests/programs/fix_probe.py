@@ -13,6 +13,9 @@ import sys
 import time
 
 STARTED = time.time()  # before torch loads: when this program's own code started
+# a module this program imports only after its first step: in sys.modules already at its start only
+# where dlscope try imported it ahead of the run's turn, as an earlier run had imported it
+WAVE_AT_START = "wave" in sys.modules
 
 
 def _process_started() -> float:
@@ -99,6 +102,8 @@ while step < steps:
         opt.zero_grad()
         loss.backward()
         opt.step()
+        import wave  # noqa: F401 - late, on purpose (WAVE_AT_START)
+
         records.append(
             {
                 "run": run,
@@ -119,6 +124,7 @@ while step < steps:
                 "t": time.time(),
                 "started": STARTED,
                 "process_started": PROCESS_STARTED,
+                "wave_at_start": WAVE_AT_START,
             }
         )
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records

@@ -111,6 +111,7 @@ class _Started:
     tail: StderrTail
     run: ProfiledRun
     launched_ns: int  # wall clock, as the profile's times
+    number: int = 0  # its number in the progress lines
 
 
 @dataclass(frozen=True)
@@ -200,9 +201,14 @@ class Trial:
         self.launched = 0  # runs started, for the progress lines
         self.given = given
         self.started_ns = time.time_ns()
-        # what a run started ahead imports (None: runs start at their turn): the first run's frameworks
+        # what a run started ahead imports (None: runs start at their turn): the first run's frameworks,
+        # then every module an earlier run's mark named (capture/turn.py)
         self.preimport: tuple[str, ...] | None = None
         self.clocks: dict[tuple[str, int], RunClock] = {}  # (label, round) -> where its time went
+        self.imported: tuple[str, ...] = ()  # the modules the first run to say so had imported
+        # each GPU's first run of the next batch of rounds as foreseen, started ahead of the look between
+        self.next_heads: list[tuple[str, int, list[FixName]] | None] = []
+        self.held: dict[int, _Started] = {}
 
     def say(self, msg: str) -> None:
         # on stderr whatever the format: with --format json stdout is the result alone, and a run of
@@ -226,7 +232,7 @@ class Trial:
             predicted, advised = self.given.predicted, self.given.advised
             self.say(f"advice from {self.given.path} (--baseline): the program is not profiled again")
         advised_from = Path(first.profile) if first else self.given.path if self.given else None
-        self.preimport = _frameworks(advised_from, self.cmd)
+        self.preimport = self._with_imports(_frameworks(advised_from, self.cmd))
         # a fix with a size (DataLoader workers) is sized to the saving the advice predicted for it
         self.fix_options = {n: {"predicted_saving_pct": _predicted(predicted, f.rules)} for n, f in BY_NAME.items()}
         if self.asked.auto:
@@ -333,24 +339,19 @@ class Trial:
         joined = dict.fromkeys(active, 0)  # the round (counted from first) each label's rounds start at
         saved: list[str] = []
         done = 0
-        at_once = max(1, len(self.placements))
         while active and not self.interrupted:
             # the next rounds, one per GPU: each round's runs in its rotated order on its own GPU
-            rounds: list[tuple[int, list[str]]] = []
-            for k in range(done, done + at_once):
-                now = [
-                    label
-                    for label in order
-                    if label == "baseline" or (label in active and k - joined[label] < self.max_rounds)
-                ]
-                if len(now) < 2:
-                    break
-                rotated = now[k % len(now) :] + now[: k % len(now)]
-                # (round 0's baseline is the profiled first run, unless the advice was given; round 1's
-                # may have run beside it)
-                rounds.append((k, [label for label in rotated if not self._made(label, first + k)]))
+            rounds = self._batch(order, active, joined, done, first)
+
+            def queues(batch: list[tuple[int, list[str]]]) -> list[list[tuple[str, int, list[FixName]]]]:
+                return [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in batch]
+
+            # the batch after, were no label to leave at the look between: each GPU's first run of it is
+            # started ahead as its last run of this one goes on (called off if the look decides otherwise)
+            foreseen = queues(self._batch(order, active, joined, done + len(rounds), first))
+            self.next_heads = [q[0] if q else None for q in foreseen]
             # one queue per GPU, each taking its next run as soon as it is free
-            self._run_queues([[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in rounds])
+            self._run_queues(queues(rounds))
             done += len(rounds)
             for label in list(active):
                 stop, saves = self._stops(label, first + joined[label])
@@ -368,7 +369,28 @@ class Trial:
                 active.append("combined")
                 joined["combined"] = done
                 self.say(f"combined: {'+'.join(saved)} saved; tried together from round {first + done + 1}")
+        self._call_off_held()
         return done
+
+    def _batch(
+        self, order: list[str], active: list[str], joined: dict[str, int], done: int, first: int
+    ) -> list[tuple[int, list[str]]]:
+        """The rounds of the next batch, one per GPU, from round ``done`` (counted from ``first``):
+        each ``(k, labels)``, its labels in their order for that round (rotated by one each round)."""
+        rounds: list[tuple[int, list[str]]] = []
+        for k in range(done, done + max(1, len(self.placements))):
+            now = [
+                label
+                for label in order
+                if label == "baseline" or (label in active and k - joined[label] < self.max_rounds)
+            ]
+            if len(now) < 2:
+                break
+            rotated = now[k % len(now) :] + now[: k % len(now)]
+            # (round 0's baseline is the profiled first run, unless the advice was given; round 1's may
+            # have run beside it)
+            rounds.append((k, [label for label in rotated if not self._made(label, first + k)]))
+        return rounds
 
     def _made(self, label: str, rnd: int) -> bool:
         """Whether the run ``label`` of round ``rnd`` was made already (the first runs, before the rounds)."""
@@ -421,10 +443,19 @@ class Trial:
     def _run_queues(self, queues: list[list[tuple[str, int, list[FixName]]]]) -> None:
         """Queue q's runs ``(label, round, fixes)`` one after another on GPU q, the queues side by side:
         a GPU starts its next run when its last one ends, not when the other's does; each run after a
-        queue's first is started ahead of its turn where the program is Python's (:mod:`..capture.turn`)."""
+        queue's first is started ahead of its turn where the program is Python's (:mod:`..capture.turn`),
+        and so is each queue's first where the last batch's look left it as it was foreseen
+        (:attr:`next_heads`, started ahead as that batch's last run went on)."""
         from ..capture.launcher import run_queues
 
         started: dict[tuple[int, int], _Started] = {}
+        held: dict[int, ProfiledRun] = {}
+        for q, early in list(self.held.items()):
+            if q < len(queues) and queues[q] and (early.label, early.round) == queues[q][0][:2]:
+                started[q, 0] = early
+                held[q] = early.run
+                del self.held[q]
+        self._call_off_held()  # the look decided otherwise: the runs foreseen are not needed
 
         def starter(q: int, j: int) -> Callable[[bool], ProfiledRun]:
             def start(early: bool) -> ProfiledRun:
@@ -434,14 +465,32 @@ class Trial:
 
             return start
 
+        def after(q: int) -> ProfiledRun | None:
+            head = self.next_heads[q] if q < len(self.next_heads) else None
+            if head is None or self.preimport is None:
+                return None
+            label, rnd, fixes = head
+            self.held[q] = self._start(label, rnd, fixes, q, False, self.preimport)
+            return self.held[q].run
+
         def done(q: int, j: int, run: ProfiledRun, rc: int, exited_ns: int) -> None:
             self._finish(started.pop((q, j)), rc, exited_ns)
 
-        run_queues(
+        kept = run_queues(
             [[starter(q, j) for j in range(len(queue))] for q, queue in enumerate(queues)],
             done,
             ahead=self.preimport is not None,
+            held=held,
+            after=after,
         )
+        self.held = {q: early for q, early in self.held.items() if kept.get(q) is early.run}
+
+    def _call_off_held(self) -> None:
+        """The runs started ahead for a batch that will not have them: ended, and said so."""
+        for early in self.held.values():
+            early.run.call_off()
+            self.say(f"run {early.number} ({early.label}, round {early.round + 1}) called off: the look left it out")
+        self.held = {}
 
     def _start(
         self,
@@ -483,10 +532,20 @@ class Trial:
         stdout = _stderr_file() if self.quiet else None
         launched = time.time_ns()
         run = ProfiledRun(self.cmd, path, settings, stdout, tail, placement, ahead)
-        return _Started(label, rnd, path, tail, run, launched)
+        return _Started(label, rnd, path, tail, run, launched, self.launched)
+
+    def _with_imports(self, preimport: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """``preimport`` and the modules the runs so far imported (None stays None: no run starts ahead)."""
+        if preimport is None:
+            return None
+        return tuple(dict.fromkeys([*preimport, *self.imported]))
 
     def _finish(self, started: _Started, rc: int, exited_ns: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""
+        if started.run.imported and not self.imported:
+            # the first run to name its modules: its GPU's next runs import them all ahead
+            self.imported = started.run.imported
+            self.preimport = self._with_imports(self.preimport)
         run = self._read(started.label, started.round, started.path, started.tail, rc)
         self.clocks[run.label, run.round] = run_clock(
             run, started.launched_ns, exited_ns, time.time_ns(), self.started_ns, started.run.went_ns

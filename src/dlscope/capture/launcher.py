@@ -132,8 +132,9 @@ class ProfiledRun:
         placement: Placement | None = None,
         ahead: tuple[str, ...] | None = None,
     ) -> None:
-        """``ahead``: started before its turn (:mod:`.turn`): the program imports these frameworks,
-        then waits for :meth:`go` (or :meth:`call_off`)."""
+        """``ahead``: started before its turn (:mod:`.turn`): the program imports these modules, then
+        waits for :meth:`go` (or :meth:`call_off`). :attr:`imported`, once finished: the modules the
+        program named in its mark (:func:`.turn.mark_measured`), for its next runs to import ahead."""
         from . import COLLECTORS
 
         host_collectors = [c for c in COLLECTORS if c.scope == "host"]
@@ -154,10 +155,11 @@ class ProfiledRun:
         self.profile_dir = profile_dir
         self._go: int | None = None  # the pipe's end a run started ahead waits on
         self.went_ns: int | None = None  # when a run started ahead was let go (wall clock)
+        self.imported: tuple[str, ...] = ()
         wait_fd = None
         if ahead is not None:
             wait_fd, self._go = os.pipe()
-            env[turn.ENV] = turn.turn_env(wait_fd, ahead)
+            env[turn.ENV] = turn.turn_env(wait_fd, turn.write_preimport(profile_dir, ahead))
         try:
             self._run_range.__enter__()
             self.proc = subprocess.Popen(
@@ -212,7 +214,9 @@ class ProfiledRun:
 
     def finish(self) -> None:
         """After the program exited: its last words, then the parent's records closed."""
-        (self.profile_dir / turn.MEASURED).unlink(missing_ok=True)  # said to us; not part of the profile
+        self.imported = turn.read_mark(self.profile_dir)
+        for said in (turn.MEASURED, turn.PREIMPORT):  # said to us, or to it: not part of the profile
+            (self.profile_dir / said).unlink(missing_ok=True)
         try:
             if self._tail is not None:
                 self._tail.join()  # the program's last words before anything dlscope prints
@@ -273,7 +277,9 @@ def run_queues(
     queues: list[list[Callable[[bool], ProfiledRun]]],
     done: Callable[[int, int, ProfiledRun, int, int], None],
     ahead: bool = False,
-) -> None:
+    held: dict[int, ProfiledRun] | None = None,
+    after: Callable[[int], ProfiledRun | None] | None = None,
+) -> dict[int, ProfiledRun]:
     """Each queue's runs one after another, the queues side by side: a queue starts its next run as
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j](early)`` starts run j of queue q, ahead of
@@ -284,17 +290,39 @@ def run_queues(
     ``done`` does with the run that ended (its profile written) overlaps the next one's start-up.
     Termination signals are forwarded to the running programs as :func:`wait_all` does; no queue
     lets another run go once one was interrupted (Ctrl-C; the runs started ahead are called off),
-    the others finish what runs."""
+    the others finish what runs.
+
+    Across calls (dlscope try's batches of rounds, a look between them), with ``ahead``: ``after(q)``
+    starts ahead, as queue q's last run goes on, the run a later call may begin the queue with (None:
+    none); those are returned, still waiting, for that call's ``held``: queue q's first run, let go
+    at once (one for a queue without runs is called off)."""
     running: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's run whose turn it is
     waiting: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's next run, started ahead
     ending: list[tuple[int, int, ProfiledRun]] = []  # measured, their next let go, not yet exited
+    kept: dict[int, ProfiledRun] = {}  # each queue's run after its last, for the next call
+    held = dict(held or {})
     stopped = False
+
+    def ahead_of(q: int, j: int) -> None:
+        """Start queue q's run after run j ahead: its next, or (its last) the next call's first."""
+        if not ahead:
+            return
+        if j + 1 < len(queues[q]):
+            waiting[q] = (j + 1, queues[q][j + 1](True))
+        elif after is not None:
+            nxt = after(q)
+            if nxt is not None:
+                kept[q] = nxt
 
     def start(q: int, j: int) -> None:
         if j < len(queues[q]):
-            running[q] = (j, queues[q][j](False))
-            if ahead and j + 1 < len(queues[q]):
-                waiting[q] = (j + 1, queues[q][j + 1](True))
+            if j == 0 and q in held:
+                run = held.pop(q)
+                run.go()
+                running[q] = (j, run)
+            else:
+                running[q] = (j, queues[q][j](False))
+            ahead_of(q, j)
 
     def next_of(q: int, j: int) -> None:
         """Queue q's run after run j goes on: the one waiting let go (and the one after started
@@ -303,8 +331,7 @@ def run_queues(
             jn, run = waiting.pop(q)
             run.go()
             running[q] = (jn, run)
-            if jn + 1 < len(queues[q]):
-                waiting[q] = (jn + 1, queues[q][jn + 1](True))
+            ahead_of(q, jn)
         else:
             start(q, j + 1)
 
@@ -312,10 +339,16 @@ def run_queues(
         for _, early in waiting.values():
             early.call_off()
         waiting.clear()
+        for early in kept.values():
+            early.call_off()
+        kept.clear()
 
     def everyone() -> list[ProfiledRun]:
-        return [run for _, run in [*running.values(), *waiting.values()]] + [run for _, _, run in ending]
+        runs = [run for _, run in [*running.values(), *waiting.values()]] + [run for _, _, run in ending]
+        return runs + list(kept.values())
 
+    for q in [q for q in held if q >= len(queues) or not queues[q]]:
+        held.pop(q).call_off()
     try:
         with forwarding_signals(everyone) as interrupted:
             for q in range(len(queues)):
@@ -351,6 +384,9 @@ def run_queues(
                     done(q, j, run, rc, exited)
                 if running or ending:
                     time.sleep(POLL_S)
+    except BaseException:
+        stopped = True  # the runs kept for a next call will have none
+        raise
     finally:
         for _, run in running.values():  # left by an exception: not waited for, but their records closed
             run.finish()
@@ -358,6 +394,11 @@ def run_queues(
             run.finish()
         for _, run in waiting.values():
             run.call_off()
+        for run in held.values():  # left by an exception before their queue began
+            run.call_off()
+        if stopped:
+            call_off_waiting()
+    return kept
 
 
 # how often run_queues looks for a run that ended: small against a run's seconds of start-up

@@ -1,14 +1,19 @@
 """A run started ahead of its turn: ``dlscope try`` starts a GPU's next run while the last one still
 runs, and lets it go on when that one has ended.
 
-Most of a run's start-up is its own: on an H200 host the BERT-like program of issue 38 spent 7.3 s
-from its start to its first step (about 3 s of it importing torch) against 2.6 s of measured steps
-(bench/RESULTS.md, 2026-11-28). A process started ahead imports the frameworks its program will
-import (:data:`PREIMPORTED`, those the first run recorded: importing them is the same work the
-program does first, done earlier, under dlscope's hooks as the program's own import would be), then
-waits on a pipe. Nothing touches the GPU until it is let go, so the run that still measures its
-steps on that GPU shares it with nobody; the one thing the two share is the host, for the import's
-seconds on one of the GPU's CPUs.
+Most of a run's start-up is imports: on an H200 host the BERT-like program of issue 38 spent 3.2-4.4 s
+importing torch and 4.0-4.5 s more in its first ``AdamW(...)``, which imports ``torch._dynamo`` (about
+800 modules, sympy's among them), against 0.6 s for its model, CUDA context and first step together
+and 2.6 s of measured steps (bench/startup_probe.py; bench/RESULTS.md, 2026-11-28). A process started
+ahead imports what the same program imported in an earlier run (:func:`imported_modules`, which each
+run writes into its mark as its measured steps end; before any run has, the frameworks it recorded,
+:data:`PREIMPORTED`): the same work the program does first, done earlier, under dlscope's hooks as the
+program's own import would be. Then it waits on a pipe. Nothing touches the GPU until it is let go,
+so the run that still measures its steps on that GPU shares it with nobody; the one thing the two
+share is the host, for the imports' seconds on one of the GPU's CPUs.
+
+Only modules of the interpreter's library and of installed packages are imported ahead, never the
+program's own (importing those would run its code before its turn), nor dlscope's.
 
 Only the process dlscope started waits (its parent is dlscope), and the variable is taken out of
 its environment, so that its own children (DataLoader workers, spawned ranks) never do. The pipe
@@ -21,6 +26,9 @@ import contextlib
 import importlib
 import json
 import os
+import site
+import sys
+import sysconfig
 from pathlib import Path
 
 ENV = "DLSCOPE_TURN"
@@ -34,15 +42,67 @@ MEASURED = "measured"
 PREIMPORTED = ("torch", "jax", "tensorflow")
 
 
-def turn_env(read_fd: int, preimport: tuple[str, ...]) -> str:
-    """The value of :data:`ENV` for a child that waits on ``read_fd`` (ours: its parent's pid)."""
-    return json.dumps({"fd": read_fd, "parent": os.getpid(), "preimport": list(preimport)})
+# the modules a run started ahead imports, one name a line: a file beside its profile, not the
+# variable itself (a large program's list runs past the 128 KiB one variable may hold)
+PREIMPORT = ".preimport"
+
+
+def turn_env(read_fd: int, preimport_file: Path) -> str:
+    """The value of :data:`ENV` for a child that waits on ``read_fd`` (ours: its parent's pid) after
+    importing the modules ``preimport_file`` names."""
+    return json.dumps({"fd": read_fd, "parent": os.getpid(), "preimport_file": str(preimport_file)})
+
+
+def write_preimport(profile_dir: Path, names: tuple[str, ...]) -> Path:
+    """The file of the modules a run started ahead imports (in its profile folder; removed as it ends)."""
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    path = profile_dir / PREIMPORT
+    path.write_text("".join(f"{n}\n" for n in names))
+    return path
+
+
+def _library_roots() -> tuple[str, ...]:
+    """The folders of the interpreter's library and of installed packages, each ending in a separator."""
+    paths = sysconfig.get_paths()
+    roots = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    with contextlib.suppress(AttributeError):  # site of a virtual environment made by old tools
+        roots += [*site.getsitepackages(), site.getusersitepackages()]
+    return tuple({os.path.join(os.path.realpath(r), "") for r in roots if r})
+
+
+def imported_modules() -> list[str]:
+    """The modules this process has imported from the interpreter's library and installed packages,
+    in the order they were imported: what a later run of the same program imports ahead of its turn.
+    The program's own modules (outside those folders) and dlscope's are left out."""
+    roots = _library_roots()
+    names = []
+    for name, module in list(sys.modules.items()):
+        if name in ("__main__", "__mp_main__") or name.partition(".")[0] == "dlscope":
+            continue
+        try:  # a lazy module's attribute may import it: only a plain file path counts
+            file = module.__dict__.get("__file__")
+        except Exception:  # noqa: BLE001 - a module object of a kind we cannot read: not imported ahead
+            continue
+        if isinstance(file, str) and os.path.realpath(file).startswith(roots):
+            names.append(name)
+    return names
 
 
 def mark_measured(profile_dir: Path) -> None:
-    """In the run, as its measured steps are done: say so to dlscope try (a file, :data:`MEASURED`)."""
+    """In the run, as its measured steps are done: say so to dlscope try (a file, :data:`MEASURED`),
+    naming the modules imported so far (:func:`imported_modules`), for its next runs to import ahead."""
     with contextlib.suppress(OSError):  # no mark: its next run waits for its exit, as before
-        (profile_dir / MEASURED).touch()
+        tmp = profile_dir / f".{MEASURED}.tmp"
+        tmp.write_text("".join(f"{n}\n" for n in imported_modules()))
+        os.replace(tmp, profile_dir / MEASURED)  # whole when seen: dlscope looks for it while it is written
+
+
+def read_mark(profile_dir: Path) -> tuple[str, ...]:
+    """The modules a run's mark names (none: no mark, or an older run's empty one)."""
+    try:
+        return tuple(n for n in (profile_dir / MEASURED).read_text().splitlines() if n)
+    except OSError:
+        return ()
 
 
 def wait_for_turn() -> None:
@@ -53,10 +113,14 @@ def wait_for_turn() -> None:
     cfg = json.loads(spec)
     if os.getppid() != cfg.get("parent"):
         return  # a process the program started: not the one dlscope holds
-    for name in cfg.get("preimport") or []:
+    try:
+        names = Path(cfg["preimport_file"]).read_text().splitlines()
+    except (KeyError, OSError):
+        names = []
+    for name in names:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the program's own import will say what is wrong
+        except (Exception, SystemExit):  # noqa: BLE001 - the program's own import will say what is wrong
             pass
     fd = int(cfg["fd"])
     try:
