@@ -238,11 +238,19 @@ def test_a_run_foreseen_for_the_next_batch_waits_through_the_look_or_is_called_o
         assert rc == 0
         ended.append(run.profile_dir.stem)
 
-    kept = run_queues([[starter("a0")], [starter("b0")]], done, ahead=True, after=lambda q: starter(f"next{q}")(True))
+    kept = run_queues(
+        [[starter("a0")], [starter("b0")]],
+        done,
+        ahead=True,
+        after=lambda q: [starter(f"next{q}")(True), starter(f"then{q}")(True)],
+    )
     assert sorted(kept) == [0, 1] and sorted(ended) == ["a0", "b0"]
-    assert not (tmp_path / "next0").exists() and kept[0].proc.poll() is None  # waiting, not run
-    kept_again = run_queues([[starter("a1"), starter("a2")], []], done, ahead=True, held=kept)
-    assert kept_again == {}
-    assert "a1" not in ended and ended[-2:] == ["next0", "a2"]  # queue 0 began with the run held for it
-    assert (tmp_path / "next0").exists() and not (tmp_path / "next1").exists()  # queue 1's: called off
-    assert kept[1].proc.returncode == 0 and not (tmp_path / "next1.p").exists()
+    assert not (tmp_path / "next0").exists() and kept[0][0].proc.poll() is None  # waiting, not run
+    # queue 0 begins with the two runs held for it, in order, then its own third; queue 1 has one run:
+    # its first held run goes, its second is called off
+    queues = [[starter("a1"), starter("a2"), starter("a3")], [starter("b1")]]
+    assert run_queues(queues, done, ahead=True, held=kept) == {}
+    assert [e for e in ended if e.startswith(("next0", "then0", "a"))] == ["a0", "next0", "then0", "a3"]
+    assert "next1" in ended and not {"a1", "a2", "b1"} & set(ended)
+    assert not (tmp_path / "then1").exists() and kept[1][1].proc.returncode == 0  # called off: never ran
+    assert not (tmp_path / "then1.p").exists()

@@ -99,6 +99,9 @@ WARMUP_STEPS = 6
 # sd of a round's log ratio 0.1) is decided in 95% of simulated tries, after 6 rounds on average
 # (tests/test_sequential.py); each round more costs every undecided fix a run.
 DEFAULT_MAX_ROUNDS = 8
+# runs of each GPU's next batch of rounds started ahead of the look between batches: two, so that one
+# is left where the look decides the first one's fix (on the BERT-like program, 3 of 5 looks did)
+HELD_THROUGH_LOOK = 2
 
 
 @dataclass
@@ -206,9 +209,9 @@ class Trial:
         self.preimport: tuple[str, ...] | None = None
         self.clocks: dict[tuple[str, int], RunClock] = {}  # (label, round) -> where its time went
         self.imported: tuple[str, ...] = ()  # the modules the first run to say so had imported
-        # each GPU's first run of the next batch of rounds as foreseen, started ahead of the look between
-        self.next_heads: list[tuple[str, int, list[FixName]] | None] = []
-        self.held: dict[int, _Started] = {}
+        # each GPU's first runs of the next batch of rounds as foreseen, started ahead of the look between
+        self.next_heads: list[list[tuple[str, int, list[FixName]]]] = []
+        self.held: dict[int, list[_Started]] = {}
 
     def say(self, msg: str) -> None:
         # on stderr whatever the format: with --format json stdout is the result alone, and a run of
@@ -346,10 +349,10 @@ class Trial:
             def queues(batch: list[tuple[int, list[str]]]) -> list[list[tuple[str, int, list[FixName]]]]:
                 return [[(label, first + k, fixes.get(label, [])) for label in labels] for k, labels in batch]
 
-            # the batch after, were no label to leave at the look between: each GPU's first run of it is
-            # started ahead as its last run of this one goes on (called off if the look decides otherwise)
+            # the batch after, were no label to leave at the look between: each GPU's first runs of it are
+            # started ahead as its last run of this one goes on (called off if the look leaves them out)
             foreseen = queues(self._batch(order, active, joined, done + len(rounds), first))
-            self.next_heads = [q[0] if q else None for q in foreseen]
+            self.next_heads = [q[:HELD_THROUGH_LOOK] for q in foreseen]
             # one queue per GPU, each taking its next run as soon as it is free
             self._run_queues(queues(rounds))
             done += len(rounds)
@@ -444,18 +447,26 @@ class Trial:
         """Queue q's runs ``(label, round, fixes)`` one after another on GPU q, the queues side by side:
         a GPU starts its next run when its last one ends, not when the other's does; each run after a
         queue's first is started ahead of its turn where the program is Python's (:mod:`..capture.turn`),
-        and so is each queue's first where the last batch's look left it as it was foreseen
-        (:attr:`next_heads`, started ahead as that batch's last run went on)."""
+        and so are a queue's first where the runs held through the last batch's look
+        (:attr:`next_heads`) are among its runs: those go first, in the order they were started."""
         from ..capture.launcher import run_queues
 
         started: dict[tuple[int, int], _Started] = {}
-        held: dict[int, ProfiledRun] = {}
+        held: dict[int, list[ProfiledRun]] = {}
         for q, early in list(self.held.items()):
-            if q < len(queues) and queues[q] and (early.label, early.round) == queues[q][0][:2]:
-                started[q, 0] = early
-                held[q] = early.run
-                del self.held[q]
-        self._call_off_held()  # the look decided otherwise: the runs foreseen are not needed
+            if q >= len(queues):
+                continue
+            keys = [(label, rnd) for label, rnd, _ in queues[q]]
+            used = [e for e in early if (e.label, e.round) in keys]
+            # (a round's order is a rotation, against drift: runs ready to go first change it by a place or two)
+            queues[q] = [queues[q][keys.index((e.label, e.round))] for e in used] + [
+                job for job in queues[q] if job[:2] not in [(e.label, e.round) for e in used]
+            ]
+            for j, e in enumerate(used):
+                started[q, j] = e
+            held[q] = [e.run for e in used]
+            self.held[q] = [e for e in early if e not in used]
+        self._call_off_held()  # the look left those out
 
         def starter(q: int, j: int) -> Callable[[bool], ProfiledRun]:
             def start(early: bool) -> ProfiledRun:
@@ -465,13 +476,12 @@ class Trial:
 
             return start
 
-        def after(q: int) -> ProfiledRun | None:
-            head = self.next_heads[q] if q < len(self.next_heads) else None
-            if head is None or self.preimport is None:
-                return None
-            label, rnd, fixes = head
-            self.held[q] = self._start(label, rnd, fixes, q, False, self.preimport)
-            return self.held[q].run
+        def after(q: int) -> list[ProfiledRun]:
+            heads = self.next_heads[q] if q < len(self.next_heads) else []
+            if self.preimport is None:
+                return []
+            self.held[q] = [self._start(label, rnd, fixes, q, False, self.preimport) for label, rnd, fixes in heads]
+            return [e.run for e in self.held[q]]
 
         def done(q: int, j: int, run: ProfiledRun, rc: int, exited_ns: int) -> None:
             self._finish(started.pop((q, j)), rc, exited_ns)
@@ -483,11 +493,12 @@ class Trial:
             held=held,
             after=after,
         )
-        self.held = {q: early for q, early in self.held.items() if kept.get(q) is early.run}
+        # what came back waiting (none where the runs were stopped: those were called off)
+        self.held = {q: [e for e in early if e.run in kept.get(q, [])] for q, early in self.held.items()}
 
     def _call_off_held(self) -> None:
         """The runs started ahead for a batch that will not have them: ended, and said so."""
-        for early in self.held.values():
+        for early in [e for runs in self.held.values() for e in runs]:
             early.run.call_off()
             self.say(f"run {early.number} ({early.label}, round {early.round + 1}) called off: the look left it out")
         self.held = {}

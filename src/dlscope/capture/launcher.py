@@ -277,9 +277,9 @@ def run_queues(
     queues: list[list[Callable[[bool], ProfiledRun]]],
     done: Callable[[int, int, ProfiledRun, int, int], None],
     ahead: bool = False,
-    held: dict[int, ProfiledRun] | None = None,
-    after: Callable[[int], ProfiledRun | None] | None = None,
-) -> dict[int, ProfiledRun]:
+    held: dict[int, list[ProfiledRun]] | None = None,
+    after: Callable[[int], list[ProfiledRun]] | None = None,
+) -> dict[int, list[ProfiledRun]]:
     """Each queue's runs one after another, the queues side by side: a queue starts its next run as
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j](early)`` starts run j of queue q, ahead of
@@ -293,14 +293,14 @@ def run_queues(
     the others finish what runs.
 
     Across calls (dlscope try's batches of rounds, a look between them), with ``ahead``: ``after(q)``
-    starts ahead, as queue q's last run goes on, the run a later call may begin the queue with (None:
-    none); those are returned, still waiting, for that call's ``held``: queue q's first run, let go
-    at once (one for a queue without runs is called off)."""
+    starts ahead, as queue q's last run goes on, the runs a later call may begin the queue with; those
+    are returned, still waiting, for that call's ``held``: queue q's first runs, in its order, the
+    first let go at once and the next in its turn (those beyond the queue's runs are called off)."""
     running: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's run whose turn it is
     waiting: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's next run, started ahead
     ending: list[tuple[int, int, ProfiledRun]] = []  # measured, their next let go, not yet exited
-    kept: dict[int, ProfiledRun] = {}  # each queue's run after its last, for the next call
-    held = dict(held or {})
+    kept: dict[int, list[ProfiledRun]] = {}  # each queue's runs after its last, for the next call
+    held = {q: list(runs) for q, runs in (held or {}).items()}
     stopped = False
 
     def ahead_of(q: int, j: int) -> None:
@@ -308,16 +308,14 @@ def run_queues(
         if not ahead:
             return
         if j + 1 < len(queues[q]):
-            waiting[q] = (j + 1, queues[q][j + 1](True))
+            waiting[q] = (j + 1, held[q].pop(0) if held.get(q) else queues[q][j + 1](True))
         elif after is not None:
-            nxt = after(q)
-            if nxt is not None:
-                kept[q] = nxt
+            kept[q] = after(q)
 
     def start(q: int, j: int) -> None:
         if j < len(queues[q]):
-            if j == 0 and q in held:
-                run = held.pop(q)
+            if held.get(q):
+                run = held[q].pop(0)
                 run.go()
                 running[q] = (j, run)
             else:
@@ -339,16 +337,19 @@ def run_queues(
         for _, early in waiting.values():
             early.call_off()
         waiting.clear()
-        for early in kept.values():
+        for early in [run for runs in kept.values() for run in runs]:
             early.call_off()
         kept.clear()
 
     def everyone() -> list[ProfiledRun]:
         runs = [run for _, run in [*running.values(), *waiting.values()]] + [run for _, _, run in ending]
-        return runs + list(kept.values())
+        return runs + [run for runs in kept.values() for run in runs]
 
-    for q in [q for q in held if q >= len(queues) or not queues[q]]:
-        held.pop(q).call_off()
+    for q, runs in held.items():  # more than the queue has runs for
+        extra = runs[len(queues[q]) if q < len(queues) else 0 :]
+        del runs[len(runs) - len(extra) :]
+        for run in extra:
+            run.call_off()
     try:
         with forwarding_signals(everyone) as interrupted:
             for q in range(len(queues)):
@@ -394,7 +395,7 @@ def run_queues(
             run.finish()
         for _, run in waiting.values():
             run.call_off()
-        for run in held.values():  # left by an exception before their queue began
+        for run in [run for runs in held.values() for run in runs]:  # left by an exception before their turn
             run.call_off()
         if stopped:
             call_off_waiting()
