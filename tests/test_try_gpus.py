@@ -227,12 +227,14 @@ def test_a_run_foreseen_for_the_next_batch_waits_through_the_look_or_is_called_o
 
     def starter(name: str):
         def start(early: bool) -> ProfiledRun:
+            starts.append((name, early))
             cmd = [sys.executable, str(prog), str(tmp_path / name)]
             return ProfiledRun(cmd, tmp_path / f"{name}.p", Settings(), ahead=() if early else None)
 
         return start
 
     ended: list[str] = []
+    starts: list[tuple[str, bool]] = []
 
     def done(q, j, run, rc, exited_ns):
         assert rc == 0
@@ -251,6 +253,8 @@ def test_a_run_foreseen_for_the_next_batch_waits_through_the_look_or_is_called_o
     queues = [[starter("a1"), starter("a2"), starter("a3")], [starter("b1")]]
     assert run_queues(queues, done, ahead=True, held=kept) == {}
     assert [e for e in ended if e.startswith(("next0", "then0", "a"))] == ["a0", "next0", "then0", "a3"]
+    # two runs waiting at once: queue 0's third was started ahead as its first held one went on
+    assert ("a3", True) in starts and ("a3", False) not in starts and ("b1", False) not in starts
     assert "next1" in ended and not {"a1", "a2", "b1"} & set(ended)
     assert not (tmp_path / "then1").exists() and kept[1][1].proc.returncode == 0  # called off: never ran
     assert not (tmp_path / "then1.p").exists()

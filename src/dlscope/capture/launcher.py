@@ -283,8 +283,9 @@ def run_queues(
     """Each queue's runs one after another, the queues side by side: a queue starts its next run as
     soon as its last one exits, whatever the others do (one queue per GPU: a GPU whose run ended
     early does not wait for the other's). ``queues[q][j](early)`` starts run j of queue q, ahead of
-    its turn when ``early`` (:mod:`.turn`: with ``ahead``, each queue's next run starts as its last
-    one starts, and is let go when that one has measured its steps (its mark) or exited).
+    its turn when ``early`` (:mod:`.turn`: with ``ahead``, each queue's next :data:`AHEAD` runs are
+    started as its current one goes on, and each is let go when the one before it has measured its
+    steps (its mark) or exited).
     ``done(q, j, run, rc, exited_ns)`` hears of each as it ends (finished: its parent's records
     closed; the wall clock when its exit was seen), after the queue's next run has gone on: what
     ``done`` does with the run that ended (its profile written) overlaps the next one's start-up.
@@ -293,23 +294,30 @@ def run_queues(
     the others finish what runs.
 
     Across calls (dlscope try's batches of rounds, a look between them), with ``ahead``: ``after(q)``
-    starts ahead, as queue q's last run goes on, the runs a later call may begin the queue with; those
-    are returned, still waiting, for that call's ``held``: queue q's first runs, in its order, the
+    starts ahead, once queue q's last run is started (ahead or not), the runs a later call may begin
+    the queue with; those are returned, still waiting, for that call's ``held``: queue q's first runs, in its order, the
     first let go at once and the next in its turn (those beyond the queue's runs are called off)."""
     running: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's run whose turn it is
-    waiting: dict[int, tuple[int, ProfiledRun]] = {}  # each queue's next run, started ahead
+    waiting: dict[int, list[tuple[int, ProfiledRun]]] = {}  # each queue's next runs, started ahead
     ending: list[tuple[int, int, ProfiledRun]] = []  # measured, their next let go, not yet exited
     kept: dict[int, list[ProfiledRun]] = {}  # each queue's runs after its last, for the next call
     held = {q: list(runs) for q, runs in (held or {}).items()}
     stopped = False
 
+    asked_after: set[int] = set()
+
     def ahead_of(q: int, j: int) -> None:
-        """Start queue q's run after run j ahead: its next, or (its last) the next call's first."""
+        """Queue q's runs after run j started ahead, :data:`AHEAD` of them: its next ones, then (past
+        its last) the next call's first (``after``)."""
         if not ahead:
             return
-        if j + 1 < len(queues[q]):
-            waiting[q] = (j + 1, held[q].pop(0) if held.get(q) else queues[q][j + 1](True))
-        elif after is not None:
+        queued = waiting.setdefault(q, [])
+        nxt = queued[-1][0] + 1 if queued else j + 1
+        while len(queued) < AHEAD and nxt < len(queues[q]):
+            queued.append((nxt, held[q].pop(0) if held.get(q) else queues[q][nxt](True)))
+            nxt += 1
+        if nxt >= len(queues[q]) and after is not None and q not in asked_after:
+            asked_after.add(q)
             kept[q] = after(q)
 
     def start(q: int, j: int) -> None:
@@ -325,8 +333,8 @@ def run_queues(
     def next_of(q: int, j: int) -> None:
         """Queue q's run after run j goes on: the one waiting let go (and the one after started
         ahead), or started now."""
-        if q in waiting:
-            jn, run = waiting.pop(q)
+        if waiting.get(q):
+            jn, run = waiting[q].pop(0)
             run.go()
             running[q] = (jn, run)
             ahead_of(q, jn)
@@ -334,7 +342,7 @@ def run_queues(
             start(q, j + 1)
 
     def call_off_waiting() -> None:
-        for _, early in waiting.values():
+        for _, early in [w for queued in waiting.values() for w in queued]:
             early.call_off()
         waiting.clear()
         for early in [run for runs in kept.values() for run in runs]:
@@ -342,7 +350,8 @@ def run_queues(
         kept.clear()
 
     def everyone() -> list[ProfiledRun]:
-        runs = [run for _, run in [*running.values(), *waiting.values()]] + [run for _, _, run in ending]
+        runs = [run for _, run in [*running.values(), *[w for queued in waiting.values() for w in queued]]]
+        runs += [run for _, _, run in ending]
         return runs + [run for runs in kept.values() for run in runs]
 
     for q, runs in held.items():  # more than the queue has runs for
@@ -368,7 +377,7 @@ def run_queues(
                 for q, (j, run) in list(running.items()):
                     rc = run.proc.poll()
                     if rc is None:
-                        if q in waiting and not stopped and run.measured():
+                        if waiting.get(q) and not stopped and run.measured():
                             # its steps are measured: the GPU's next run goes on while it ends
                             del running[q]
                             ending.append((q, j, run))
@@ -393,7 +402,7 @@ def run_queues(
             run.finish()
         for _, _, run in ending:
             run.finish()
-        for _, run in waiting.values():
+        for _, run in [w for queued in waiting.values() for w in queued]:
             run.call_off()
         for run in [run for runs in held.values() for run in runs]:  # left by an exception before their turn
             run.call_off()
@@ -404,6 +413,11 @@ def run_queues(
 
 # how often run_queues looks for a run that ended: small against a run's seconds of start-up
 POLL_S = 0.05
+# runs of a queue started ahead at once: two, as a run's imports (about 8 s of the BERT-like
+# program's, torch and torch._dynamo, on the H200 host) outlast one run before it (1.5 s of set-up
+# and 2-5 s of steps): with one, a run let go early spent 3-6 s more before its first step
+# (bench/RESULTS.md, 2026-11-28)
+AHEAD = 2
 
 
 def run_profiled(
