@@ -94,6 +94,8 @@
 #                    (--max-rounds ROUNDS [4]), its advice; NAN_CHECK=1 adds the probe that checks each loss
 #                    for NaN at once (meaning kept: no saving expected). -> defer_auto.json, defer_advise.txt,
 #                    defer_nan.json (2026-11-28)
+#   queue_depth      bench/queue_depth.py: launches the GPU's queue holds behind a sleeping kernel, per kind of
+#                    kernel (tiny add_, AdamW's per-parameter ops, strided), and an AdamW step's. -> queue_depth.json
 #   startup          bench/startup_probe.py: the BERT-like program's start-up stage by stage (imports, model, CUDA
 #                    context, first step, every step), bare twice and profiled once. -> startup_*.json (2026-11-28)
 #   try_one_gpu      `dlscope try --fixes bf16 --repeat 3` on the suite's GPT on one GPU (its runs in one queue,
@@ -493,6 +495,11 @@ part_startup() {
 > $R/startup_prof.log 2>&1"
 }
 
+part_queue_depth() {
+  part queue_depth
+  run "queue depth" 120 5 python3 bench/queue_depth.py -o "$R/queue_depth.json"
+}
+
 part_try_one_gpu() {
   part try_one_gpu
   # the runs of one GPU in one queue, each started ahead (2026-11-28): the same try as issue 37's
@@ -533,7 +540,7 @@ part_nccl_timeout() {
   done
 }
 
-PARTS="startup jax_unannotated nccl_timeout defer_sync try_one_gpu bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
+PARTS="queue_depth startup jax_unannotated nccl_timeout defer_sync try_one_gpu bert_try roofline_ncu try_gpus hooks full_cost marks batch_truth integrations profile_cost try_vs_measure cnn_truth heldout ncu_cupy modules fuzz dist \
 straggler_forward accelerate fsdp_prefetch two_launch small_collectives"
 if [ $# -eq 0 ]; then sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 for p in "$@"; do
