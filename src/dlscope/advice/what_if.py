@@ -103,7 +103,7 @@ def calibrated(calls: Calls, ctx: Context) -> Calibration:
         total = float(work.sum()) or 1.0
         needed = {c for c in HostClass if work[c] / total >= MIN_CLASS_SHARE}
         if times.covers(needed):
-            return calibrate_by_class(calls, times.ms, basis.mean_step_ms)
+            return calibrate_by_class(calls, times.ms, basis.mean_step_ms, times)
     return calibrate(calls, basis.mean_step_ms)
 
 

@@ -16,7 +16,7 @@ is measured in the untraced steps only if its phases were recorded there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,6 +82,12 @@ class ClassTimes:
     sync_ms: float
     measured: frozenset[HostClass]  # classes whose phases were recorded in these steps
     hooked: bool  # dlscope's hooks timed the framework's phases
+    # per class, the mean over these steps of how far the GPU was behind the host as the class's
+    # last phase of the step ended (its GPU mark's end against the phase's), and its standard error:
+    # only where the phases carry GPU marks (dlscope's hooks, torch 2.x on CUDA)
+    lag_ms: dict[HostClass, float] = field(default_factory=dict)
+    lag_se_ms: dict[HostClass, float] = field(default_factory=dict)
+    se_ms: dict[HostClass, float] = field(default_factory=dict)  # the standard error of each class's mean time
 
     def covers(self, classes: set[HostClass]) -> bool:
         """Whether every class in ``classes`` (besides other, the rest) was measured."""
@@ -114,4 +120,29 @@ def _untraced_class_times(data: ProfileData) -> ClassTimes | None:
         float(t["sync_ns"].mean()) / 1e6,
         measured,
         hooked,
+        *_end_lags(data),
+        {c: float(t[f"{c.label}_ns"].std(ddof=1)) / 1e6 / np.sqrt(n) if n > 1 else 0.0 for c in HostClass},
     )
+
+
+def _end_lags(data: ProfileData) -> tuple[dict[HostClass, float], dict[HostClass, float]]:
+    """:attr:`ClassTimes.lag_ms` and ``lag_se_ms`` from the GPU marks of the phases in the untraced steps."""
+    out: dict[HostClass, float] = {}
+    se: dict[HostClass, float] = {}
+    if not data.has("phase_gpu"):
+        return out, se
+    for c in PRECEDENCE:
+        got = data.con.execute(
+            f"""WITH mp AS ({main_pid_sql(data)}),
+                marks AS (SELECT g.rank, g.step, g.end_ns, g.gpu_end_ns - g.end_ns AS lag_ns
+                          FROM phase_gpu g JOIN stat_steps s ON s.rank = g.rank AND s.step = g.step
+                          LEFT JOIN mp m ON m.rank = g.rank
+                          WHERE g.gpu_end_ns IS NOT NULL AND (m.pid IS NULL OR g.pid = m.pid)
+                            AND regexp_matches(lower(g.name), '{CLASS_RE[c]}')),
+                last AS (SELECT arg_max(lag_ns, end_ns) AS lag_ns FROM marks GROUP BY rank, step)
+            SELECT avg(lag_ns), count(*), coalesce(stddev_samp(lag_ns), 0) FROM last"""
+        ).fetchall()[0]
+        if got[1]:
+            out[c] = float(got[0]) / 1e6
+            se[c] = float(got[2]) / 1e6 / float(np.sqrt(got[1]))
+    return out, se

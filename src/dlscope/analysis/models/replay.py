@@ -34,6 +34,7 @@ import numpy as np
 from ...vocabulary.collectives import SMALL_BYTES, size_bytes_sql
 from ...vocabulary.names import RuleId
 from ..core import interval_arrays as ia
+from ..core.class_times import ClassTimes
 from ..core.context import ProfileData
 from ..core.host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
 from ..core.host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
@@ -435,14 +436,39 @@ def host_work(calls: Calls, host_factor: HostScale = 1.0) -> np.ndarray:
 @dataclass(frozen=True)
 class Replayed:
     """A replay's outcome: the time of all windows one after another, and how long the host
-    waited for the GPU at the blocking calls of each class (ns, over all windows)."""
+    waited for the GPU at the blocking calls of each class (ns, over all windows); with ``lags``,
+    how far the GPU was behind the host as each class's last call of a window returned (ns, the
+    mean over the windows holding the class; NaN for a class none holds): what the GPU marks of
+    the untraced steps measure at each phase's end (:func:`~..core.class_times.untraced_class_lags`)."""
 
     total_ns: float
     wait_ns: np.ndarray  # by HostClass value
+    lag_ns: np.ndarray | None = None  # by HostClass value
 
 
-def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int | None = None) -> Replayed:
-    """Replay the windows one after another (see the module's docstring).
+def _class_end_lags(returned: np.ndarray, gpu_done: np.ndarray, wid: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Per class, the mean over windows of the GPU's lag (its work launched so far still to finish)
+    at the class's last call in the window: ``gpu_done - returned`` there."""
+    out = np.full(len(HostClass), np.nan)
+    if not len(returned):
+        return out
+    key = wid.astype(np.int64) * len(HostClass) + cls
+    # the last call of each (window, class): the first in the reversed order
+    _, first_rev = np.unique(key[::-1], return_index=True)
+    last = len(key) - 1 - first_rev
+    lag = gpu_done[last] - returned[last]
+    for c in HostClass:
+        mine = cls[last] == int(c)
+        if mine.any():
+            out[int(c)] = float(lag[mine].mean())
+    return out
+
+
+def replay_detail(
+    calls: Calls, host_factor: HostScale = 1.0, queue_depth: int | None = None, lags: bool = False
+) -> Replayed:
+    """Replay the windows one after another (see the module's docstring); ``lags``: with
+    :attr:`Replayed.lag_ns`.
 
     A launch returns only once the GPU has room in its queue of pending work: with more than
     ``queue_depth`` items (default :data:`LAUNCH_QUEUE_DEPTH`) launched and not yet finished, the
@@ -460,12 +486,15 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int |
     cuts = np.flatnonzero(blocking > 0)
     start = 0
     launch_at, ends = [], []  # per launched item: when its call returned, when it finished
+    returned = np.zeros(n) if lags else None  # per call: when it returned, and the GPU's work so far done
+    gpu_done = np.zeros(n) if lags else None
     for stop in [*cuts.tolist(), n]:
         # launches start..stop-1 do not block; call `stop` (if < n) blocks after its own work
         seg_end = stop + 1 if stop < n else n
         h = host_t + np.cumsum(work[start:seg_end])  # each call's return time
         g = gpu[start:seg_end]
         launched = g > 0
+        before = gpu_end
         if launched.any():
             r, d = h[launched], g[launched]
             c = np.cumsum(d)
@@ -474,21 +503,35 @@ def replay_detail(calls: Calls, host_factor: HostScale = 1.0, queue_depth: int |
             gpu_end = float(e[-1])
             launch_at.append(r)
             ends.append(e)
+        if returned is not None and gpu_done is not None:
+            returned[start:seg_end] = h
+            done = np.full(len(h), before)
+            if launched.any():
+                done[launched] = e
+            gpu_done[start:seg_end] = np.maximum.accumulate(done)
         host_t = float(h[-1]) if len(h) else host_t
         # a blocking call waits until the GPU is done with everything launched so far (its own copy too)
         if stop < n and gpu_end > host_t:
             waits[cls[stop]] += gpu_end - host_t
             host_t = gpu_end
+            if returned is not None:
+                returned[stop] = host_t
         start = seg_end
     if depth and ends:
         r, e = np.concatenate(launch_at), np.concatenate(ends)
         if len(r) > depth and bool((r[depth:] < e[:-depth]).any()):
-            return _replay_with_queue(work, gpu, blocking, cls, depth)
-    return Replayed(max(host_t, gpu_end), waits)
+            return _replay_with_queue(work, gpu, blocking, cls, depth, a["wid"] if lags else None)
+    lag = _class_end_lags(returned, gpu_done, a["wid"], cls) if returned is not None and gpu_done is not None else None
+    return Replayed(max(host_t, gpu_end), waits, lag)
 
 
 def _replay_with_queue(
-    work: np.ndarray, gpu: np.ndarray, blocking: np.ndarray, cls: np.ndarray, depth: int
+    work: np.ndarray,
+    gpu: np.ndarray,
+    blocking: np.ndarray,
+    cls: np.ndarray,
+    depth: int,
+    wid: np.ndarray | None = None,
 ) -> Replayed:
     """The replay for windows whose launches outrun the GPU's queue (the vectorized replay assumes
     an unbounded queue, and found that it overflowed).
@@ -497,9 +540,12 @@ def _replay_with_queue(
     so that the finish time a launch may wait for (that of the launch ``depth`` before it) lies in
     an earlier segment and is known. In a segment, a call returns at ``t[i] = max(t[i-1] + work[i],
     floor[i])``, a running maximum over the cumulative work; its wait for room is what the maximum
-    adds. (A call-by-call loop gave the same times at 20x the cost: 25 ms per replay of 500k events.)"""
+    adds. (A call-by-call loop gave the same times at 20x the cost: 25 ms per replay of 500k events.)
+    ``wid`` (each call's window): the lags at each class's last call too (:class:`Replayed`)."""
     n = len(work)
     waits = np.zeros(len(HostClass))
+    returned = np.zeros(n) if wid is not None else None
+    gpu_done = np.zeros(n) if wid is not None else None
     launched = gpu > 0
     launch_no = np.cumsum(launched) - 1  # each launch's number among the launches
     ends = np.zeros(int(launched.sum()))  # when each launched item finishes
@@ -516,6 +562,7 @@ def _replay_with_queue(
         lift = np.maximum(host_t, np.maximum.accumulate(floor - cum))
         t = cum + lift
         waits += np.bincount(cls[s:e], weights=np.diff(lift, prepend=host_t), minlength=len(HostClass))
+        before = gpu_end
         if len(nos):
             r, d = t[seg_launched], gpu[s:e][seg_launched]
             c = np.cumsum(d)
@@ -523,12 +570,23 @@ def _replay_with_queue(
             fin = c + np.maximum(gpu_end, np.maximum.accumulate(r - prev))
             ends[nos] = fin
             gpu_end = float(fin[-1])
+        if returned is not None and gpu_done is not None:
+            returned[s:e] = t
+            done = np.full(e - s, before)
+            if len(nos):
+                done[seg_launched] = ends[nos]
+            gpu_done[s:e] = np.maximum.accumulate(done)
         host_t = float(t[-1])
         # a blocking call (always a segment's last) waits until the GPU is done with everything launched so far
         if blocking[e - 1] and gpu_end > host_t:
             waits[cls[e - 1]] += gpu_end - host_t
             host_t = gpu_end
-    return Replayed(max(host_t, gpu_end), waits)
+            if returned is not None:
+                returned[e - 1] = host_t
+    lag = None
+    if wid is not None and returned is not None and gpu_done is not None:
+        lag = _class_end_lags(returned, gpu_done, wid, cls)
+    return Replayed(max(host_t, gpu_end), waits, lag)
 
 
 def replay(calls: Calls, host_factor: HostScale = 1.0) -> float:
@@ -637,13 +695,18 @@ def traced_work_ms(calls: Calls) -> np.ndarray:
     return out / 1e6 / max(calls.windows, 1)
 
 
-def calibrate_by_class(calls: Calls, untraced_ms: dict[HostClass, float], target_ms: float) -> Calibration:
+def calibrate_by_class(
+    calls: Calls, untraced_ms: dict[HostClass, float], target_ms: float, marks: ClassTimes | None = None
+) -> Calibration:
     """Per-class factors so that each class's replayed host time (its own work plus the replay's
     waits at its blocking calls) equals the untraced steps' time in that class.
 
     A fixed point: the waits depend on the factors (less host work, more waiting), so the factors
     are found again from the waits of the last round until they settle. The untraced time of a
-    class holds its waits too (a ``.item()`` in the loop waits for the GPU): only the rest is work."""
+    class holds its waits too (a ``.item()`` in the loop waits for the GPU): only the rest is work.
+
+    ``marks`` (the untraced steps' class times with the GPU marks at their phases' ends): where a
+    class waits for the GPU, its time alone cannot tell its work from its waits (:func:`_by_lag`)."""
     traced = step_ms(calls)
     work = traced_work_ms(calls)
     want = np.array([max(untraced_ms.get(c, 0.0), 0.0) for c in HostClass])
@@ -655,4 +718,54 @@ def calibrate_by_class(calls: Calls, untraced_ms: dict[HostClass, float], target
             f = new
             break
         f = new
+    if marks is not None and marks.lag_ms:
+        f = _by_lag(calls, f, work, want, marks)
     return Calibration(f, traced, target_ms, CalibrationBasis.PER_CLASS, step_ms(calls, f))
+
+
+# Factors tried per class between MIN_FACTOR and the fixed point's (:func:`_by_lag`).
+LAG_CANDIDATES = 12
+# A class's time is flat in its work (:func:`_by_lag`) when over those factors it changes by at most
+# this share of its work's change: its waits absorb the rest. On the BERT-like program's profile the
+# optimizer's share was 0.22, the model's (forward and backward) 0.63; half stands between.
+FLAT_SHARE = 0.5
+# The least standard errors the match of :func:`_by_lag` divides by (ms): a class time or a lag that
+# does not vary from step to step still has the GPU marks' and the phases' own resolution.
+MIN_TIME_SE_MS = 0.1
+MIN_LAG_SE_MS = 0.05
+
+
+def _by_lag(calls: Calls, f: np.ndarray, work: np.ndarray, want: np.ndarray, marks: ClassTimes) -> np.ndarray:
+    """The factors with those of the classes that wait for the GPU chosen again by the GPU's lag.
+
+    Behind a GPU that is far behind (a per-parameter optimizer's launches queued behind a long
+    backward pass), a host whose own work is smaller only waits longer at the full launch queue:
+    its class takes about as long either way. The fixed point then settles on the largest work that
+    fits; the BERT-like program's untraced optimizer phase (24.8 ms) replayed as 20.6 ms of work and
+    4.2 of waiting, where its runs with TF32 (the backward's kernels 7x shorter, nothing to wait
+    for) took 14.4 ms (bench/RESULTS.md, 2026-11-28). What tells them apart is how far the GPU is
+    behind as the class ends: more work left queued behind a host that only waited. So for each
+    class with a measured lag whose time is flat in its work (:data:`FLAT_SHARE`), the factor between
+    :data:`MIN_FACTOR` and the fixed point's that matches both its time and its lag best, each in its
+    standard errors over the steps (on that profile: 0.27 instead of 0.64, 8.5 ms of work)."""
+    windows = max(calls.windows, 1)
+    out: np.ndarray = np.array(f, dtype=np.float64)
+    for c in HostClass:
+        if c not in marks.lag_ms or work[c] <= 0 or out[c] <= MIN_FACTOR:
+            continue
+        time_se = max(marks.se_ms.get(c, 0.0), MIN_TIME_SE_MS)
+        lag_se = max(marks.lag_se_ms.get(c, 0.0), MIN_LAG_SE_MS)
+        tried: list[tuple[float, float, float]] = []  # (factor, class time, lag) in ms
+        for fc in np.linspace(MIN_FACTOR, out[c], LAG_CANDIDATES):
+            trial = out.copy()
+            trial[c] = fc
+            r = replay_detail(calls, trial, lags=True)
+            assert r.lag_ns is not None
+            tried.append((float(fc), fc * work[c] + r.wait_ns[c] / 1e6 / windows, r.lag_ns[c] / 1e6))
+        # where the class's time follows its work, the time tells the factor: a lag that misses then
+        # says the GPU's side differs (its kernels longer untraced), which no host factor should mend
+        if tried[-1][1] - tried[0][1] > FLAT_SHARE * work[c] * (tried[-1][0] - tried[0][0]):
+            continue
+        miss = [((t - want[c]) / time_se) ** 2 + ((lag - marks.lag_ms[c]) / lag_se) ** 2 for _, t, lag in tried]
+        out[c] = tried[int(np.argmin(miss))][0]
+    return out
