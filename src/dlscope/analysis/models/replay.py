@@ -755,17 +755,22 @@ def _by_lag(calls: Calls, f: np.ndarray, work: np.ndarray, want: np.ndarray, mar
             continue
         time_se = max(marks.se_ms.get(c, 0.0), MIN_TIME_SE_MS)
         lag_se = max(marks.lag_se_ms.get(c, 0.0), MIN_LAG_SE_MS)
-        tried: list[tuple[float, float, float]] = []  # (factor, class time, lag) in ms
-        for fc in np.linspace(MIN_FACTOR, out[c], LAG_CANDIDATES):
+
+        def at(fc: float, c: HostClass = c) -> tuple[float, float, float]:
+            """(factor, the class's replayed time, its lag), in ms, with the class's factor at ``fc``."""
             trial = out.copy()
             trial[c] = fc
             r = replay_detail(calls, trial, lags=True)
             assert r.lag_ns is not None
-            tried.append((float(fc), fc * work[c] + r.wait_ns[c] / 1e6 / windows, r.lag_ns[c] / 1e6))
+            return fc, fc * work[c] + r.wait_ns[c] / 1e6 / windows, r.lag_ns[c] / 1e6
+
+        grid = np.linspace(MIN_FACTOR, out[c], LAG_CANDIDATES).tolist()
+        low, high = at(grid[0]), at(grid[-1])
         # where the class's time follows its work, the time tells the factor: a lag that misses then
         # says the GPU's side differs (its kernels longer untraced), which no host factor should mend
-        if tried[-1][1] - tried[0][1] > FLAT_SHARE * work[c] * (tried[-1][0] - tried[0][0]):
+        if high[1] - low[1] > FLAT_SHARE * work[c] * (high[0] - low[0]):
             continue
+        tried = [low, *(at(fc) for fc in grid[1:-1]), high]
         miss = [((t - want[c]) / time_se) ** 2 + ((lag - marks.lag_ms[c]) / lag_se) ** 2 for _, t, lag in tried]
         out[c] = tried[int(np.argmin(miss))][0]
     return out
