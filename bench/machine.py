@@ -32,3 +32,15 @@ def describe() -> str:
     except ImportError:
         pass
     return f"{cpu} x{os.cpu_count()}{mem}{gpu}, Python {sys.version.split()[0]}"
+
+
+def report(result: dict, out: str = "") -> None:
+    """A GPU probe's result: printed (the run's log brings it back whatever happens to the files)
+    and, with ``out``, written there as JSON."""
+    import json
+    from pathlib import Path
+
+    text = json.dumps(result, indent=1)
+    print(text)
+    if out:
+        Path(out).write_text(text)

@@ -13,12 +13,11 @@ non-contiguous ``add`` (larger kernel arguments: strides)."""
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from machine import report
 
 
 def first_wait(launch, n: int) -> dict:
@@ -84,10 +83,7 @@ def main() -> None:
         steps.append(costs)
     # the step whose time jumps is the one in which the queue filled
     res["adamw_step_ns"] = steps
-    text = json.dumps(res, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text)
+    report(res, a.out)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ and its first batch, the first step (synchronized), and every step after it."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from machine import report
 
 
 def process_start_s() -> float:
@@ -70,10 +71,7 @@ def main() -> None:
         torch.cuda.synchronize()
         mark(f"step {step + 1}")
     out = {"marks": marks, "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.out:
-        Path(a.out).write_text(text)
+    report(out, a.out)
 
 
 if __name__ == "__main__":
