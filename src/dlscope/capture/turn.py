@@ -75,6 +75,7 @@ def imported_modules() -> list[str]:
     in the order they were imported: what a later run of the same program imports ahead of its turn.
     The program's own modules (outside those folders) and dlscope's are left out."""
     roots = _library_roots()
+    in_library: dict[str, bool] = {}  # per folder (a few hundred for a few thousand modules)
     names = []
     for name, module in list(sys.modules.items()):
         if name in ("__main__", "__mp_main__") or name.partition(".")[0] == "dlscope":
@@ -83,7 +84,12 @@ def imported_modules() -> list[str]:
             file = module.__dict__.get("__file__")
         except Exception:  # noqa: BLE001 - a module object of a kind we cannot read: not imported ahead
             continue
-        if isinstance(file, str) and os.path.realpath(file).startswith(roots):
+        if not isinstance(file, str):
+            continue
+        folder = os.path.dirname(file)
+        if folder not in in_library:
+            in_library[folder] = os.path.join(os.path.realpath(folder), "").startswith(roots)
+        if in_library[folder]:
             names.append(name)
     return names
 
