@@ -152,9 +152,11 @@ def test_a_gpus_next_run_starts_ahead_and_waits_for_the_last_to_end(tmp_path):
         assert life[run][0] < life[prev][2] < life[run][1], (run, prev)
         assert clocks[run]["waited_s"] > 0 and clocks[run]["to_first_step_end_s"] is not None
     assert "started ahead" in r.stderr and "called off" not in r.stderr
-    # they imported ahead what the first runs had imported by their last step, a module of the
-    # interpreter's library the probe imports only after its first step among them; those had not
-    assert all(runs[o][0]["wave_at_start"] == (o in ahead) for o in runs)
+    # they imported ahead the modules of torch's package the first runs had imported by their last
+    # step, one the probe imports only after its first step among them (those runs had not); not the
+    # interpreter's library module it imports then too
+    assert all(runs[o][0]["late_torch_at_start"] == (o in ahead) for o in runs)
+    assert not any(runs[o][0]["wave_at_start"] for o in runs)
     assert not list(tmp_path.glob("t.try/*.dlscope/.preimport"))  # its list is not left in the profile
 
 

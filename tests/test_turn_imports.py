@@ -51,3 +51,12 @@ def test_the_mark_names_the_modules_and_a_run_started_ahead_imports_them(tmp_pat
     run.finish()
     assert json.loads(marker.read_text()) is True  # imported before its turn; a missing one passed over
     assert not (tmp_path / "p.dlscope" / turn.PREIMPORT).exists()
+
+
+def test_ahead_only_the_frameworks_packages():
+    """Of what an earlier run imported, only the recorded frameworks' packages are imported ahead (with
+    what they pull in): a library such as huggingface_hub reads the environment as it is imported,
+    which the program may set in its own code first."""
+    imported = ("os", "torch", "torch._dynamo", "sympy", "huggingface_hub.constants", "torchvision", "torch.optim")
+    assert turn.ahead_imports(("torch",), imported) == ("torch", "torch._dynamo", "torch.optim")
+    assert turn.ahead_imports((), imported) == ()

@@ -13,9 +13,11 @@ import sys
 import time
 
 STARTED = time.time()  # before torch loads: when this program's own code started
-# a module this program imports only after its first step: in sys.modules already at its start only
-# where dlscope try imported it ahead of the run's turn, as an earlier run had imported it
+# modules this program imports only after its first step: in sys.modules already at its start only where
+# dlscope try imported them ahead of the run's turn, as an earlier run had imported them (torch's: yes;
+# the interpreter's library: no, dlscope imports only the frameworks' packages ahead)
 WAVE_AT_START = "wave" in sys.modules
+LATE_TORCH_AT_START = "torch.utils.show_pickle" in sys.modules
 
 
 def _process_started() -> float:
@@ -104,6 +106,8 @@ while step < steps:
         opt.step()
         import wave  # noqa: F401 - late, on purpose (WAVE_AT_START)
 
+        import torch.utils.show_pickle  # noqa: F401 - late, on purpose (LATE_TORCH_AT_START)
+
         records.append(
             {
                 "run": run,
@@ -125,6 +129,7 @@ while step < steps:
                 "started": STARTED,
                 "process_started": PROCESS_STARTED,
                 "wave_at_start": WAVE_AT_START,
+                "late_torch_at_start": LATE_TORCH_AT_START,
             }
         )
         with open(out_path, "a") as f:  # every step: a run stopped by dlscope try keeps its records

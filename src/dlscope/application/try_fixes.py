@@ -205,7 +205,7 @@ class Trial:
         self.given = given
         self.started_ns = time.time_ns()
         # what a run started ahead imports (None: runs start at their turn): the first run's frameworks,
-        # then every module an earlier run's mark named (capture/turn.py)
+        # then their modules an earlier run's mark named (capture/turn.py)
         self.preimport: tuple[str, ...] | None = None
         self.clocks: dict[tuple[str, int], RunClock] = {}  # (label, round) -> where its time went
         self.imported: tuple[str, ...] = ()  # the modules the first run to say so had imported
@@ -546,10 +546,11 @@ class Trial:
         return _Started(label, rnd, path, tail, run, launched, self.launched)
 
     def _with_imports(self, preimport: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        """``preimport`` and the modules the runs so far imported (None stays None: no run starts ahead)."""
-        if preimport is None:
-            return None
-        return tuple(dict.fromkeys([*preimport, *self.imported]))
+        """``preimport`` and the modules of its frameworks the runs so far imported (None stays None:
+        no run starts ahead)."""
+        from ..capture.turn import ahead_imports
+
+        return None if preimport is None else ahead_imports(preimport, self.imported)
 
     def _finish(self, started: _Started, rc: int, exited_ns: int) -> Run:
         """A run's profile finalized and its steps read (a run that left none is reported)."""

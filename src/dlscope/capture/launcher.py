@@ -215,7 +215,7 @@ class ProfiledRun:
     def finish(self) -> None:
         """After the program exited: its last words, then the parent's records closed."""
         self.imported = turn.read_mark(self.profile_dir)
-        for said in (turn.MEASURED, turn.PREIMPORT):  # said to us, or to it: not part of the profile
+        for said in (turn.MEASURED, turn.MEASURED_TMP, turn.PREIMPORT):  # said to us or to it: not the profile's
             (self.profile_dir / said).unlink(missing_ok=True)
         try:
             if self._tail is not None:

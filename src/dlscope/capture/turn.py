@@ -5,14 +5,15 @@ Most of a run's start-up is imports: on an H200 host the BERT-like program of is
 importing torch and 4.0-4.5 s more in its first ``AdamW(...)``, which imports ``torch._dynamo`` (about
 800 modules, sympy's among them), against 0.6 s for its model, CUDA context and first step together
 and 2.6 s of measured steps (bench/startup_probe.py; bench/RESULTS.md, 2026-11-28). A process started
-ahead imports what the same program imported in an earlier run (:func:`imported_modules`, which each
-run writes into its mark as its measured steps end; before any run has, the frameworks it recorded,
-:data:`PREIMPORTED`): the same work the program does first, done earlier, under dlscope's hooks as the
-program's own import would be. Then it waits on a pipe. Nothing touches the GPU until it is let go,
-so the run that still measures its steps on that GPU shares it with nobody; the one thing the two
-share is the host, for the imports' seconds on one of the GPU's CPUs.
+ahead imports the frameworks the same program recorded (:data:`PREIMPORTED`) and the modules of those
+frameworks' packages it had imported in an earlier run (:func:`imported_modules`, which each run writes
+into its mark as its measured steps end; :func:`ahead_imports` says which): the same work the program
+does, done earlier, under dlscope's hooks as the program's own import would be. Then it waits on a
+pipe. Nothing touches the GPU until it is let go, so the run that still measures its steps on that GPU
+shares it with nobody; the one thing the two share is the host, for the imports' seconds on one of the
+GPU's CPUs.
 
-Only modules of the interpreter's library and of installed packages are imported ahead, never the
+A mark names only modules of the interpreter's library and of installed packages, never the
 program's own (importing those would run its code before its turn), nor dlscope's.
 
 Only the process dlscope started waits (its parent is dlscope), and the variable is taken out of
@@ -37,6 +38,7 @@ GO = b"g"
 # run may go on while it tears down (its CUDA context, its writes), which takes about 0.9 s on the
 # H200 host against 4 s or more before the next run's first step (bench/RESULTS.md, 2026-11-28)
 MEASURED = "measured"
+MEASURED_TMP = ".measured.tmp"  # the mark while it is written (renamed whole)
 # the frameworks whose import makes up most of a deep-learning program's start-up, as named in a
 # profile's meta.frameworks: a run started ahead imports those its first run recorded
 PREIMPORTED = ("torch", "jax", "tensorflow")
@@ -94,11 +96,21 @@ def imported_modules() -> list[str]:
     return names
 
 
+def ahead_imports(frameworks: tuple[str, ...], imported: tuple[str, ...]) -> tuple[str, ...]:
+    """What a run started ahead imports: the ``frameworks`` (:data:`PREIMPORTED` that a run recorded)
+    and, of the modules an earlier run had ``imported``, those of these frameworks' packages (with what
+    they import: ``torch._dynamo`` brings sympy). Not the program's other libraries: some read the
+    environment as they are imported (huggingface_hub's offline switch, a cache folder), which a
+    program may set in its own code first; a framework's own import comes first in a program anyway."""
+    tops = {f.partition(".")[0] for f in frameworks}
+    return tuple(dict.fromkeys([*frameworks, *(n for n in imported if n.partition(".")[0] in tops)]))
+
+
 def mark_measured(profile_dir: Path) -> None:
     """In the run, as its measured steps are done: say so to dlscope try (a file, :data:`MEASURED`),
     naming the modules imported so far (:func:`imported_modules`), for its next runs to import ahead."""
     with contextlib.suppress(OSError):  # no mark: its next run waits for its exit, as before
-        tmp = profile_dir / f".{MEASURED}.tmp"
+        tmp = profile_dir / MEASURED_TMP
         tmp.write_text("".join(f"{n}\n" for n in imported_modules()))
         os.replace(tmp, profile_dir / MEASURED)  # whole when seen: dlscope looks for it while it is written
 
