@@ -439,7 +439,7 @@ class Replayed:
     waited for the GPU at the blocking calls of each class (ns, over all windows); with ``lags``,
     how far the GPU was behind the host as each class's last call of a window returned (ns, the
     mean over the windows holding the class; NaN for a class none holds): what the GPU marks of
-    the untraced steps measure at each phase's end (:func:`~..core.class_times.untraced_class_lags`)."""
+    the untraced steps measure at each phase's end (:attr:`~..core.class_times.ClassTimes.lag_ms`)."""
 
     total_ns: float
     wait_ns: np.ndarray  # by HostClass value
@@ -726,8 +726,9 @@ def calibrate_by_class(
 # Factors tried per class between MIN_FACTOR and the fixed point's (:func:`_by_lag`).
 LAG_CANDIDATES = 12
 # A class's time is flat in its work (:func:`_by_lag`) when over those factors it changes by at most
-# this share of its work's change: its waits absorb the rest. On the BERT-like program's profile the
-# optimizer's share was 0.22, the model's (forward and backward) 0.63; half stands between.
+# this share of its work's change: its waits absorb the rest. The share is 1 where the time is all
+# work and 0 where waits hide the work whole; half is the midpoint, not a value fitted to a profile
+# (the BERT-like program's: optimizer 0.22, model, forward and backward together, 0.63).
 FLAT_SHARE = 0.5
 # The least standard errors the match of :func:`_by_lag` divides by (ms): a class time or a lag that
 # does not vary from step to step still has the GPU marks' and the phases' own resolution.
