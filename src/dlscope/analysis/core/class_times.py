@@ -23,22 +23,10 @@ import numpy as np
 from . import interval_arrays as ia
 from .context import ProfileData
 from .host_classes import CLASS_RE, PRECEDENCE, SYNC_PHASE_RE, HostClass
-from .host_state import NOT_ACTIVITY_DOMAINS, main_pid_sql
-from .intervals import union_sql
+from .host_state import main_pid_sql
+from .phase_islands import islands
 
 COLUMNS = ("rank", "step", "step_ns", *(f"{c.label}_ns" for c in HostClass), "sync_ns")
-
-
-def _islands(data: ProfileData, regex: str) -> dict[str, np.ndarray]:
-    domains = ", ".join(f"'{d}'" for d in NOT_ACTIVITY_DOMAINS)
-    src = f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
-              WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
-                AND coalesce(p.domain, '') NOT IN ({domains})
-                AND regexp_matches(lower(p.name), '{regex}')"""
-    return data.con.execute(
-        f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
-        f"FROM ({union_sql(src, 'rank')}) ORDER BY rank, start_ns"
-    ).fetchnumpy()
 
 
 def step_class_times(data: ProfileData, steps: str = "stat_steps", waits_apart: bool = False) -> dict[str, np.ndarray]:
@@ -58,13 +46,12 @@ def step_class_times(data: ProfileData, steps: str = "stat_steps", waits_apart: 
             out[f"{c.label}_ns"] = out["step_ns"].copy() if c is HostClass.OTHER else zero.copy()
         out["sync_ns"] = zero
         return out
-    sync = ia.covered(rank, start, end, _islands(data, SYNC_PHASE_RE))
+    sync = ia.covered(rank, start, end, islands(data, (SYNC_PHASE_RE,), activity_only=True))
     done = sync if waits_apart else zero
     for i, cls in enumerate(PRECEDENCE):
-        regex = "|".join(f"({CLASS_RE[c]})" for c in PRECEDENCE[: i + 1])
-        if waits_apart:
-            regex = f"({SYNC_PHASE_RE})|{regex}"
-        cov = ia.covered(rank, start, end, _islands(data, regex))
+        # the class and those inside it (the inner wins); with waits_apart, the waits as well
+        patterns = (*((SYNC_PHASE_RE,) if waits_apart else ()), *(CLASS_RE[c] for c in PRECEDENCE[: i + 1]))
+        cov = ia.covered(rank, start, end, islands(data, patterns, activity_only=True))
         out[f"{cls.label}_ns"] = np.maximum(cov - done, 0)
         done = np.maximum(cov, done)
     out["other_ns"] = np.maximum(out["step_ns"] - done, 0)

@@ -38,8 +38,8 @@ from ..core.class_times import ClassTimes
 from ..core.context import ProfileData
 from ..core.host_classes import MODEL_RE, OPTIMIZER_RE, Blocking, HostClass
 from ..core.host_state import DATA_LOADING_RE, SYNC_API_RE, main_pid_sql
-from ..core.intervals import union_sql
 from ..core.kernel_names import kernel_names
+from ..core.phase_islands import islands
 from ..core.step_idle import windows_sql
 from .occupancy import Device, profile_device, wave_factor_sql
 
@@ -172,17 +172,6 @@ def _wave_factors_table(data: ProfileData, device: Device) -> str:
     )
 
 
-def _class_islands_sql(data: ProfileData, regex: str) -> str:
-    if not data.has("phases"):
-        return "SELECT NULL::INTEGER AS rank, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns WHERE FALSE"
-    return union_sql(
-        f"""SELECT p.rank, p.start_ns, p.end_ns FROM phases p LEFT JOIN mp m USING (rank)
-                         WHERE p.kind = 'range' AND (m.pid IS NULL OR p.pid IS NULL OR p.pid = m.pid)
-                           AND regexp_matches(lower(p.name), '{regex}')""",
-        "rank",
-    )
-
-
 def replay_calls(data: ProfileData, waves: bool = True) -> Calls:
     """The replay's input for the profile's GPU windows (empty without runtime calls or GPU work).
     ``waves``: model each call's GPU time under a larger batch by its kernels' waves on the SMs (what a
@@ -294,10 +283,7 @@ def _split_gaps(data: ProfileData, cols: dict[str, np.ndarray]) -> None:
     at = np.asarray(cols["start_ns"], dtype=np.int64)
     cov, inside = {}, {}
     for name, regex in (("input", DATA_LOADING_RE), ("optimizer", OPTIMIZER_RE), ("model", MODEL_RE)):
-        isl = data.con.execute(
-            f"WITH mp AS ({main_pid_sql(data)}) SELECT rank, start_ns, end_ns "
-            f"FROM ({_class_islands_sql(data, regex)}) ORDER BY rank, start_ns"
-        ).fetchnumpy()
+        isl = islands(data, (regex,))
         cov[name] = ia.covered(rank, gap_start, gap_end, isl)
         inside[name] = ia.covered(rank, at, at + 1, isl) > 0
     gap = np.asarray(cols["gap_ns"], dtype=np.int64)
