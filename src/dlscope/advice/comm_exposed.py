@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from ..analysis.measures.overlap import communication_basis, exposed_comm
 from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
@@ -36,9 +35,13 @@ class CommExposed(Rule):
     needs = ("comms",)
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.overlap import communication_basis
+
         return None if communication_basis(ctx.data) is not None else "no communication in the selected steps"
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.overlap import exposed_comm
+
         measured = exposed_comm(ctx.data)
         if measured is None or not measured.ranks:
             return None

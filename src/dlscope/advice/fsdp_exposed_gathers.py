@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.measures.fsdp import untraced_pass_idle
 from ..analysis.reports import fsdp_units
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -111,6 +110,8 @@ def untraced_idle(ctx: Context) -> dict[tuple[int, str], float] | None:
     """Per (rank, pass): how long the compute stream can have waited in the pass per step without
     the tracer, ms (:func:`dlscope.analysis.measures.fsdp.untraced_pass_idle`); None without
     marks in both kinds of step."""
+    from ..analysis.measures.fsdp import untraced_pass_idle
+
     return {(p.rank, p.pass_name): p.idle_ms for p in untraced_pass_idle(ctx.data)} or None
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.measures.kernel_metrics import profiled_kernels
 from ..analysis.reports.kernel_metrics import LATENCY_PCT
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -53,6 +52,8 @@ class KernelBound(Rule):
 
     def check(self, ctx: Context) -> Finding | None:
         # a kernel whose bottleneck unit runs at u% of its peak can at best run 1 - u/100 faster
+        from ..analysis.measures.kernel_metrics import profiled_kernels
+
         rows: list[dict[str, Any]] = [
             {
                 "kernel": k.kernel,

@@ -12,7 +12,6 @@ a risk, not yet a cost.
 
 from __future__ import annotations
 
-from ..analysis.measures.memory_peak import alloc_calls, memory_peak
 from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
@@ -40,10 +39,14 @@ class MemoryNearLimit(Rule):
     needs = ("counters",)
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.memory_peak import memory_peak
+
         m = memory_peak(ctx.data)
         return m if isinstance(m, str) else None
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.memory_peak import alloc_calls, memory_peak
+
         m = memory_peak(ctx.data)
         if isinstance(m, str) or m.pct < NEAR_LIMIT_PCT:
             return None

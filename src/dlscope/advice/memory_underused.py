@@ -18,7 +18,6 @@ one wave costs no more at k times the batch.
 
 from __future__ import annotations
 
-from ..analysis.measures.memory_peak import memory_peak
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -44,10 +43,14 @@ class MemoryUnderused(Rule):
     needs_gpu = True
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.memory_peak import memory_peak
+
         m = memory_peak(ctx.data)
         return m if isinstance(m, str) else None
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.memory_peak import memory_peak
+
         m = memory_peak(ctx.data)
         if isinstance(m, str):
             return None

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
-from ..analysis.measures.modules import ModuleSplit
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..analysis.measures.modules import ModuleSplit
 
 # a module "holds" the time when at least this share of it lies in its subtree: then the deepest
 # such module is named (a majority says where to look; below it the largest part is named instead)

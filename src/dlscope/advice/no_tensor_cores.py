@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.core.hardware import ratios_label
-from ..analysis.measures.modules import math_split
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -67,6 +66,8 @@ class NoTensorCores(MatrixMathRule):
             f"{ms(t32)} of matrix math per step runs in fp32 on CUDA cores ({kernel_share(ctx, t32)}): "
             f"{ops_phrase(rows)}"
         )
+        from ..analysis.measures.modules import math_split
+
         where = where_it_sits(math_split(ctx.data, ("fp32",)))
         if where:
             text += f"; {where}"

@@ -21,7 +21,6 @@ from dataclasses import asdict
 from typing import Any
 
 from ..analysis.core.host_classes import Blocking
-from ..analysis.measures.pageable_copies import pageable_copy_ns, pageable_copy_sites
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -43,6 +42,8 @@ class PageableMemcpy(Rule):
     cuda_only = True
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.pageable_copies import pageable_copy_ns, pageable_copy_sites
+
         wait = ctx.idle_ms("pageable_wait_ns")
         if not wait:
             return None

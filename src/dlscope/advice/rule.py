@@ -6,6 +6,11 @@ rows, ``needs_steps``/``needs_gpu`` the step and GPU data the rule measures with
 :meth:`Rule.precondition` anything else (a counter that was not sampled, a GPU without tensor
 cores); :meth:`Rule.missing` turns them into the one line ``dlscope advise --verbose`` prints for a
 rule that could not run. A rule that runs and finds nothing returns None.
+
+A rule whose measures serve one kind of profile (memory counters, several ranks, module data,
+ncu's metrics) imports them in the methods that use them, not at the top of its module: every
+command imports every rule, and a command on a profile the rule does not apply to should not pay
+for its measures' modules (a millisecond or more each; issue 37's speed gate).
 """
 
 from __future__ import annotations

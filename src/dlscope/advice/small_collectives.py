@@ -16,20 +16,17 @@ while their GPU time was 2.5% of the step (``bench/RESULTS.md``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..analysis.measures.collectives import (
-    RankSmallCollectives,
-    collective_sizes_known,
-    small_collective_kinds,
-    small_collectives,
-)
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
 from .rule import MIN_SAVING_PCT, Rule
 from .text import ms, pct
+
+if TYPE_CHECKING:
+    from ..analysis.measures.collectives import RankSmallCollectives
 
 MIN_PER_STEP = 8  # dlscope's line: fewer small collectives per step is ordinary (loss, metrics, a barrier)
 TOP_KINDS = 5
@@ -48,11 +45,15 @@ class SmallCollectives(Rule):
     needs_steps = True
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.collectives import collective_sizes_known
+
         if not collective_sizes_known(ctx.data):
             return "the trace gives no message sizes (Gloo's come with input shapes: dlscope profile --mode full)"
         return None
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.collectives import small_collective_kinds, small_collectives
+
         per = [(r, _cost(r)) for r in small_collectives(ctx.data)]
         if not per:
             return None

@@ -15,17 +15,19 @@ overhead differs per rank, so a traced-only finding says so and is at most LOW.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..analysis.core.host_classes import HostClass
 from ..analysis.core.host_state import DATA_LOADING_RE
-from ..analysis.measures.stragglers import ranks_with_steps, traced_step_selected, traced_stragglers
-from ..analysis.reports.rank_waits import StragglerVerdict, untraced_straggler
 from ..analysis.reports.straggler import OUTSIDE
 from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding, Severity, cap_severity
 from .rule import Rule
 from .text import ms, pct
+
+if TYPE_CHECKING:
+    from ..analysis.reports.rank_waits import StragglerVerdict
 
 # dlscope's own lines: a rank that is slowest in at least 60% of the compared steps is a pattern
 # (with 2 ranks, chance gives 50%), and a lag under 5% of the step is within the jitter of ranks
@@ -52,9 +54,13 @@ class Straggler(Rule):
     needs_steps = True
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.stragglers import ranks_with_steps
+
         return None if ranks_with_steps(ctx.data) >= 2 else "fewer than two ranks with steps"
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.reports.rank_waits import untraced_straggler
+
         verdict = untraced_straggler(ctx.data)
         if verdict is not None:
             return self._from_untraced(ctx, verdict)
@@ -105,6 +111,8 @@ class Straggler(Rule):
         return f
 
     def _from_traced(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.stragglers import traced_step_selected, traced_stragglers
+
         rows = traced_stragglers(ctx.data)
         if len(rows) < MIN_STEPS:
             return None

@@ -19,7 +19,6 @@ from dataclasses import asdict
 from typing import Any
 
 from ..analysis.core.host_classes import Blocking
-from ..analysis.measures.host_syncs import sync_sites
 from ..analysis.models.replay import Fix
 from ..vocabulary.names import RuleId
 from .context import Context
@@ -60,6 +59,8 @@ class SyncInStep(Rule):
         p = ctx.pct(saving)
         if p is None or p < MIN_SAVING_PCT:
             return None
+        from ..analysis.measures.host_syncs import sync_sites
+
         rows = [{**asdict(s), "steps": steps(s.steps)} for s in sync_sites(ctx.data)]
         if not rows:
             return None

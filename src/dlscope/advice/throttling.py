@@ -13,7 +13,6 @@ at full clock. Capped by the time the host waited for the GPU when runtime calls
 
 from __future__ import annotations
 
-from ..analysis.measures.throttling import THROTTLE_BITS, throttle_reasons_sampled, throttling_by_device
 from ..vocabulary.names import RuleId
 from .context import Context
 from .finding import Evidence, Finding
@@ -35,11 +34,15 @@ class Throttling(Rule):
     needs_steps = True
 
     def precondition(self, ctx: Context) -> str | None:
+        from ..analysis.measures.throttling import throttle_reasons_sampled
+
         if not throttle_reasons_sampled(ctx.data):
             return "NVML's throttle reasons were not sampled"
         return None
 
     def check(self, ctx: Context) -> Finding | None:
+        from ..analysis.measures.throttling import THROTTLE_BITS, throttling_by_device
+
         rows = throttling_by_device(ctx.data)
         if not rows or not rows[0].busy_samples:
             return None
