@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -69,6 +70,18 @@ def one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `dlscope` script; returns the exit code."""
+    try:
+        return _main(argv)
+    finally:
+        if argv is None:
+            # The console script's process ends with this command. The interpreter's exit collects
+            # garbage over every object the command made, ~90 ms after an analysis of a 500k-event
+            # profile (a tenth of the command); frozen, they are left to the process's end. Files are
+            # closed by then (each writer's `with`), and objects are still freed by their counts.
+            gc.freeze()
+
+
+def _main(argv: list[str] | None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     try:
         only = _command_named(args_list)
@@ -80,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if argv is None and cmd.without_pandas:  # the console script's own process: nothing else runs here
             block_pandas()
+        if cmd.opens_profile:
+            from ..application.open import warm_up
+
+            warm_up()
         return int(cmd.run(args))
     except DlscopeError as e:
         print(f"dlscope: {one_line(str(e))}", file=sys.stderr)

@@ -26,6 +26,7 @@ class AdviseCommand(Command):
     """
 
     name = "advise"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")

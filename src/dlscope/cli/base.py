@@ -23,6 +23,8 @@ class Command:
     name: ClassVar[str] = ""
     # False for commands that run the user's code: it may need pandas (see no_pandas)
     without_pandas: ClassVar[bool] = True
+    # True for commands that open a stored profile: its database starts while they import (open.warm_up)
+    opens_profile: ClassVar[bool] = False
 
     @classmethod
     def help(cls) -> str:

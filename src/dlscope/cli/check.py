@@ -23,6 +23,7 @@ class CheckCommand(Command):
     """
 
     name = "check"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         from ..application.check import metric_names

@@ -28,6 +28,7 @@ class DiffCommand(Command):
     """
 
     name = "diff"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("a", metavar="A", help="the baseline: a NAME.dlscope profile or a trace")

@@ -42,6 +42,7 @@ class ExportCommand(Command):
     """
 
     name = "export"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         from ..render.timeline import PART_BYTES, PART_EVENTS

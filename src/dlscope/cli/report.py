@@ -21,6 +21,7 @@ class ReportCommand(Command):
     """
 
     name = "report"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")

@@ -21,6 +21,7 @@ class SqlCommand(Command):
     """
 
     name = "sql"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory, a folder of profiles, or a quoted glob")

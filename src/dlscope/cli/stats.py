@@ -24,6 +24,7 @@ class StatsCommand(Command):
     """
 
     name = "stats"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")

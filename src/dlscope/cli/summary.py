@@ -18,6 +18,7 @@ class SummaryCommand(Command):
     """
 
     name = "summary"
+    opens_profile = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="a NAME.dlscope directory")

@@ -68,6 +68,16 @@ def is_unfinished(path: Path) -> bool:
     return path.is_dir() and not (path / "meta.json").exists() and (path / "spool").is_dir()
 
 
+# the opening connection's threads: its first query reads the footers' statistics; the analysis
+# raises the count for a large profile (ProfileData)
+OPEN_THREADS = 1
+
+
+def warm_open() -> None:
+    """Start the connection :func:`open_profile` will take, in the background (:func:`.db.warm`)."""
+    db.warm(OPEN_THREADS)
+
+
 def open_profile(path: str | Path) -> StoredProfile:
     """Validate and open a finished profile. Raises InputError/ProfileFormatError with one line."""
     p = Path(path)
@@ -116,7 +126,7 @@ def open_profile(path: str | Path) -> StoredProfile:
                     prof.narrow_columns.setdefault(spec.name, set()).add(col.name)
         prof.files[spec.name] = files
         prof.rows[spec.name] = rows
-    prof.connection = db.connect(threads=1)
+    prof.connection = db.connect(threads=OPEN_THREADS)
     ranges = _time_ranges(prof.connection, prof.files, file_rows)
     for spec in TABLES:
         if not _times_plausible([ranges[f] for f in prof.files.get(spec.name, [])]):
