@@ -41,8 +41,9 @@ def test_a_memory_limit_is_never_given_the_warmed_connection():
     assert db._warm is None
 
 
-def test_a_command_that_fails_before_its_open_still_exits_at_once(tmp_path):
-    """The warm thread is not a daemon: the process waits for it and ends with the command's code."""
+def test_a_command_that_fails_before_its_open_ends_in_one_line_and_code_2(tmp_path):
+    """The database was started for nothing: the process (which waits for that thread, not a daemon)
+    still ends with the command's one line and exit code 2."""
     r = subprocess.run(
         [sys.executable, "-m", "dlscope", "summary", str(tmp_path / "none.dlscope")],
         capture_output=True,
